@@ -1,0 +1,301 @@
+package shardgroup
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// DDLItem is one sharding DDL step of one source table: the split DDLs of one binlog event that
+// concern that table, already rewritten to the target.
+type DDLItem struct {
+	Source TableName `json:"source"`
+	Target TableName `json:"target"`
+	DDLs   []string  `json:"ddls"`
+	Pos    Position  `json:"pos"`
+}
+
+func (it DDLItem) String() string {
+	return fmt.Sprintf("%s %s %q", it.Source, it.Pos, it.DDLs)
+}
+
+// Items groups the parts of one binlog event by source table, keeping statement order, so a
+// multi-table DDL gives one item per table, each attributed to its own table.
+func Items(parts []Part, pos Position) []DDLItem {
+	var items []DDLItem
+	index := map[TableName]int{}
+	for _, p := range parts {
+		i, ok := index[p.Source]
+		if !ok {
+			i = len(items)
+			index[p.Source] = i
+			items = append(items, DDLItem{Source: p.Source, Target: p.Target, Pos: pos})
+		}
+		items[i].DDLs = append(items[i].DDLs, p.SQL)
+	}
+	return items
+}
+
+// ShardingSequence is the DDL history of one source table within its group: the items not yet
+// trimmed (index-aligned with the group's steps) and the last position seen, for re-entrancy.
+type ShardingSequence struct {
+	Table   TableName
+	Items   []DDLItem
+	LastPos Position
+}
+
+// InconsistentError reports two tables with different DDLs at the same step of one group.
+type InconsistentError struct {
+	Target          TableName
+	Step            int
+	Table, Other    TableName
+	DDLs, OtherDDLs []string
+}
+
+func (e *InconsistentError) Error() string {
+	return fmt.Sprintf("detect inconsistent DDL sequence for target %s at step %d: table %s has DDLs %q, but table %s has %q",
+		e.Target, e.Step, e.Table, e.DDLs, e.Other, e.OtherDDLs)
+}
+
+// SyncResult is what TrySync and RemoveTable report.
+type SyncResult struct {
+	// Duplicate: the item was already known (re-read binlog); nothing changed.
+	Duplicate bool
+	// Resolved: for a duplicate, its step has already been resolved downstream.
+	Resolved bool
+	// Active: the item is the group's active step (not a later, queued one).
+	Active bool
+	// Synced: every table of the group has reached the active step.
+	Synced bool
+	// ActiveDDLs are the DDLs of the active step (nil when nothing is pending).
+	ActiveDDLs []string
+	// Remaining are the tables that have not reached the active step, sorted.
+	Remaining []TableName
+}
+
+// ShardingGroup is the set of source tables of one source that route to one target table.
+type ShardingGroup struct {
+	target TableName
+	tables map[TableName]*ShardingSequence
+	steps  []DDLItem // the first item seen at each step
+	active int       // index of the oldest unresolved step
+}
+
+// NewShardingGroup returns an empty group for target.
+func NewShardingGroup(target TableName) *ShardingGroup {
+	return &ShardingGroup{target: target, tables: map[TableName]*ShardingSequence{}}
+}
+
+// Target is the group's target table.
+func (g *ShardingGroup) Target() TableName { return g.target }
+
+// InSharding reports whether a sharding DDL step is pending.
+func (g *ShardingGroup) InSharding() bool { return g.active < len(g.steps) }
+
+// Tables returns the group's tables, sorted.
+func (g *ShardingGroup) Tables() []TableName {
+	out := make([]TableName, 0, len(g.tables))
+	for t := range g.tables {
+		out = append(out, t)
+	}
+	sortTables(out)
+	return out
+}
+
+// AddTable adds a source table. resolved is the position up to which the table's DDLs are already
+// applied downstream (its checkpoint; zero for none): items at or before it are duplicates. Adding a
+// table while a step is pending is refused, since the new table's schema relative to that step is
+// unknown. Adding a member again only moves its resolved position forward.
+func (g *ShardingGroup) AddTable(table TableName, resolved Position) error {
+	if seq, ok := g.tables[table]; ok {
+		if resolved.Compare(seq.LastPos) > 0 && len(seq.Items) == 0 {
+			seq.LastPos = resolved
+		}
+		return nil
+	}
+	if g.InSharding() {
+		return fmt.Errorf("cannot add table %s to the sharding group of %s while DDLs %q are in progress",
+			table, g.target, g.steps[g.active].DDLs)
+	}
+	g.tables[table] = &ShardingSequence{Table: table, LastPos: resolved}
+	return nil
+}
+
+// RemoveTable removes a source table (dropped upstream). The group may become synced by it.
+func (g *ShardingGroup) RemoveTable(table TableName) SyncResult {
+	delete(g.tables, table)
+	if len(g.tables) == 0 {
+		g.steps, g.active = nil, 0
+	}
+	return g.status()
+}
+
+// TrySync adds item to its table's sequence and reports the group's state. An item at or before the
+// table's last position is a duplicate. An item that differs from the group's DDLs at its step is an
+// *InconsistentError and changes nothing.
+func (g *ShardingGroup) TrySync(item DDLItem) (SyncResult, error) {
+	seq, ok := g.tables[item.Source]
+	if !ok {
+		return SyncResult{}, fmt.Errorf("table %s is not in the sharding group of target %s", item.Source, g.target)
+	}
+	if len(item.DDLs) == 0 {
+		return SyncResult{}, fmt.Errorf("DDL item of table %s at %s has no DDLs", item.Source, item.Pos)
+	}
+	if !seq.LastPos.IsZero() && item.Pos.Compare(seq.LastPos) <= 0 {
+		return g.duplicate(seq, item)
+	}
+	step := len(seq.Items)
+	if step < len(g.steps) && !slices.Equal(g.steps[step].DDLs, item.DDLs) {
+		first := g.steps[step]
+		return SyncResult{}, &InconsistentError{
+			Target: g.target, Step: g.stepNumber(step),
+			Table: item.Source, DDLs: item.DDLs, Other: first.Source, OtherDDLs: first.DDLs,
+		}
+	}
+	item.DDLs = slices.Clone(item.DDLs)
+	seq.Items = append(seq.Items, item)
+	seq.LastPos = item.Pos
+	if step == len(g.steps) {
+		g.steps = append(g.steps, item)
+	}
+	res := g.status()
+	res.Active = step == g.active
+	return res, nil
+}
+
+// stepNumber counts steps from 1 for messages.
+func (g *ShardingGroup) stepNumber(i int) int { return i + 1 }
+
+func (g *ShardingGroup) duplicate(seq *ShardingSequence, item DDLItem) (SyncResult, error) {
+	res := g.status()
+	res.Duplicate = true
+	for i, it := range seq.Items {
+		if it.Pos.Compare(item.Pos) != 0 {
+			continue
+		}
+		if !slices.Equal(it.DDLs, item.DDLs) {
+			return SyncResult{}, fmt.Errorf("table %s at %s: DDLs %q differ from %q read there before",
+				item.Source, item.Pos, item.DDLs, it.DDLs)
+		}
+		res.Resolved = i < g.active
+		res.Active = i == g.active
+		return res, nil
+	}
+	// Not among the kept items: it was resolved and trimmed, or it lies before the table's resolved
+	// position. Either way it is done downstream.
+	res.Resolved = true
+	return res, nil
+}
+
+func (g *ShardingGroup) status() SyncResult {
+	var res SyncResult
+	if !g.InSharding() {
+		return res
+	}
+	res.ActiveDDLs = slices.Clone(g.steps[g.active].DDLs)
+	for t, seq := range g.tables {
+		if len(seq.Items) <= g.active {
+			res.Remaining = append(res.Remaining, t)
+		}
+	}
+	sortTables(res.Remaining)
+	res.Synced = len(res.Remaining) == 0
+	return res
+}
+
+// Status reports the group's state without changing it.
+func (g *ShardingGroup) Status() SyncResult { return g.status() }
+
+// Resolution says where to re-read the binlog after a step is resolved.
+type Resolution struct {
+	// DDLs of the step that was resolved.
+	DDLs []string
+	// ResyncFrom is the earliest position of the resolved step among the group's tables: DML held back
+	// behind it lies after this position.
+	ResyncFrom Position
+	// Tables that had passed the step, whose held-back DML must be replayed, sorted.
+	Tables []TableName
+}
+
+// ResolveActive marks the active step as executed (or skipped) downstream. The group must be synced.
+// When every step is resolved, the sequences are trimmed so memory does not grow with history.
+func (g *ShardingGroup) ResolveActive() (Resolution, error) {
+	st := g.status()
+	if !g.InSharding() {
+		return Resolution{}, fmt.Errorf("sharding group of %s has no pending DDL to resolve", g.target)
+	}
+	if !st.Synced {
+		return Resolution{}, fmt.Errorf("sharding group of %s is not synced for DDLs %q: waiting for %s",
+			g.target, st.ActiveDDLs, joinTables(st.Remaining))
+	}
+	res := Resolution{DDLs: st.ActiveDDLs}
+	for t, seq := range g.tables {
+		pos := seq.Items[g.active].Pos
+		if len(res.Tables) == 0 || pos.Compare(res.ResyncFrom) < 0 {
+			res.ResyncFrom = pos
+		}
+		res.Tables = append(res.Tables, t)
+	}
+	sortTables(res.Tables)
+	g.active++
+	if g.active == len(g.steps) {
+		for _, seq := range g.tables {
+			seq.Items = nil
+		}
+		g.steps, g.active = nil, 0
+	}
+	return res, nil
+}
+
+// Blocked reports whether DML of table at pos must be held back: the table has an unresolved DDL
+// before pos.
+func (g *ShardingGroup) Blocked(table TableName, pos Position) bool {
+	seq, ok := g.tables[table]
+	if !ok || len(seq.Items) <= g.active {
+		return false
+	}
+	return seq.Items[g.active].Pos.Compare(pos) < 0
+}
+
+// Unresolved describes the pending step for status output.
+type Unresolved struct {
+	Target        TableName
+	DDLs          []string
+	FirstPosition Position
+	Synced        []TableName
+	Unsynced      []TableName
+}
+
+// Unresolved returns the pending step, or false when there is none.
+func (g *ShardingGroup) Unresolved() (Unresolved, bool) {
+	if !g.InSharding() {
+		return Unresolved{}, false
+	}
+	u := Unresolved{Target: g.target, DDLs: slices.Clone(g.steps[g.active].DDLs)}
+	for t, seq := range g.tables {
+		if len(seq.Items) > g.active {
+			u.Synced = append(u.Synced, t)
+			if pos := seq.Items[g.active].Pos; u.FirstPosition.IsZero() || pos.Compare(u.FirstPosition) < 0 {
+				u.FirstPosition = pos
+			}
+		} else {
+			u.Unsynced = append(u.Unsynced, t)
+		}
+	}
+	sortTables(u.Synced)
+	sortTables(u.Unsynced)
+	return u, true
+}
+
+func sortTables(ts []TableName) {
+	sort.Slice(ts, func(i, j int) bool { return ts[i].Less(ts[j]) })
+}
+
+func joinTables(ts []TableName) string {
+	s := make([]string, len(ts))
+	for i, t := range ts {
+		s[i] = t.String()
+	}
+	return strings.Join(s, ", ")
+}

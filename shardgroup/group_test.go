@@ -1,0 +1,329 @@
+package shardgroup
+
+import (
+	"errors"
+	"fmt"
+	"math/rand"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var (
+	tA     = TableName{"db_1", "t_1"}
+	tB     = TableName{"db_1", "t_2"}
+	tC     = TableName{"db_2", "t_1"}
+	target = TableName{"db", "t"}
+	ddl1   = []string{"ALTER TABLE `db`.`t` ADD COLUMN `c1` INT"}
+	ddl2   = []string{"ALTER TABLE `db`.`t` ADD COLUMN `c2` INT"}
+)
+
+func pos(n uint32) Position { return Position{"mysql-bin.000001", n} }
+
+func item(t TableName, p uint32, ddls []string) DDLItem {
+	return DDLItem{Source: t, Target: target, DDLs: ddls, Pos: pos(p)}
+}
+
+func newGroup(t *testing.T, tables ...TableName) *ShardingGroup {
+	t.Helper()
+	g := NewShardingGroup(target)
+	for _, tb := range tables {
+		if err := g.AddTable(tb, Position{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return g
+}
+
+func mustSync(t *testing.T, g *ShardingGroup, it DDLItem) SyncResult {
+	t.Helper()
+	res, err := g.TrySync(it)
+	if err != nil {
+		t.Fatalf("TrySync(%s): %v", it, err)
+	}
+	return res
+}
+
+func TestTrySyncBasic(t *testing.T) {
+	g := newGroup(t, tA, tB)
+	res := mustSync(t, g, item(tA, 100, ddl1))
+	if res.Synced || !res.Active || !reflect.DeepEqual(res.Remaining, []TableName{tB}) || !slices.Equal(res.ActiveDDLs, ddl1) {
+		t.Fatalf("after A: %+v", res)
+	}
+	if !g.Blocked(tA, pos(101)) || g.Blocked(tA, pos(99)) || g.Blocked(tB, pos(101)) {
+		t.Fatal("only A's DML after its DDL is held back")
+	}
+	res = mustSync(t, g, item(tB, 200, ddl1))
+	if !res.Synced || !res.Active || len(res.Remaining) != 0 {
+		t.Fatalf("after B: %+v", res)
+	}
+	r, err := g.ResolveActive()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ResyncFrom != pos(100) || !reflect.DeepEqual(r.Tables, []TableName{tA, tB}) || !slices.Equal(r.DDLs, ddl1) {
+		t.Fatalf("resolution %+v", r)
+	}
+	if g.InSharding() || g.Blocked(tA, pos(101)) {
+		t.Fatal("group still in sharding after its only step was resolved")
+	}
+}
+
+func TestSuccessiveDDLsQueueInAnyInterleaving(t *testing.T) {
+	// A runs two steps ahead of B; B then catches up one step at a time.
+	g := newGroup(t, tA, tB)
+	mustSync(t, g, item(tA, 10, ddl1))
+	res := mustSync(t, g, item(tA, 20, ddl2))
+	if res.Active || res.Synced || !slices.Equal(res.ActiveDDLs, ddl1) {
+		t.Fatalf("queued ddl2 must not be active: %+v", res)
+	}
+	if !g.Blocked(tA, pos(15)) {
+		t.Fatal("A is past ddl1 at 15")
+	}
+	res = mustSync(t, g, item(tB, 30, ddl1))
+	if !res.Synced || !res.Active {
+		t.Fatalf("ddl1 synced: %+v", res)
+	}
+	if _, err := g.ResolveActive(); err != nil {
+		t.Fatal(err)
+	}
+	st := g.Status()
+	if st.Synced || !slices.Equal(st.ActiveDDLs, ddl2) || !reflect.DeepEqual(st.Remaining, []TableName{tB}) {
+		t.Fatalf("after ddl1 resolved: %+v", st)
+	}
+	if g.Blocked(tA, pos(15)) || !g.Blocked(tA, pos(25)) || g.Blocked(tB, pos(35)) {
+		t.Fatal("blocking after ddl1 resolved is wrong")
+	}
+	res = mustSync(t, g, item(tB, 40, ddl2))
+	if !res.Synced || !res.Active {
+		t.Fatalf("ddl2 synced: %+v", res)
+	}
+	r, err := g.ResolveActive()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ResyncFrom != pos(20) {
+		t.Fatalf("resync from %s, want A's ddl2 at 20", r.ResyncFrom)
+	}
+}
+
+func TestInconsistentDDLSequence(t *testing.T) {
+	g := newGroup(t, tA, tB)
+	mustSync(t, g, item(tA, 10, ddl1))
+	mustSync(t, g, item(tA, 20, ddl2))
+	before := g.Status()
+	// B applies ddl2 first: out of order.
+	_, err := g.TrySync(item(tB, 15, ddl2))
+	var ie *InconsistentError
+	if !errors.As(err, &ie) {
+		t.Fatalf("want InconsistentError, got %v", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"detect inconsistent DDL sequence", tA.String(), tB.String(), ddl1[0], ddl2[0], "step 1"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not name %q", msg, want)
+		}
+	}
+	if !reflect.DeepEqual(g.Status(), before) {
+		t.Fatal("a refused item changed the group")
+	}
+	// The right item is still accepted afterwards.
+	if res := mustSync(t, g, item(tB, 16, ddl1)); !res.Synced {
+		t.Fatalf("%+v", res)
+	}
+}
+
+func TestAddItemIsReentrantByPosition(t *testing.T) {
+	g := newGroup(t, tA, tB)
+	mustSync(t, g, item(tA, 10, ddl1))
+	res := mustSync(t, g, item(tA, 10, ddl1))
+	if !res.Duplicate || res.Resolved || !res.Active {
+		t.Fatalf("re-read of pending item: %+v", res)
+	}
+	if _, err := g.TrySync(item(tA, 10, ddl2)); err == nil {
+		t.Fatal("different DDLs at a known position must be an error")
+	}
+	mustSync(t, g, item(tA, 20, ddl2))
+	mustSync(t, g, item(tB, 11, ddl1))
+	if _, err := g.ResolveActive(); err != nil {
+		t.Fatal(err)
+	}
+	// Re-sync re-reads A from 10: its ddl1 is resolved, its ddl2 is the active step.
+	if res := mustSync(t, g, item(tA, 10, ddl1)); !res.Duplicate || !res.Resolved {
+		t.Fatalf("re-read of resolved item: %+v", res)
+	}
+	if res := mustSync(t, g, item(tA, 20, ddl2)); !res.Duplicate || res.Resolved || !res.Active {
+		t.Fatalf("re-read of active item: %+v", res)
+	}
+	mustSync(t, g, item(tB, 21, ddl2))
+	if _, err := g.ResolveActive(); err != nil {
+		t.Fatal(err)
+	}
+	// Trimmed history still counts as resolved.
+	if res := mustSync(t, g, item(tB, 21, ddl2)); !res.Duplicate || !res.Resolved {
+		t.Fatalf("re-read after trim: %+v", res)
+	}
+	// A restarted worker adds tables at their checkpoints: items up to there are resolved.
+	g2 := NewShardingGroup(target)
+	if err := g2.AddTable(tA, pos(20)); err != nil {
+		t.Fatal(err)
+	}
+	if res := mustSync(t, g2, item(tA, 10, ddl1)); !res.Duplicate || !res.Resolved {
+		t.Fatalf("item before checkpoint: %+v", res)
+	}
+}
+
+func TestTablesJoinAndLeave(t *testing.T) {
+	g := newGroup(t, tA, tB)
+	mustSync(t, g, item(tA, 10, ddl1))
+	if err := g.AddTable(tC, Position{}); err == nil || !strings.Contains(err.Error(), tC.String()) {
+		t.Fatalf("joining during a pending step: %v", err)
+	}
+	res := g.RemoveTable(tB)
+	if !res.Synced {
+		t.Fatalf("dropping the only unsynced table syncs the group: %+v", res)
+	}
+	if _, err := g.ResolveActive(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.AddTable(tC, Position{}); err != nil {
+		t.Fatal(err)
+	}
+	if res := mustSync(t, g, item(tA, 20, ddl2)); res.Synced || !reflect.DeepEqual(res.Remaining, []TableName{tC}) {
+		t.Fatalf("new table must take part in the next step: %+v", res)
+	}
+	if _, err := g.TrySync(item(tB, 30, ddl2)); err == nil {
+		t.Fatal("a removed table is not a member")
+	}
+}
+
+func TestResolveRequiresSynced(t *testing.T) {
+	g := newGroup(t, tA, tB)
+	if _, err := g.ResolveActive(); err == nil {
+		t.Fatal("resolve without a pending step")
+	}
+	mustSync(t, g, item(tA, 10, ddl1))
+	if _, err := g.ResolveActive(); err == nil || !strings.Contains(err.Error(), tB.String()) {
+		t.Fatalf("resolve of unsynced group: %v", err)
+	}
+	u, ok := g.Unresolved()
+	if !ok || !reflect.DeepEqual(u.Synced, []TableName{tA}) || !reflect.DeepEqual(u.Unsynced, []TableName{tB}) || u.FirstPosition != pos(10) {
+		t.Fatalf("unresolved %+v", u)
+	}
+}
+
+func TestPositionCompare(t *testing.T) {
+	cases := []struct {
+		a, b Position
+		want int
+	}{
+		{Position{"mysql-bin.000009", 500}, Position{"mysql-bin.000010", 4}, -1},
+		{Position{"mysql-bin.999999", 5}, Position{"mysql-bin.1000000", 4}, -1},
+		{Position{"b.000001", 5}, Position{"b.000001", 5}, 0},
+		{Position{"b.000002", 5}, Position{"b.000001", 9}, 1},
+	}
+	for _, c := range cases {
+		if got := c.a.Compare(c.b); got != c.want {
+			t.Errorf("%s vs %s: %d, want %d", c.a, c.b, got, c.want)
+		}
+	}
+}
+
+// TestRandomInterleavings feeds each table's DDL sequence in a random interleaving, with random
+// re-reads, and checks the group against a simple model: a step is synced exactly when every table
+// has reached it, steps resolve in order, and nothing is reported inconsistent.
+func TestRandomInterleavings(t *testing.T) {
+	for seed := int64(1); seed <= 2000; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		nTables, nDDLs := 1+rng.Intn(6), 1+rng.Intn(5)
+		if err := runInterleaving(rng, nTables, nDDLs); err != nil {
+			t.Fatalf("seed %d (%d tables, %d DDLs): %v", seed, nTables, nDDLs, err)
+		}
+	}
+}
+
+func runInterleaving(rng *rand.Rand, nTables, nDDLs int) error {
+	g := NewShardingGroup(target)
+	tables := make([]TableName, nTables)
+	next := make([]int, nTables) // next DDL index each table will read
+	for i := range tables {
+		tables[i] = TableName{"db_1", fmt.Sprintf("t_%d", i)}
+		if err := g.AddTable(tables[i], Position{}); err != nil {
+			return err
+		}
+	}
+	ddl := func(k int) []string { return []string{fmt.Sprintf("ALTER TABLE `db`.`t` ADD COLUMN `c%d` INT", k)} }
+	position := func(ti, k int) Position { return Position{"bin.000001", uint32(1000*(k+1) + ti)} }
+	resolved := 0
+	for resolved < nDDLs {
+		var ready []int
+		for i := range tables {
+			if next[i] < nDDLs {
+				ready = append(ready, i)
+			}
+		}
+		if len(ready) == 0 {
+			return fmt.Errorf("all tables read everything but only %d steps resolved", resolved)
+		}
+		ti := ready[rng.Intn(len(ready))]
+		k := next[ti]
+		if k > 0 && rng.Intn(4) == 0 { // re-read an earlier item
+			j := rng.Intn(k)
+			res, err := g.TrySync(DDLItem{Source: tables[ti], Target: target, DDLs: ddl(j), Pos: position(ti, j)})
+			if err != nil {
+				return err
+			}
+			if !res.Duplicate || res.Resolved != (j < resolved) {
+				return fmt.Errorf("re-read of step %d (resolved %d): %+v", j, resolved, res)
+			}
+			continue
+		}
+		res, err := g.TrySync(DDLItem{Source: tables[ti], Target: target, DDLs: ddl(k), Pos: position(ti, k)})
+		if err != nil {
+			return err
+		}
+		next[ti]++
+		for {
+			wantSynced := true
+			for i := range tables {
+				if next[i] <= resolved {
+					wantSynced = false
+				}
+			}
+			st := g.Status()
+			if st.Synced != wantSynced {
+				return fmt.Errorf("step %d: synced %v, want %v (next %v)", resolved, st.Synced, wantSynced, next)
+			}
+			if res.Active != (k == resolved) {
+				return fmt.Errorf("item step %d active %v with %d resolved", k, res.Active, resolved)
+			}
+			if !wantSynced {
+				break
+			}
+			r, err := g.ResolveActive()
+			if err != nil {
+				return err
+			}
+			if !slices.Equal(r.DDLs, ddl(resolved)) {
+				return fmt.Errorf("resolved %q, want step %d", r.DDLs, resolved)
+			}
+			resolved++
+			for i := range tables {
+				blocked := g.Blocked(tables[i], Position{"bin.000001", 999999})
+				if blocked != (next[i] > resolved) {
+					return fmt.Errorf("table %d blocked %v with next %d resolved %d", i, blocked, next[i], resolved)
+				}
+			}
+			if resolved == nDDLs {
+				break
+			}
+			k = -1 // res.Active no longer relates to the new active step
+			res.Active = false
+		}
+	}
+	if g.InSharding() {
+		return fmt.Errorf("group still in sharding after all steps")
+	}
+	return nil
+}

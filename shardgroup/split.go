@@ -1,0 +1,257 @@
+package shardgroup
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/pingcap/tidb/pkg/parser"
+	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/format"
+	_ "github.com/pingcap/tidb/pkg/parser/test_driver" // value expressions for the parser; no I/O
+)
+
+// Kind is the statement type of a split DDL part.
+type Kind string
+
+// The statement types Split understands.
+const (
+	KindCreateDatabase Kind = "CREATE DATABASE"
+	KindAlterDatabase  Kind = "ALTER DATABASE"
+	KindDropDatabase   Kind = "DROP DATABASE"
+	KindCreateTable    Kind = "CREATE TABLE"
+	KindAlterTable     Kind = "ALTER TABLE"
+	KindDropTable      Kind = "DROP TABLE"
+	KindRenameTable    Kind = "RENAME TABLE"
+	KindTruncateTable  Kind = "TRUNCATE TABLE"
+	KindCreateIndex    Kind = "CREATE INDEX"
+	KindDropIndex      Kind = "DROP INDEX"
+)
+
+// Part is one single-table piece of a DDL statement.
+type Part struct {
+	Kind Kind
+	// Source is the upstream table the part concerns (for RENAME, the old name). For a database
+	// statement only Schema is set.
+	Source TableName
+	// Target is Source after routing.
+	Target TableName
+	// SQL is the single-table statement with every table name routed, restored from the AST.
+	SQL string
+}
+
+// Route maps an upstream table (or schema, with an empty Name) to its downstream name.
+type Route func(TableName) TableName
+
+var parsers = sync.Pool{New: func() any { return parser.New() }}
+
+func parse(sql string) ([]ast.StmtNode, error) {
+	p := parsers.Get().(*parser.Parser)
+	defer parsers.Put(p)
+	stmts, _, err := p.Parse(sql, "", "")
+	return stmts, err
+}
+
+// Split parses a DDL statement (one binlog query event) and returns one Part per affected table, in
+// statement order. Unqualified table names take defaultSchema. route may be nil (names are kept).
+// Statements that are not DDL, or DDL that Split does not handle, give an error naming the statement.
+func Split(sql, defaultSchema string, route Route) (parts []Part, err error) {
+	// The parser is third-party code fed with user input; a panic in it must become an error, not
+	// a dead worker.
+	defer func() {
+		if r := recover(); r != nil {
+			parts, err = nil, fmt.Errorf("parse DDL %q: parser panic: %v", truncate(sql), r)
+		}
+	}()
+	if route == nil {
+		route = func(t TableName) TableName { return t }
+	}
+	stmts, err := parse(sql)
+	if err != nil {
+		return nil, fmt.Errorf("parse DDL %q: %w", truncate(sql), err)
+	}
+	if len(stmts) == 0 {
+		return nil, fmt.Errorf("parse DDL %q: no statement", truncate(sql))
+	}
+	for _, stmt := range stmts {
+		pieces, err := splitStmt(stmt, defaultSchema)
+		if err != nil {
+			return nil, fmt.Errorf("split DDL %q: %w", truncate(sql), err)
+		}
+		for _, pc := range pieces {
+			p, err := rewrite(pc, defaultSchema, route)
+			if err != nil {
+				return nil, fmt.Errorf("rewrite DDL %q: %w", truncate(sql), err)
+			}
+			parts = append(parts, p)
+		}
+	}
+	return parts, nil
+}
+
+// piece is a single-table statement node that may share sub-nodes with the original statement.
+type piece struct {
+	kind   Kind
+	source TableName
+	node   ast.StmtNode
+}
+
+func splitStmt(stmt ast.StmtNode, defaultSchema string) ([]piece, error) {
+	name := func(tn *ast.TableName) (TableName, error) { return qualify(tn, defaultSchema) }
+	one := func(kind Kind, tn *ast.TableName, node ast.StmtNode) ([]piece, error) {
+		src, err := name(tn)
+		if err != nil {
+			return nil, err
+		}
+		return []piece{{kind, src, node}}, nil
+	}
+	switch s := stmt.(type) {
+	case *ast.CreateDatabaseStmt:
+		return []piece{{KindCreateDatabase, TableName{Schema: s.Name.O}, s}}, nil
+	case *ast.AlterDatabaseStmt:
+		db := s.Name.O
+		if s.AlterDefaultDatabase || db == "" {
+			db = defaultSchema
+		}
+		if db == "" {
+			return nil, fmt.Errorf("ALTER DATABASE without a database name and no default database")
+		}
+		s.Name.O, s.Name.L = db, strings.ToLower(db)
+		s.AlterDefaultDatabase = false
+		return []piece{{KindAlterDatabase, TableName{Schema: db}, s}}, nil
+	case *ast.DropDatabaseStmt:
+		return []piece{{KindDropDatabase, TableName{Schema: s.Name.O}, s}}, nil
+	case *ast.CreateTableStmt:
+		if s.Select != nil {
+			return nil, fmt.Errorf("CREATE TABLE ... SELECT is not supported")
+		}
+		return one(KindCreateTable, s.Table, s)
+	case *ast.AlterTableStmt:
+		return one(KindAlterTable, s.Table, s)
+	case *ast.TruncateTableStmt:
+		return one(KindTruncateTable, s.Table, s)
+	case *ast.CreateIndexStmt:
+		return one(KindCreateIndex, s.Table, s)
+	case *ast.DropIndexStmt:
+		return one(KindDropIndex, s.Table, s)
+	case *ast.DropTableStmt:
+		if s.IsView {
+			return nil, fmt.Errorf("DROP VIEW is not supported")
+		}
+		out := make([]piece, 0, len(s.Tables))
+		for _, tn := range s.Tables {
+			src, err := name(tn)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, piece{KindDropTable, src, &ast.DropTableStmt{
+				IfExists: s.IfExists, Tables: []*ast.TableName{tn}, TemporaryKeyword: s.TemporaryKeyword,
+			}})
+		}
+		return out, nil
+	case *ast.RenameTableStmt:
+		out := make([]piece, 0, len(s.TableToTables))
+		for _, tt := range s.TableToTables {
+			src, err := name(tt.OldTable)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, piece{KindRenameTable, src, &ast.RenameTableStmt{TableToTables: []*ast.TableToTable{tt}}})
+		}
+		return out, nil
+	default:
+		return nil, fmt.Errorf("statement %T is not a supported DDL", stmt)
+	}
+}
+
+func qualify(tn *ast.TableName, defaultSchema string) (TableName, error) {
+	if tn == nil {
+		return TableName{}, fmt.Errorf("statement has no table name")
+	}
+	schema := tn.Schema.O
+	if schema == "" {
+		schema = defaultSchema
+	}
+	if schema == "" {
+		return TableName{}, fmt.Errorf("table %s has no database and there is no default database", quoteName(tn.Name.O))
+	}
+	return TableName{Schema: schema, Name: tn.Name.O}, nil
+}
+
+// rewrite restores a piece, parses it again (so the piece owns its AST) and routes every table name.
+func rewrite(pc piece, defaultSchema string, route Route) (Part, error) {
+	orig, err := restore(pc.node)
+	if err != nil {
+		return Part{}, err
+	}
+	stmts, err := parse(orig)
+	if err != nil {
+		return Part{}, fmt.Errorf("re-parse %q: %w", orig, err)
+	}
+	if len(stmts) != 1 {
+		return Part{}, fmt.Errorf("re-parse %q: %d statements", orig, len(stmts))
+	}
+	stmt := stmts[0]
+	v := &renamer{defaultSchema: defaultSchema, route: route}
+	stmt.Accept(v)
+	if v.err != nil {
+		return Part{}, v.err
+	}
+	target := route(pc.source)
+	switch s := stmt.(type) {
+	case *ast.CreateDatabaseStmt:
+		s.Name.O, s.Name.L = target.Schema, strings.ToLower(target.Schema)
+	case *ast.AlterDatabaseStmt:
+		s.Name.O, s.Name.L = target.Schema, strings.ToLower(target.Schema)
+	case *ast.DropDatabaseStmt:
+		s.Name.O, s.Name.L = target.Schema, strings.ToLower(target.Schema)
+	}
+	sql, err := restore(stmt)
+	if err != nil {
+		return Part{}, err
+	}
+	return Part{Kind: pc.kind, Source: pc.source, Target: target, SQL: sql}, nil
+}
+
+func restore(node ast.Node) (string, error) {
+	var sb strings.Builder
+	if err := node.Restore(format.NewRestoreCtx(format.DefaultRestoreFlags, &sb)); err != nil {
+		return "", fmt.Errorf("restore %T: %w", node, err)
+	}
+	return sb.String(), nil
+}
+
+// renamer routes every table name of a statement.
+type renamer struct {
+	defaultSchema string
+	route         Route
+	err           error
+}
+
+func (r *renamer) Enter(n ast.Node) (ast.Node, bool) {
+	tn, ok := n.(*ast.TableName)
+	if !ok {
+		return n, false
+	}
+	src, err := qualify(tn, r.defaultSchema)
+	if err != nil {
+		if r.err == nil {
+			r.err = err
+		}
+		return n, true
+	}
+	dst := r.route(src)
+	tn.Schema.O, tn.Schema.L = dst.Schema, strings.ToLower(dst.Schema)
+	tn.Name.O, tn.Name.L = dst.Name, strings.ToLower(dst.Name)
+	return n, true
+}
+
+func (r *renamer) Leave(n ast.Node) (ast.Node, bool) { return n, true }
+
+func truncate(s string) string {
+	const max = 256
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "..."
+}

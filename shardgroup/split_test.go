@@ -1,0 +1,171 @@
+package shardgroup
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var shardTable = regexp.MustCompile(`^t_[0-9]+$`)
+
+func routeShards(t TableName) TableName {
+	// db_* -> db, t_* -> t
+	if strings.HasPrefix(t.Schema, "db_") {
+		t.Schema = "db"
+		if shardTable.MatchString(t.Name) {
+			t.Name = "t"
+		}
+	}
+	return t
+}
+
+func TestSplit(t *testing.T) {
+	cases := []struct {
+		name, sql, schema string
+		want              []Part
+	}{
+		{
+			name: "multi-spec ALTER stays one part", sql: "ALTER TABLE t_1 ADD c1 INT, ADD c2 INT", schema: "db_1",
+			want: []Part{{KindAlterTable, TableName{"db_1", "t_1"}, TableName{"db", "t"},
+				"ALTER TABLE `db`.`t` ADD COLUMN `c1` INT, ADD COLUMN `c2` INT"}},
+		},
+		{
+			name: "RENAME of two tables gives each part its own source", sql: "RENAME TABLE db_1.t_1 TO db_1.t_1_old, db_1.t_1_new TO db_1.t_1",
+			want: []Part{
+				{KindRenameTable, TableName{"db_1", "t_1"}, TableName{"db", "t"}, "RENAME TABLE `db`.`t` TO `db`.`t_1_old`"},
+				{KindRenameTable, TableName{"db_1", "t_1_new"}, TableName{"db", "t_1_new"}, "RENAME TABLE `db`.`t_1_new` TO `db`.`t`"},
+			},
+		},
+		{
+			name: "DROP TABLE of two tables", sql: "DROP TABLE IF EXISTS t_1, other.t_2", schema: "db_1",
+			want: []Part{
+				{KindDropTable, TableName{"db_1", "t_1"}, TableName{"db", "t"}, "DROP TABLE IF EXISTS `db`.`t`"},
+				{KindDropTable, TableName{"other", "t_2"}, TableName{"other", "t_2"}, "DROP TABLE IF EXISTS `other`.`t_2`"},
+			},
+		},
+		{
+			name: "CREATE TABLE LIKE routes both names", sql: "CREATE TABLE IF NOT EXISTS db_2.t_9 LIKE db_2.t_1",
+			want: []Part{{KindCreateTable, TableName{"db_2", "t_9"}, TableName{"db", "t"},
+				"CREATE TABLE IF NOT EXISTS `db`.`t` LIKE `db`.`t`"}},
+		},
+		{
+			name: "CREATE INDEX", sql: "create index idx on t_3 (a)", schema: "db_1",
+			want: []Part{{KindCreateIndex, TableName{"db_1", "t_3"}, TableName{"db", "t"}, "CREATE INDEX `idx` ON `db`.`t` (`a`)"}},
+		},
+		{
+			name: "TRUNCATE", sql: "TRUNCATE TABLE db_1.t_1",
+			want: []Part{{KindTruncateTable, TableName{"db_1", "t_1"}, TableName{"db", "t"}, "TRUNCATE TABLE `db`.`t`"}},
+		},
+		{
+			name: "CREATE DATABASE is schema level", sql: "CREATE DATABASE IF NOT EXISTS db_3",
+			want: []Part{{KindCreateDatabase, TableName{Schema: "db_3"}, TableName{Schema: "db"}, "CREATE DATABASE IF NOT EXISTS `db`"}},
+		},
+		{
+			name: "backquoted names with odd characters", sql: "ALTER TABLE `db_1`.`t_``x` ADD COLUMN `a b` INT DEFAULT 1",
+			want: []Part{{KindAlterTable, TableName{"db_1", "t_`x"}, TableName{"db", "t_`x"}, "ALTER TABLE `db`.`t_``x` ADD COLUMN `a b` INT DEFAULT 1"}},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := Split(c.sql, c.schema, routeShards)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(c.want) {
+				t.Fatalf("got %d parts %+v, want %d", len(got), got, len(c.want))
+			}
+			for i := range got {
+				if got[i] != c.want[i] {
+					t.Errorf("part %d:\n got %+v\nwant %+v", i, got[i], c.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestSplitWithoutRouteKeepsNames(t *testing.T) {
+	got, err := Split("alter table t add column c int", "db_1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].SQL != "ALTER TABLE `db_1`.`t` ADD COLUMN `c` INT" || got[0].Target != got[0].Source {
+		t.Fatalf("got %+v", got)
+	}
+}
+
+func TestSplitErrors(t *testing.T) {
+	cases := []struct{ sql, schema, want string }{
+		{"ALTER TABLE t ADD COLUMN", "db", "parse DDL"},
+		{"ALTER TABLE t ADD c INT", "", "table `t` has no database"},
+		{"INSERT INTO db.t VALUES (1)", "", "not a supported DDL"},
+		{"CREATE TABLE db.t2 SELECT * FROM db.t", "", "CREATE TABLE ... SELECT"},
+		{"CREATE OR REPLACE TABLE db.t (a INT)", "", "parse DDL"},
+		{"CREATE TABLE db.t (a UUID)", "", "parse DDL"},
+		{"DROP VIEW db.v", "", "DROP VIEW"},
+		{"", "db", "no statement"},
+	}
+	for _, c := range cases {
+		_, err := Split(c.sql, c.schema, nil)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Split(%q): err %v, want it to contain %q", c.sql, err, c.want)
+		}
+	}
+}
+
+func TestItemsAttributeEachTable(t *testing.T) {
+	parts, err := Split("RENAME TABLE db_1.t_1 TO db_1.t_1_old, db_1.t_1_new TO db_1.t_1", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := Position{"bin.000001", 42}
+	items := Items(parts, pos)
+	if len(items) != 2 {
+		t.Fatalf("got %d items, want 2: %+v", len(items), items)
+	}
+	if items[0].Source != (TableName{"db_1", "t_1"}) || items[1].Source != (TableName{"db_1", "t_1_new"}) {
+		t.Fatalf("sources %s, %s", items[0].Source, items[1].Source)
+	}
+	for _, it := range items {
+		if len(it.DDLs) != 1 || it.Pos != pos {
+			t.Fatalf("item %+v", it)
+		}
+	}
+	// Two parts of one table in one event become one item with both DDLs.
+	merged := Items([]Part{{Source: TableName{"a", "b"}, SQL: "x"}, {Source: TableName{"a", "b"}, SQL: "y"}}, pos)
+	if len(merged) != 1 || len(merged[0].DDLs) != 2 {
+		t.Fatalf("merged %+v", merged)
+	}
+}
+
+func FuzzSplit(f *testing.F) {
+	for _, s := range []string{
+		"ALTER TABLE t ADD c1 INT, ADD c2 INT",
+		"RENAME TABLE a TO a_old, a_new TO a",
+		"DROP TABLE IF EXISTS t1, db.t2",
+		"CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10) DEFAULT 'x') ENGINE=InnoDB",
+		"CREATE TABLE t LIKE u",
+		"ALTER TABLE t ADD CONSTRAINT fk FOREIGN KEY (a) REFERENCES u(b)",
+		"CREATE INDEX i ON t (a(10), b DESC)",
+		"TRUNCATE t",
+		"ALTER DATABASE CHARACTER SET utf8mb4",
+		"CREATE OR REPLACE TABLE t (a INT)",
+	} {
+		f.Add(s, "db")
+	}
+	f.Fuzz(func(t *testing.T, sql, schema string) {
+		parts, err := Split(sql, schema, routeShards)
+		if err != nil {
+			return
+		}
+		for _, p := range parts {
+			// Every part must be a single statement that parses again and splits to itself.
+			again, err := Split(p.SQL, "", nil)
+			if err != nil {
+				t.Fatalf("part %q of %q does not parse again: %v", p.SQL, sql, err)
+			}
+			if len(again) != 1 || again[0].SQL != p.SQL {
+				t.Fatalf("part %q of %q splits again into %+v", p.SQL, sql, again)
+			}
+		}
+	})
+}

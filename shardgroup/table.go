@@ -1,0 +1,89 @@
+package shardgroup
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// TableName names an upstream or downstream table. A schema-level name has an empty Name.
+type TableName struct {
+	Schema string `json:"schema"`
+	Name   string `json:"name"`
+}
+
+// String quotes the name as MySQL does: `db`.`tbl`, or `db` for a schema.
+func (t TableName) String() string {
+	if t.Name == "" {
+		return quoteName(t.Schema)
+	}
+	return quoteName(t.Schema) + "." + quoteName(t.Name)
+}
+
+func quoteName(s string) string {
+	return "`" + strings.ReplaceAll(s, "`", "``") + "`"
+}
+
+// Less orders table names by schema, then name.
+func (t TableName) Less(o TableName) bool {
+	if t.Schema != o.Schema {
+		return t.Schema < o.Schema
+	}
+	return t.Name < o.Name
+}
+
+// Position is a binlog position: file name and offset.
+type Position struct {
+	File string `json:"file"`
+	Pos  uint32 `json:"pos"`
+}
+
+// IsZero reports whether p is the zero position.
+func (p Position) IsZero() bool { return p.File == "" && p.Pos == 0 }
+
+func (p Position) String() string { return fmt.Sprintf("(%s, %d)", p.File, p.Pos) }
+
+// Compare returns -1, 0 or 1. Files compare by their numeric suffix (mysql-bin.000010 is after
+// mysql-bin.000009) when both have one and the same base name, else as strings.
+func (p Position) Compare(o Position) int {
+	if c := compareFile(p.File, o.File); c != 0 {
+		return c
+	}
+	switch {
+	case p.Pos < o.Pos:
+		return -1
+	case p.Pos > o.Pos:
+		return 1
+	}
+	return 0
+}
+
+func compareFile(a, b string) int {
+	if a == b {
+		return 0
+	}
+	ab, as, aok := splitFile(a)
+	bb, bs, bok := splitFile(b)
+	if aok && bok && ab == bb {
+		switch {
+		case as < bs:
+			return -1
+		case as > bs:
+			return 1
+		}
+		return 0
+	}
+	return strings.Compare(a, b)
+}
+
+func splitFile(f string) (base string, seq uint64, ok bool) {
+	i := strings.LastIndexByte(f, '.')
+	if i < 0 {
+		return "", 0, false
+	}
+	n, err := strconv.ParseUint(f[i+1:], 10, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	return f[:i], n, true
+}
