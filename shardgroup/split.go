@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/pingcap/tidb/pkg/parser"
 	"github.com/pingcap/tidb/pkg/parser/ast"
@@ -65,6 +66,10 @@ func Split(sql, defaultSchema string, route Route) (parts []Part, err error) {
 	}()
 	if route == nil {
 		route = func(t TableName) TableName { return t }
+	}
+	// The parser silently turns invalid UTF-8 into '?', which would rename tables.
+	if !utf8.ValidString(sql) || !utf8.ValidString(defaultSchema) {
+		return nil, fmt.Errorf("DDL %q (default database %q) is not valid UTF-8", truncate(sql), defaultSchema)
 	}
 	stmts, err := parse(sql)
 	if err != nil {
@@ -210,6 +215,11 @@ func rewrite(pc piece, defaultSchema string, route Route) (Part, error) {
 	if err != nil {
 		return Part{}, err
 	}
+	// Routed names (or the default schema) may not be valid identifiers; the downstream must never
+	// receive a statement that does not parse.
+	if _, err := parse(sql); err != nil {
+		return Part{}, fmt.Errorf("rewritten DDL %q is not valid: %w", sql, err)
+	}
 	return Part{Kind: pc.kind, Source: pc.source, Target: target, SQL: sql}, nil
 }
 
@@ -241,6 +251,12 @@ func (r *renamer) Enter(n ast.Node) (ast.Node, bool) {
 		return n, true
 	}
 	dst := r.route(src)
+	if !utf8.ValidString(dst.Schema) || !utf8.ValidString(dst.Name) {
+		if r.err == nil {
+			r.err = fmt.Errorf("route of %s gives a name that is not valid UTF-8: %q", src, dst.String())
+		}
+		return n, true
+	}
 	tn.Schema.O, tn.Schema.L = dst.Schema, strings.ToLower(dst.Schema)
 	tn.Name.O, tn.Name.L = dst.Name, strings.ToLower(dst.Name)
 	return n, true

@@ -1,0 +1,299 @@
+package pessimist
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// ErrLockRemoved means the lock's keys were removed (unlock --force-remove, stop-task) while this
+// source was waiting on it or finishing it.
+var ErrLockRemoved = errors.New("lock removed")
+
+// Agent is the worker side of the protocol for one source of one task.
+type Agent struct {
+	cli    *clientv3.Client
+	layout Layout
+	task   string
+	source string
+	log    *zap.Logger
+	retry  time.Duration
+}
+
+// NewAgent returns the agent of source in task.
+func NewAgent(cli *clientv3.Client, layout Layout, task, source string, log *zap.Logger) *Agent {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Agent{cli: cli, layout: layout, task: task, source: source, retry: 100 * time.Millisecond,
+		log: log.With(zap.String("task", task), zap.String("source", source))}
+}
+
+// PutInfo tells the master that every shard table of this source routed to target has reached ddls.
+// Putting the same info again (a worker that re-read its binlog) writes nothing.
+func (a *Agent) PutInfo(ctx context.Context, target string, ddls []string) (Info, error) {
+	info := Info{Task: a.task, Source: a.source, Target: target, DDLs: ddls}
+	key, val := a.layout.InfoKey(a.task, target, a.source), encode(info)
+	resp, err := a.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.Value(key), "=", val)).
+		Then(clientv3.OpGet(key)).
+		Else(clientv3.OpPut(key, val), clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		return Info{}, fmt.Errorf("put info of lock %s for source %s: %w", info.LockID(), a.source, err)
+	}
+	rs := resp.Responses[len(resp.Responses)-1].GetResponseRange()
+	if len(rs.Kvs) != 1 {
+		return Info{}, fmt.Errorf("put info of lock %s for source %s: info vanished at once", info.LockID(), a.source)
+	}
+	info.CreateRevision, info.ModRevision = rs.Kvs[0].CreateRevision, rs.Kvs[0].ModRevision
+	a.log.Info("info put", zap.String("lock", info.LockID()), zap.Strings("ddls", ddls), zap.Bool("new", !resp.Succeeded))
+	return info, nil
+}
+
+// read returns the current operation and info of a lock for this source, and the revision read at.
+func (a *Agent) read(ctx context.Context, target string) (op *Operation, info *Info, rev int64, err error) {
+	opKey, infoKey := a.layout.OperationKey(a.task, target, a.source), a.layout.InfoKey(a.task, target, a.source)
+	resp, err := a.cli.Txn(ctx).Then(clientv3.OpGet(opKey), clientv3.OpGet(infoKey)).Commit()
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
+		op = new(Operation)
+		if err := decodeKV(kvs[0], op); err != nil {
+			return nil, nil, 0, err
+		}
+		op.ModRevision = kvs[0].ModRevision
+	}
+	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 1 {
+		info = new(Info)
+		if err := decodeKV(kvs[0], info); err != nil {
+			return nil, nil, 0, err
+		}
+		info.CreateRevision, info.ModRevision = kvs[0].CreateRevision, kvs[0].ModRevision
+	}
+	return op, info, resp.Header.Revision, nil
+}
+
+func decodeKV(kv *mvccpb.KeyValue, v any) error {
+	if err := json.Unmarshal(kv.Value, v); err != nil {
+		return fmt.Errorf("decode %s: %w", kv.Key, err)
+	}
+	return nil
+}
+
+// WaitOperation waits for the operation (exec or skip) that answers info. It returns ErrLockRemoved if
+// the info is deleted meanwhile. Only what was read from etcd is returned: after a lost connection
+// nothing is assumed.
+func (a *Agent) WaitOperation(ctx context.Context, info Info) (Operation, error) {
+	for {
+		op, err := a.waitOperation(ctx, info)
+		if err == nil || ctx.Err() != nil || errors.Is(err, ErrLockRemoved) {
+			return op, err
+		}
+		a.log.Warn("waiting for operation failed, retrying", zap.String("lock", info.LockID()), zap.Error(err))
+		if err := sleep(ctx, a.retry); err != nil {
+			return Operation{}, err
+		}
+	}
+}
+
+// waitOperation watches the operation and info keys first and reads them second, so no change after
+// the read can be missed, and the watches start at the current revision (a watch that starts in the
+// past is served by etcd's catch-up loop, which runs only every 100 ms).
+func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error) {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	changed := make(chan error, 1)
+	notify := func(err error) {
+		select {
+		case changed <- err:
+		default:
+		}
+	}
+	created := make(chan struct{}, 2)
+	for _, key := range []string{a.layout.OperationKey(a.task, info.Target, a.source), a.layout.InfoKey(a.task, info.Target, a.source)} {
+		wch := a.cli.Watch(wctx, key, clientv3.WithCreatedNotify())
+		go func() {
+			for wr := range wch {
+				if wr.Created {
+					created <- struct{}{}
+				}
+				if len(wr.Events) > 0 || wr.Err() != nil {
+					notify(wr.Err())
+				}
+			}
+			notify(errors.New("watch closed"))
+		}()
+	}
+	for n := 0; n < 2; {
+		select {
+		case <-ctx.Done():
+			return Operation{}, ctx.Err()
+		case <-created:
+			n++
+		case err := <-changed:
+			if err != nil {
+				return Operation{}, fmt.Errorf("watch lock %s: %w", info.LockID(), err)
+			}
+			// A change before both watches exist: the read below sees it.
+		}
+	}
+	for {
+		op, cur, _, err := a.read(ctx, info.Target)
+		if err != nil {
+			return Operation{}, err
+		}
+		if op != nil && !op.Done && sameDDLs(op.DDLs, info.DDLs) {
+			return *op, nil
+		}
+		if cur == nil {
+			return Operation{}, fmt.Errorf("source %s waiting on lock %s: %w", a.source, info.LockID(), ErrLockRemoved)
+		}
+		select {
+		case <-ctx.Done():
+			return Operation{}, ctx.Err()
+		case err := <-changed:
+			if err != nil {
+				return Operation{}, fmt.Errorf("watch lock %s: %w", info.LockID(), err)
+			}
+		}
+	}
+}
+
+// DoneOperation marks op done and deletes info in one transaction: the master sends skips to the other
+// sources only after the owner's done. Call it only once the operation has taken effect downstream and
+// the checkpoint past the DDL is saved. An ambiguous commit is settled by reading the key again.
+func (a *Agent) DoneOperation(ctx context.Context, op Operation, info Info) error {
+	opKey, infoKey := a.layout.OperationKey(a.task, op.Target, a.source), a.layout.InfoKey(a.task, op.Target, a.source)
+	done := op
+	done.Done = true
+	val := encode(done)
+	last, err := a.finishLast(ctx, op, info)
+	if err == nil && last {
+		a.log.Info("operation done, lock cleared", zap.String("lock", op.LockID()), zap.Bool("exec", op.Exec))
+		return nil
+	}
+	triedLast := err != nil // the clearing txn may have committed
+	for {
+		resp, err := a.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(opKey), "=", op.ModRevision),
+				clientv3.Compare(clientv3.ModRevision(infoKey), "=", info.ModRevision)).
+			Then(clientv3.OpPut(opKey, val), clientv3.OpDelete(infoKey)).
+			Commit()
+		if err == nil && resp.Succeeded {
+			a.log.Info("operation done", zap.String("lock", op.LockID()), zap.Bool("exec", op.Exec))
+			return nil
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			a.log.Warn("done operation: commit unknown, reading back", zap.String("lock", op.LockID()), zap.Error(err))
+			if err := sleep(ctx, a.retry); err != nil {
+				return err
+			}
+		}
+		cur, curInfo, _, err := a.read(ctx, op.Target)
+		if err != nil {
+			continue
+		}
+		switch {
+		case cur != nil && cur.Done && cur.Exec == op.Exec && sameDDLs(cur.DDLs, op.DDLs):
+			return nil // an earlier attempt committed
+		case cur == nil && curInfo == nil:
+			// The lock is gone: cleared by this source's earlier attempt (an ambiguous commit, or a
+			// previous incarnation of this worker), or removed by the user. Nothing is left to do.
+			a.log.Warn("operation already cleared", zap.String("lock", op.LockID()), zap.Bool("attempted-clear", triedLast))
+			return nil
+		case cur == nil:
+			return fmt.Errorf("source %s finishing lock %s: %w", a.source, op.LockID(), ErrLockRemoved)
+		case cur.Exec != op.Exec || !sameDDLs(cur.DDLs, op.DDLs):
+			return fmt.Errorf("source %s finishing lock %s: the operation was replaced by %+v", a.source, op.LockID(), *cur)
+		}
+		// Same operation, other revisions (the info was put again by a restarted worker): retry.
+		op.ModRevision = cur.ModRevision
+		info.ModRevision = 0
+		if curInfo != nil {
+			info.ModRevision = curInfo.ModRevision
+		}
+	}
+}
+
+// finishLast clears the whole lock in the done transaction when this source is the last one: no other
+// info (an operation that is not done always has its info), no unlock request. It saves the
+// coordinator's cleanup write. It reports false, writing nothing, when that is not the case or the
+// state moved meanwhile.
+func (a *Agent) finishLast(ctx context.Context, op Operation, info Info) (bool, error) {
+	opPrefix, infoPrefix := a.layout.lockPrefix(kindOp, a.task, op.Target), a.layout.lockPrefix(kindInfo, a.task, op.Target)
+	opKey, infoKey := a.layout.OperationKey(a.task, op.Target, a.source), a.layout.InfoKey(a.task, op.Target, a.source)
+	unlockKey := a.layout.UnlockKey(a.task, op.Target)
+	resp, err := a.cli.Txn(ctx).Then(
+		clientv3.OpGet(infoPrefix, clientv3.WithPrefix(), clientv3.WithCountOnly()),
+		clientv3.OpGet(unlockKey, clientv3.WithCountOnly()),
+	).Commit()
+	if err != nil || resp.Responses[0].GetResponseRange().Count != 1 || resp.Responses[1].GetResponseRange().Count != 0 {
+		return false, nil // nothing written; the plain done follows
+	}
+	rev := resp.Header.Revision
+	tr, err := a.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(opPrefix), "<", rev+1).WithPrefix(),
+			clientv3.Compare(clientv3.ModRevision(infoPrefix), "<", rev+1).WithPrefix(),
+			clientv3.Compare(clientv3.ModRevision(unlockKey), "=", 0),
+			clientv3.Compare(clientv3.ModRevision(opKey), "=", op.ModRevision),
+			clientv3.Compare(clientv3.ModRevision(infoKey), "=", info.ModRevision)).
+		Then(clientv3.OpDelete(opPrefix, clientv3.WithPrefix()), clientv3.OpDelete(infoKey)).
+		Commit()
+	if err != nil {
+		return false, err
+	}
+	return tr.Succeeded, nil
+}
+
+// Operations returns this source's operations in the task that are not done yet. A restarted worker
+// marks done those its checkpoint shows as already applied, and handles the others when its binlog
+// reaches them again.
+func (a *Agent) Operations(ctx context.Context) ([]Operation, error) {
+	resp, err := a.cli.Get(ctx, a.layout.taskPrefix(kindOp, a.task), clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	var out []Operation
+	for _, kv := range resp.Kvs {
+		var o Operation
+		if err := decodeKV(kv, &o); err != nil {
+			return nil, err
+		}
+		if o.Source == a.source && !o.Done {
+			o.ModRevision = kv.ModRevision
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// Info reads this source's info of a lock, if any.
+func (a *Agent) Info(ctx context.Context, target string) (Info, bool, error) {
+	_, info, _, err := a.read(ctx, target)
+	if err != nil || info == nil {
+		return Info{}, false, err
+	}
+	return *info, true, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

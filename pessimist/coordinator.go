@@ -1,0 +1,223 @@
+package pessimist
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Coordinator is the master-side loop around the Keeper: it reads every pessimist key, watches for
+// changes from that revision on, feeds them to the Keeper and writes what it decides. It holds no state
+// that is not in etcd. Run it only while leader; give it the leader key's fence so that a deposed
+// leader's late write fails.
+type Coordinator struct {
+	cli       *clientv3.Client
+	layout    Layout
+	fence     []clientv3.Cmp
+	log       *zap.Logger
+	retry     time.Duration
+	maxTxnOps int
+
+	mu     sync.Mutex
+	keeper *Keeper // nil until the first full read
+
+	afterLoad func() // test hook: runs between the full read and the watch
+}
+
+// CoordinatorOption configures a Coordinator.
+type CoordinatorOption func(*Coordinator)
+
+// WithFence guards every write with cmps (typically the leader key's create revision).
+func WithFence(cmps ...clientv3.Cmp) CoordinatorOption {
+	return func(c *Coordinator) { c.fence = cmps }
+}
+
+// WithLogger sets the logger.
+func WithLogger(l *zap.Logger) CoordinatorOption { return func(c *Coordinator) { c.log = l } }
+
+// WithRetryInterval sets how soon a write that failed on an etcd error is tried again.
+func WithRetryInterval(d time.Duration) CoordinatorOption {
+	return func(c *Coordinator) { c.retry = d }
+}
+
+// WithMaxTxnOps sets etcd's --max-txn-ops (default DefaultMaxTxnOps); decisions stay within it.
+func WithMaxTxnOps(n int) CoordinatorOption { return func(c *Coordinator) { c.maxTxnOps = n } }
+
+// NewCoordinator returns a coordinator for the keys of layout.
+func NewCoordinator(cli *clientv3.Client, layout Layout, opts ...CoordinatorOption) *Coordinator {
+	c := &Coordinator{cli: cli, layout: layout, log: zap.NewNop(), retry: 200 * time.Millisecond}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// Run coordinates until ctx ends or the fence fails (ErrNotLeader). Watch failures, compaction and
+// etcd errors restart it from a full read.
+func (c *Coordinator) Run(ctx context.Context) error {
+	for {
+		err := c.runOnce(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, ErrNotLeader) {
+			c.log.Warn("pessimist coordinator stops: leadership lost")
+			return err
+		}
+		c.log.Info("pessimist coordinator restarts from a full read", zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(c.retry):
+		}
+	}
+}
+
+func (c *Coordinator) runOnce(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	resp, err := c.cli.Get(ctx, c.layout.Root(), clientv3.WithPrefix())
+	if err != nil {
+		return fmt.Errorf("read pessimist keys: %w", err)
+	}
+	k := NewKeeper(c.layout, c.maxTxnOps)
+	k.SetRevision(resp.Header.Revision)
+	for _, kv := range resp.Kvs {
+		if err := k.ApplyKV(string(kv.Key), kv.Value, kv.CreateRevision, kv.ModRevision, false); err != nil {
+			c.log.Warn("ignore malformed pessimist key", zap.ByteString("key", kv.Key), zap.Error(err))
+		}
+	}
+	c.mu.Lock()
+	c.keeper = k
+	c.mu.Unlock()
+	if c.afterLoad != nil {
+		c.afterLoad()
+	}
+	c.log.Info("pessimist coordinator loaded", zap.Int64("revision", resp.Header.Revision), zap.Int("keys", len(resp.Kvs)))
+
+	wch := c.cli.Watch(clientv3.WithRequireLeader(ctx), c.layout.Root(),
+		clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	retry := time.NewTicker(c.retry)
+	defer retry.Stop()
+	pending, err := c.decideAndWrite(ctx)
+	if err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-retry.C:
+			if !pending {
+				continue
+			}
+		case wr, ok := <-wch:
+			if !ok {
+				return errors.New("watch closed")
+			}
+			if err := wr.Err(); err != nil {
+				return fmt.Errorf("watch: %w", err) // compacted: the full read catches up
+			}
+			c.mu.Lock()
+			k.SetRevision(wr.Header.Revision)
+			for _, ev := range wr.Events {
+				kv := ev.Kv
+				if err := k.ApplyKV(string(kv.Key), kv.Value, kv.CreateRevision, kv.ModRevision, ev.Type == clientv3.EventTypeDelete); err != nil {
+					c.log.Warn("ignore malformed pessimist key", zap.ByteString("key", kv.Key), zap.Error(err))
+				}
+			}
+			c.mu.Unlock()
+		}
+		if pending, err = c.decideAndWrite(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// decideAndWrite writes the Keeper's decisions. It reports whether some write failed on an etcd error
+// and must be retried; a write whose conditions failed needs nothing: the change that made it fail is
+// on its way through the watch.
+func (c *Coordinator) decideAndWrite(ctx context.Context) (bool, error) {
+	c.mu.Lock()
+	txns := c.keeper.Decide()
+	c.mu.Unlock()
+	pending := false
+	for _, t := range txns {
+		ok, err := apply(ctx, c.cli, t, c.fence)
+		switch {
+		case errors.Is(err, ErrNotLeader):
+			return false, err
+		case err != nil:
+			c.log.Warn("pessimist write failed, will retry", zap.String("lock", t.LockID), zap.String("reason", t.Reason), zap.Error(err))
+			c.mu.Lock()
+			c.keeper.MarkDirty(t.LockID)
+			c.mu.Unlock()
+			pending = true
+		case ok:
+			c.log.Info("pessimist decision written", zap.String("lock", t.LockID), zap.String("reason", t.Reason))
+		default:
+			c.log.Debug("pessimist decision outdated", zap.String("lock", t.LockID), zap.String("reason", t.Reason))
+		}
+	}
+	return pending, nil
+}
+
+// ErrNotReady is returned by queries before the coordinator's first full read.
+var ErrNotReady = errors.New("pessimist coordinator is not ready")
+
+// Locks returns every lock as the coordinator currently sees it.
+func (c *Coordinator) Locks() ([]Lock, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.keeper == nil {
+		return nil, ErrNotReady
+	}
+	return c.keeper.Locks(), nil
+}
+
+// UnlockLock carries out dmctl shard-ddl-lock unlock (see Keeper.Unlock). The request is one guarded
+// write; the rest happens through the normal decisions, so it survives a restart half way.
+func (c *Coordinator) UnlockLock(ctx context.Context, lockID, owner string, forceRemove bool) error {
+	c.mu.Lock()
+	if c.keeper == nil {
+		c.mu.Unlock()
+		return ErrNotReady
+	}
+	t, err := c.keeper.Unlock(lockID, owner, forceRemove)
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	ok, err := apply(ctx, c.cli, t, c.fence)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("lock %s changed while unlocking; try again", lockID)
+	}
+	c.log.Info("lock unlocked by user", zap.String("lock", lockID), zap.String("owner", owner), zap.Bool("force-remove", forceRemove))
+	return nil
+}
+
+// PutTaskSources records the sources a task's locks wait for (the master calls it when a task starts
+// or changes).
+func PutTaskSources(ctx context.Context, cli *clientv3.Client, layout Layout, task string, sources []string) error {
+	_, err := cli.Put(ctx, layout.TaskKey(task), encode(TaskSources{Task: task, Sources: sources}))
+	return err
+}
+
+// DeleteTask removes every pessimist key of a task (stop-task, start-task --remove-meta).
+func DeleteTask(ctx context.Context, cli *clientv3.Client, layout Layout, task string) error {
+	_, err := cli.Txn(ctx).Then(
+		clientv3.OpDelete(layout.TaskKey(task)),
+		clientv3.OpDelete(layout.taskPrefix(kindInfo, task), clientv3.WithPrefix()),
+		clientv3.OpDelete(layout.taskPrefix(kindOp, task), clientv3.WithPrefix()),
+		clientv3.OpDelete(layout.taskPrefix(kindUnlock, task), clientv3.WithPrefix()),
+	).Commit()
+	return err
+}

@@ -1,0 +1,583 @@
+package pessimist
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Cond guards a Txn. Plain: the key's ModRevision must equal ModRevision (0: the key must not exist).
+// Prefix: no key under Key may have a ModRevision above ModRevision, i.e. nothing under it was put
+// since the Keeper's revision (one comparison for all keys of a lock, however many sources it has).
+type Cond struct {
+	Key         string
+	ModRevision int64
+	Prefix      bool
+}
+
+// DefaultMaxTxnOps is etcd's default limit on the comparisons and on the operations of one transaction
+// (--max-txn-ops). Larger decisions are written in several transactions, one after the other.
+const DefaultMaxTxnOps = 128
+
+// KV is a key and the value to put there.
+type KV struct{ Key, Value string }
+
+// Txn is one decision of the Keeper: an etcd transaction that writes Puts and Deletes only if every
+// Cond holds. Conds name the exact revisions the decision was based on, so a decision taken on stale
+// state (a deposed leader, a restarted coordinator, a duplicate) fails instead of acting twice.
+type Txn struct {
+	LockID         string
+	Reason         string
+	Conds          []Cond
+	Puts           []KV
+	Deletes        []string
+	DeletePrefixes []string // only for unlock --force-remove
+}
+
+func (t Txn) String() string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%s %s:", t.LockID, t.Reason)
+	for _, p := range t.Puts {
+		fmt.Fprintf(&sb, " put %s", p.Key)
+	}
+	for _, d := range t.Deletes {
+		fmt.Fprintf(&sb, " delete %s", d)
+	}
+	for _, d := range t.DeletePrefixes {
+		fmt.Fprintf(&sb, " delete-prefix %s", d)
+	}
+	return sb.String()
+}
+
+type lockState struct {
+	task, target string
+	infos        map[string]Info
+	ops          map[string]Operation
+	unlock       *Unlock
+}
+
+func (l *lockState) empty() bool { return len(l.infos) == 0 && len(l.ops) == 0 && l.unlock == nil }
+
+// Keeper is the pure pessimistic-lock state machine. Its state is exactly the pessimist keys in etcd
+// (fed in with Put*/Delete* or ApplyKV); Decide returns the transactions that move every lock forward.
+// Because it holds nothing that is not in etcd, a new Keeper fed with a full read decides exactly as
+// the old one would have: that is how a restarted or newly elected coordinator takes over.
+type Keeper struct {
+	layout Layout
+	maxOps int
+	rev    int64 // every key under the layout's root is known as of this revision
+	tasks  map[string]TaskSources
+	locks  map[string]*lockState
+	dirty  map[string]bool
+}
+
+// NewKeeper returns an empty Keeper for keys in layout. maxTxnOps bounds the comparisons and the
+// operations of one transaction (0: DefaultMaxTxnOps).
+func NewKeeper(layout Layout, maxTxnOps int) *Keeper {
+	if maxTxnOps <= 0 {
+		maxTxnOps = DefaultMaxTxnOps
+	}
+	return &Keeper{layout: layout, maxOps: maxTxnOps, tasks: map[string]TaskSources{}, locks: map[string]*lockState{}, dirty: map[string]bool{}}
+}
+
+// SetRevision records that the Keeper has been fed every change up to rev (a full read's or a watch
+// response's header revision).
+func (k *Keeper) SetRevision(rev int64) {
+	if rev > k.rev {
+		k.rev = rev
+	}
+}
+
+func (k *Keeper) lock(task, target string) *lockState {
+	id := LockID(task, target)
+	l, ok := k.locks[id]
+	if !ok {
+		l = &lockState{task: task, target: target, infos: map[string]Info{}, ops: map[string]Operation{}}
+		k.locks[id] = l
+	}
+	k.dirty[id] = true
+	return l
+}
+
+func (k *Keeper) gc(task, target string) {
+	id := LockID(task, target)
+	if l, ok := k.locks[id]; ok && l.empty() {
+		delete(k.locks, id)
+		delete(k.dirty, id)
+	}
+}
+
+// PutInfo records an info (new or changed).
+func (k *Keeper) PutInfo(i Info) { k.lock(i.Task, i.Target).infos[i.Source] = i }
+
+// DeleteInfo records that a source's info is gone.
+func (k *Keeper) DeleteInfo(task, target, source string) {
+	delete(k.lock(task, target).infos, source)
+	k.gc(task, target)
+}
+
+// PutOperation records an operation (new, or marked done).
+func (k *Keeper) PutOperation(o Operation) { k.lock(o.Task, o.Target).ops[o.Source] = o }
+
+// DeleteOperation records that an operation is gone.
+func (k *Keeper) DeleteOperation(task, target, source string) {
+	delete(k.lock(task, target).ops, source)
+	k.gc(task, target)
+}
+
+// PutUnlock records a user's unlock request.
+func (k *Keeper) PutUnlock(u Unlock) {
+	c := u
+	k.lock(u.Task, u.Target).unlock = &c
+}
+
+// DeleteUnlock records that an unlock request is gone.
+func (k *Keeper) DeleteUnlock(task, target string) {
+	k.lock(task, target).unlock = nil
+	k.gc(task, target)
+}
+
+// SetTaskSources records the set of sources a task's locks wait for.
+func (k *Keeper) SetTaskSources(ts TaskSources) {
+	k.tasks[ts.Task] = ts
+	k.markTask(ts.Task)
+}
+
+// DeleteTaskSources records that a task is gone: its locks are no longer decided.
+func (k *Keeper) DeleteTaskSources(task string) {
+	delete(k.tasks, task)
+	k.markTask(task)
+}
+
+func (k *Keeper) markTask(task string) {
+	for id, l := range k.locks {
+		if l.task == task {
+			k.dirty[id] = true
+		}
+	}
+}
+
+// MarkDirty asks the next Decide to look at a lock again (after a failed write).
+func (k *Keeper) MarkDirty(lockID string) {
+	if _, ok := k.locks[lockID]; ok {
+		k.dirty[lockID] = true
+	}
+}
+
+// ApplyKV decodes one etcd key (and value, unless deleted) of the layout and feeds it in.
+func (k *Keeper) ApplyKV(key string, value []byte, createRev, modRev int64, deleted bool) error {
+	k.SetRevision(modRev)
+	p, err := k.layout.parse(key)
+	if err != nil {
+		return err
+	}
+	decode := func(v any) error {
+		if err := json.Unmarshal(value, v); err != nil {
+			return fmt.Errorf("decode %s: %w", key, err)
+		}
+		return nil
+	}
+	switch p.kind {
+	case kindTask:
+		if deleted {
+			k.DeleteTaskSources(p.task)
+			return nil
+		}
+		var ts TaskSources
+		if err := decode(&ts); err != nil {
+			return err
+		}
+		ts.Task, ts.ModRevision = p.task, modRev
+		k.SetTaskSources(ts)
+	case kindInfo:
+		if deleted {
+			k.DeleteInfo(p.task, p.target, p.source)
+			return nil
+		}
+		var i Info
+		if err := decode(&i); err != nil {
+			return err
+		}
+		i.Task, i.Target, i.Source, i.CreateRevision, i.ModRevision = p.task, p.target, p.source, createRev, modRev
+		k.PutInfo(i)
+	case kindOp:
+		if deleted {
+			k.DeleteOperation(p.task, p.target, p.source)
+			return nil
+		}
+		var o Operation
+		if err := decode(&o); err != nil {
+			return err
+		}
+		o.Task, o.Target, o.Source, o.ModRevision = p.task, p.target, p.source, modRev
+		k.PutOperation(o)
+	case kindUnlock:
+		if deleted {
+			k.DeleteUnlock(p.task, p.target)
+			return nil
+		}
+		var u Unlock
+		if err := decode(&u); err != nil {
+			return err
+		}
+		u.Task, u.Target, u.ModRevision = p.task, p.target, modRev
+		k.PutUnlock(u)
+	}
+	return nil
+}
+
+// Decide returns the transactions that move the locks changed since the last Decide forward, at most
+// one per lock, in lock-ID order. A transaction that fails its conditions was based on state that has
+// changed; the change arrives as input and the lock is decided again.
+func (k *Keeper) Decide() []Txn {
+	ids := make([]string, 0, len(k.dirty))
+	for id := range k.dirty {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	var out []Txn
+	for _, id := range ids {
+		delete(k.dirty, id)
+		l, ok := k.locks[id]
+		if !ok {
+			continue
+		}
+		if t := k.decideLock(l); t != nil {
+			t.LockID = id
+			out = append(out, *t)
+		}
+	}
+	return out
+}
+
+// view is a lock's state as the decision rules see it.
+type view struct {
+	l       *lockState
+	inTask  map[string]bool
+	sources []string // the task's sources, sorted
+	exec    *Operation
+}
+
+func (k *Keeper) view(l *lockState) (view, bool) {
+	ts, ok := k.tasks[l.task]
+	if !ok {
+		return view{}, false
+	}
+	v := view{l: l, inTask: map[string]bool{}, sources: slices.Sorted(slices.Values(ts.Sources))}
+	for _, s := range ts.Sources {
+		v.inTask[s] = true
+	}
+	for _, o := range l.ops {
+		if o.Exec {
+			o := o
+			v.exec = &o
+		}
+	}
+	return v, true
+}
+
+// candidates are the infos of the task's sources that have no operation, earliest first: the sources
+// that wait for the next decision.
+func (v view) candidates() []Info {
+	var c []Info
+	for src, i := range v.l.infos {
+		if _, has := v.l.ops[src]; !has && v.inTask[src] {
+			c = append(c, i)
+		}
+	}
+	sort.Slice(c, func(a, b int) bool {
+		if c[a].CreateRevision != c[b].CreateRevision {
+			return c[a].CreateRevision < c[b].CreateRevision
+		}
+		return c[a].Source < c[b].Source
+	})
+	return c
+}
+
+// unlockFor returns the unlock request if it concerns ddls.
+func (v view) unlockFor(ddls []string) *Unlock {
+	if u := v.l.unlock; u != nil && sameDDLs(u.DDLs, ddls) {
+		return u
+	}
+	return nil
+}
+
+func (k *Keeper) decideLock(l *lockState) *Txn {
+	v, ok := k.view(l)
+	if !ok {
+		return nil // the task's sources are unknown: never guess who to wait for
+	}
+	if t := k.dropRemovedSources(v); t != nil {
+		return t
+	}
+	if v.exec != nil {
+		return k.decideRound(v)
+	}
+	if t := k.cleanupSkips(v); t != nil {
+		return t
+	}
+	return k.decideNewRound(v)
+}
+
+// guard adds the conditions every decision about l rests on: the task's source set, and every info and
+// operation of the lock, are as the Keeper knows them. (A prefix condition does not see deletions;
+// decisions add a plain condition on each key whose deletion would matter.)
+func (k *Keeper) guard(t *Txn, l *lockState) {
+	t.Conds = append(t.Conds,
+		Cond{Key: k.layout.TaskKey(l.task), ModRevision: k.tasks[l.task].ModRevision},
+		Cond{Key: k.layout.lockPrefix(kindInfo, l.task, l.target), ModRevision: k.rev, Prefix: true},
+		Cond{Key: k.layout.lockPrefix(kindOp, l.task, l.target), ModRevision: k.rev, Prefix: true})
+}
+
+// room is how many more operations t may hold.
+func (k *Keeper) room(t *Txn) int {
+	return k.maxOps - len(t.Puts) - len(t.Deletes) - len(t.DeletePrefixes)
+}
+
+// dropRemovedSources deletes the keys of sources no longer in the task (except a pending exec, which
+// is moved to a new owner by decideRound) and forgets them in an unlock request.
+func (k *Keeper) dropRemovedSources(v view) *Txn {
+	l := v.l
+	t := &Txn{Reason: "drop keys of sources removed from the task"}
+	k.guard(t, l)
+	for _, src := range sortedKeys(l.infos) {
+		if v.inTask[src] || k.room(t) <= 1 {
+			continue
+		}
+		if o, has := l.ops[src]; has && o.Exec && !o.Done {
+			continue
+		}
+		t.Deletes = append(t.Deletes, k.layout.InfoKey(l.task, l.target, src))
+	}
+	for _, src := range sortedKeys(l.ops) {
+		if o := l.ops[src]; v.inTask[src] || o.Done || o.Exec || k.room(t) <= 1 {
+			continue // done operations go with the round's cleanup; a pending exec is moved
+		}
+		t.Deletes = append(t.Deletes, k.layout.OperationKey(l.task, l.target, src))
+	}
+	if u := l.unlock; u != nil {
+		missing := slices.DeleteFunc(slices.Clone(u.Missing), func(s string) bool { return !v.inTask[s] })
+		if len(missing) != len(u.Missing) {
+			k.rewriteUnlock(t, u, missing, u.Executed)
+		}
+	}
+	if len(t.Deletes) == 0 && len(t.Puts) == 0 {
+		return nil
+	}
+	return t
+}
+
+// rewriteUnlock adds to t the update (or deletion, when nobody is missing) of an unlock request.
+func (k *Keeper) rewriteUnlock(t *Txn, u *Unlock, missing []string, executed bool) {
+	key := k.layout.UnlockKey(u.Task, u.Target)
+	t.Conds = append(t.Conds, Cond{Key: key, ModRevision: u.ModRevision})
+	if len(missing) == 0 {
+		t.Deletes = append(t.Deletes, key)
+		return
+	}
+	nu := *u
+	nu.Missing, nu.Executed = missing, executed
+	t.Puts = append(t.Puts, KV{key, encode(nu)})
+}
+
+// decideRound moves a round that has an exec operation: move a pending exec whose owner left (or that
+// the user re-assigned), send skips once the owner is done, and clean up once everyone is done.
+func (k *Keeper) decideRound(v view) *Txn {
+	l, e := v.l, v.exec
+	ddls := e.DDLs
+	u := v.unlockFor(ddls)
+	execKey := k.layout.OperationKey(l.task, l.target, e.Source)
+	if !e.Done {
+		newOwner := ""
+		switch {
+		case !v.inTask[e.Source]:
+			if c := v.matching(v.candidates(), ddls); len(c) > 0 {
+				newOwner = c[0].Source
+			}
+		case u != nil && u.Owner != e.Source && v.inTask[u.Owner]:
+			if i, ok := l.infos[u.Owner]; ok && sameDDLs(i.DDLs, ddls) {
+				if _, has := l.ops[u.Owner]; !has {
+					newOwner = u.Owner
+				}
+			}
+		}
+		if newOwner == "" {
+			return nil // wait for the owner
+		}
+		t := &Txn{Reason: fmt.Sprintf("move exec from %s to %s", e.Source, newOwner)}
+		k.guard(t, l)
+		t.Conds = append(t.Conds, Cond{Key: execKey, ModRevision: e.ModRevision})
+		t.Deletes = append(t.Deletes, execKey)
+		if _, ok := l.infos[e.Source]; ok && !v.inTask[e.Source] {
+			t.Deletes = append(t.Deletes, k.layout.InfoKey(l.task, l.target, e.Source))
+		}
+		k.putOps(t, l, []Info{l.infos[newOwner]}, true)
+		return t
+	}
+	// The owner is done: every source of the task that has reached the DDLs and has no operation gets
+	// a skip, as many as one transaction may hold.
+	if skips := v.matching(v.candidates(), ddls); len(skips) > 0 {
+		t := &Txn{Reason: "skip after owner " + e.Source + " is done"}
+		k.guard(t, l)
+		t.Conds = append(t.Conds, Cond{Key: execKey, ModRevision: e.ModRevision})
+		k.putOps(t, l, skips, false)
+		return t
+	}
+	var missing map[string]bool
+	if u != nil {
+		missing = setOf(u.Missing)
+	}
+	pending := false
+	for _, o := range l.ops {
+		if !o.Done {
+			if !missing[o.Source] {
+				return nil // wait for this source to finish its skip
+			}
+			pending = true
+		}
+	}
+	t := &Txn{Reason: "clean up resolved round"}
+	k.guard(t, l)
+	var done map[string]bool
+	if pending {
+		done = k.deleteDoneOps(t, l, 1)
+	} else {
+		// Every operation is done: one range delete, however many sources.
+		t.DeletePrefixes = append(t.DeletePrefixes, k.layout.lockPrefix(kindOp, l.task, l.target))
+		done = setOf(slices.Collect(maps.Keys(l.ops)))
+	}
+	if u != nil {
+		k.rewriteUnlock(t, u, slices.DeleteFunc(slices.Clone(u.Missing), func(s string) bool { return done[s] }), true)
+	}
+	return t
+}
+
+// cleanupSkips removes done skip operations sent to sources an unlock request had marked missing.
+func (k *Keeper) cleanupSkips(v view) *Txn {
+	l := v.l
+	t := &Txn{Reason: "clean up skips of sources missing at unlock"}
+	k.guard(t, l)
+	done := k.deleteDoneOps(t, l, 1)
+	if len(done) == 0 {
+		return nil
+	}
+	if u := l.unlock; u != nil {
+		k.rewriteUnlock(t, u, slices.DeleteFunc(slices.Clone(u.Missing), func(s string) bool { return done[s] }), u.Executed)
+	}
+	return t
+}
+
+// deleteDoneOps adds deletes of done operations to t, leaving reserve operations free, and returns the
+// sources whose operation it deletes.
+func (k *Keeper) deleteDoneOps(t *Txn, l *lockState, reserve int) map[string]bool {
+	done := map[string]bool{}
+	for _, src := range sortedKeys(l.ops) {
+		if !l.ops[src].Done || k.room(t) <= reserve {
+			continue
+		}
+		t.Deletes = append(t.Deletes, k.layout.OperationKey(l.task, l.target, src))
+		done[src] = true
+	}
+	return done
+}
+
+// decideNewRound looks at the infos waiting without an operation: skips for sources that an executed
+// unlock had marked missing, or an exec operation once every required source has the same DDLs.
+func (k *Keeper) decideNewRound(v view) *Txn {
+	l := v.l
+	cand := v.candidates()
+	if u := l.unlock; u != nil && u.Executed {
+		missing := setOf(u.Missing)
+		var skips []Info
+		for _, i := range v.matching(cand, u.DDLs) {
+			if missing[i.Source] {
+				skips = append(skips, i)
+			}
+		}
+		if len(skips) > 0 {
+			t := &Txn{Reason: "skip for sources missing at unlock"}
+			k.guard(t, l)
+			t.Conds = append(t.Conds, Cond{Key: k.layout.UnlockKey(l.task, l.target), ModRevision: u.ModRevision})
+			k.putOps(t, l, skips, false)
+			return t
+		}
+	}
+	if len(cand) == 0 || v.conflict(cand) {
+		return nil
+	}
+	ddls := cand[0].DDLs
+	required, owner := v.sources, cand[0].Source
+	if u := v.unlockFor(ddls); u != nil && !u.Executed {
+		missing := setOf(u.Missing)
+		required = slices.DeleteFunc(slices.Clone(required), func(s string) bool { return missing[s] })
+		if i, ok := l.infos[u.Owner]; ok && v.inTask[u.Owner] && sameDDLs(i.DDLs, ddls) {
+			if _, has := l.ops[u.Owner]; !has {
+				owner = u.Owner
+			}
+		}
+	}
+	byName := map[string]Info{}
+	for _, i := range cand {
+		byName[i.Source] = i
+	}
+	for _, s := range required {
+		if _, ok := byName[s]; !ok {
+			return nil // s has not reached the DDLs yet (or is still finishing an earlier round)
+		}
+	}
+	t := &Txn{Reason: "exec by owner " + owner}
+	k.guard(t, l)
+	k.putOps(t, l, []Info{byName[owner]}, true)
+	return t
+}
+
+// putOps adds operations for infos to t, as many as fit; each is conditioned on its info still being
+// there (the guard sees changes, not deletions).
+func (k *Keeper) putOps(t *Txn, l *lockState, infos []Info, exec bool) {
+	for _, i := range infos {
+		if k.room(t) < 1 || len(t.Conds) >= k.maxOps {
+			return
+		}
+		t.Conds = append(t.Conds, Cond{Key: k.layout.InfoKey(l.task, l.target, i.Source), ModRevision: i.ModRevision})
+		t.Puts = append(t.Puts, KV{k.layout.OperationKey(l.task, l.target, i.Source), encode(Operation{
+			Task: l.task, Source: i.Source, Target: l.target, DDLs: i.DDLs, Exec: exec,
+		})})
+	}
+}
+
+func (v view) matching(infos []Info, ddls []string) []Info {
+	var out []Info
+	for _, i := range infos {
+		if sameDDLs(i.DDLs, ddls) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// conflict reports whether the waiting infos disagree on the DDLs.
+func (v view) conflict(cand []Info) bool {
+	for _, i := range cand[1:] {
+		if !sameDDLs(i.DDLs, cand[0].DDLs) {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+func setOf(ss []string) map[string]bool {
+	m := make(map[string]bool, len(ss))
+	for _, s := range ss {
+		m[s] = true
+	}
+	return m
+}
+
+// ErrLockNotFound is returned by Unlock for an unknown lock ID.
+var ErrLockNotFound = errors.New("lock not found")

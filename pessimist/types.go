@@ -1,0 +1,172 @@
+package pessimist
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// LockID names the lock of one target table of one task, as DM does: task-`db`.`tbl`.
+func LockID(task, target string) string { return task + "-" + target }
+
+// Info is a source's statement that all its shard tables routed to Target have reached DDLs.
+type Info struct {
+	Task   string   `json:"task"`
+	Source string   `json:"source"`
+	Target string   `json:"target"` // quoted, `db`.`tbl`
+	DDLs   []string `json:"ddls"`
+
+	// Revisions of the etcd key, filled in when read; not stored.
+	CreateRevision int64 `json:"-"`
+	ModRevision    int64 `json:"-"`
+}
+
+// LockID is the ID of the lock the info belongs to.
+func (i Info) LockID() string { return LockID(i.Task, i.Target) }
+
+// Operation tells one source what to do with a lock's DDLs: execute them (the owner) or skip them.
+// The source marks it Done once that has taken effect downstream.
+type Operation struct {
+	Task   string   `json:"task"`
+	Source string   `json:"source"`
+	Target string   `json:"target"`
+	DDLs   []string `json:"ddls"`
+	Exec   bool     `json:"exec"`
+	Done   bool     `json:"done"`
+
+	ModRevision int64 `json:"-"`
+}
+
+// LockID is the ID of the lock the operation belongs to.
+func (o Operation) LockID() string { return LockID(o.Task, o.Target) }
+
+// Unlock is a user's request (dmctl shard-ddl-lock unlock) to resolve a lock without waiting for the
+// Missing sources: Owner executes DDLs once the other sources are in; each Missing source is sent a
+// skip when it reaches DDLs later. It is deleted once no source is missing any more.
+type Unlock struct {
+	Task     string   `json:"task"`
+	Target   string   `json:"target"`
+	DDLs     []string `json:"ddls"`
+	Owner    string   `json:"owner"`
+	Missing  []string `json:"missing"`
+	Executed bool     `json:"executed"`
+
+	ModRevision int64 `json:"-"`
+}
+
+// TaskSources is the set of sources a task's locks wait for. The master writes it when a task starts
+// or its sources change; a lock of a task without it is never decided.
+type TaskSources struct {
+	Task    string   `json:"task"`
+	Sources []string `json:"sources"`
+
+	ModRevision int64 `json:"-"`
+}
+
+// Layout is the etcd key layout under one root:
+//
+//	<root>task/<task>                      TaskSources
+//	<root>info/<task>/<target>/<source>    Info
+//	<root>op/<task>/<target>/<source>      Operation
+//	<root>unlock/<task>/<target>           Unlock
+//
+// Every segment is path-escaped, so names holding '/' cannot collide. The target is part of the key:
+// locks of different target tables of one source are independent.
+type Layout struct{ root string }
+
+// DefaultRoot is where the pessimist keys live unless told otherwise.
+const DefaultRoot = "/tributary/pessimist/"
+
+// NewLayout returns the layout under root ("" means DefaultRoot).
+func NewLayout(root string) Layout {
+	if root == "" {
+		root = DefaultRoot
+	}
+	if !strings.HasSuffix(root, "/") {
+		root += "/"
+	}
+	return Layout{root: root}
+}
+
+// Key kinds.
+const (
+	kindTask   = "task"
+	kindInfo   = "info"
+	kindOp     = "op"
+	kindUnlock = "unlock"
+)
+
+func (l Layout) Root() string { return l.root }
+
+func (l Layout) key(kind string, segs ...string) string {
+	var sb strings.Builder
+	sb.WriteString(l.root)
+	sb.WriteString(kind)
+	for _, s := range segs {
+		sb.WriteByte('/')
+		sb.WriteString(url.PathEscape(s))
+	}
+	return sb.String()
+}
+
+func (l Layout) TaskKey(task string) string { return l.key(kindTask, task) }
+func (l Layout) InfoKey(task, target, source string) string {
+	return l.key(kindInfo, task, target, source)
+}
+func (l Layout) OperationKey(task, target, source string) string {
+	return l.key(kindOp, task, target, source)
+}
+func (l Layout) UnlockKey(task, target string) string { return l.key(kindUnlock, task, target) }
+
+// lockPrefix is the prefix of all infos (or operations) of one lock; the trailing slash keeps
+// `db`.`t` from matching `db`.`t2`.
+func (l Layout) lockPrefix(kind, task, target string) string { return l.key(kind, task, target) + "/" }
+
+// TaskPrefix is the prefix of every key of one task of the given kind.
+func (l Layout) taskPrefix(kind, task string) string { return l.key(kind, task) + "/" }
+
+// parsedKey is a decoded key.
+type parsedKey struct {
+	kind, task, target, source string
+}
+
+func (l Layout) parse(key string) (parsedKey, error) {
+	rest, ok := strings.CutPrefix(key, l.root)
+	if !ok {
+		return parsedKey{}, fmt.Errorf("key %q is not under %q", key, l.root)
+	}
+	segs := strings.Split(rest, "/")
+	for i := 1; i < len(segs); i++ {
+		s, err := url.PathUnescape(segs[i])
+		if err != nil {
+			return parsedKey{}, fmt.Errorf("key %q: %w", key, err)
+		}
+		segs[i] = s
+	}
+	want := map[string]int{kindTask: 2, kindInfo: 4, kindOp: 4, kindUnlock: 3}[segs[0]]
+	if want == 0 || len(segs) != want {
+		return parsedKey{}, fmt.Errorf("key %q has an unknown shape", key)
+	}
+	p := parsedKey{kind: segs[0], task: segs[1]}
+	if want >= 3 {
+		p.target = segs[2]
+	}
+	if want == 4 {
+		p.source = segs[3]
+	}
+	return p, nil
+}
+
+func encode(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("pessimist: encode %T: %v", v, err)) // plain structs of strings: cannot fail
+	}
+	return string(b)
+}
+
+func sameDDLs(a, b []string) bool { return slices.Equal(a, b) }
+
+func jsonUnmarshal(v string, out any) error { return json.Unmarshal([]byte(v), out) }
