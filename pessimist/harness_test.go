@@ -93,6 +93,11 @@ func (h *harness) lockID() string { return LockID(h.task, h.target) }
 // write applies a txn to the kv and feeds the events to the Keeper.
 func (h *harness) write(t Txn) bool {
 	h.t.Helper()
+	if max := h.maxOps; max > 0 {
+		if n := len(t.Puts) + len(t.Deletes) + len(t.DeletePrefixes); len(t.Conds) > max || n > max {
+			h.t.Fatalf("txn %s has %d conditions and %d operations, over the limit %d", t, len(t.Conds), n, max)
+		}
+	}
 	evs, ok := h.kv.txn(t)
 	for _, e := range evs {
 		if err := h.k.ApplyKV(e.key, []byte(e.val), e.create, e.mod, e.deleted); err != nil {

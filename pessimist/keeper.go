@@ -539,8 +539,8 @@ func (k *Keeper) decideNewRound(v view) *Txn {
 // there (the guard sees changes, not deletions).
 func (k *Keeper) putOps(t *Txn, l *lockState, infos []Info, exec bool) {
 	for _, i := range infos {
-		if k.room(t) < 1 || len(t.Conds) >= k.maxOps {
-			return
+		if len(t.Puts) > 0 && (k.room(t) < 1 || len(t.Conds) >= k.maxOps) {
+			return // the rest in the next transaction
 		}
 		t.Conds = append(t.Conds, Cond{Key: k.layout.InfoKey(l.task, l.target, i.Source), ModRevision: i.ModRevision})
 		t.Puts = append(t.Puts, KV{k.layout.OperationKey(l.task, l.target, i.Source), encode(Operation{

@@ -2,6 +2,7 @@ package pessimist
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -345,4 +346,31 @@ func TestLayoutRoundTrip(t *testing.T) {
 	if _, err := l.parse("/x/info/a"); err == nil {
 		t.Fatal("short key parsed")
 	}
+}
+
+func TestLargeLocksRespectTxnLimit(t *testing.T) {
+	var sources []string
+	for i := 0; i < 20; i++ {
+		sources = append(sources, fmt.Sprintf("s%02d", i))
+	}
+	h := newHarness(t, sources...)
+	h.maxOps = 6
+	h.restart()
+	for _, s := range sources {
+		h.info(s, d1)
+	}
+	h.settle()
+	h.done("s00")
+	applied := h.settle()
+	if len(applied) < 2 {
+		t.Fatalf("19 skips fit in %d transactions under a limit of 6", len(applied))
+	}
+	for _, s := range sources[1:] {
+		if o, ok := h.op(s); !ok || o.Exec {
+			t.Fatalf("%s has no skip", s)
+		}
+		h.done(s)
+	}
+	h.settle()
+	h.expectNoKeys()
 }

@@ -155,7 +155,11 @@ func (m *model) run() error {
 		return err
 	}
 	coordinator := func(ctx context.Context) {
-		c := NewCoordinator(m.cli, m.layout, WithRetryInterval(20*time.Millisecond))
+		opts := []CoordinatorOption{WithRetryInterval(20 * time.Millisecond)}
+		if m.seed%3 == 0 {
+			opts = append(opts, WithMaxTxnOps(6)) // large decisions split over several transactions
+		}
+		c := NewCoordinator(m.cli, m.layout, opts...)
 		if err := c.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			m.violate("coordinator: %v", err)
 		}

@@ -1,0 +1,29 @@
+# Tributary. `make test` is what CI runs (through .ci/run).
+GO ?= go
+PKGS := ./...
+
+.PHONY: build test test-short bench fuzz proto vet
+
+build:
+	$(GO) build $(PKGS)
+
+vet:
+	$(GO) vet $(PKGS)
+
+# Unit tests, the randomized model test (500 runs on an embedded etcd) and the split fuzz corpus.
+test: vet
+	$(GO) test -count=1 -timeout 20m $(PKGS)
+
+# Lock resolution on embedded etcd with 2, 8, 64 and 256 sources.
+bench:
+	$(GO) test -run XXX -bench . -benchtime 20x ./pessimist/
+
+# Coverage-guided fuzzing of DDL splitting (FUZZTIME=1m by default).
+FUZZTIME ?= 1m
+fuzz:
+	$(GO) test -run XXX -fuzz FuzzSplit -fuzztime $(FUZZTIME) ./shardgroup/
+
+# Regenerates the committed gRPC code from proto/*.proto (needs protoc, protoc-gen-go, protoc-gen-go-grpc).
+proto:
+	@ls proto/*.proto >/dev/null 2>&1 || { echo "no proto/*.proto yet: the gRPC services arrive with dm-master/dm-worker"; exit 0; }
+	protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative proto/*.proto

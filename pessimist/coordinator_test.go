@@ -1,0 +1,219 @@
+package pessimist
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// waitFor polls cond until it holds or the deadline passes (SucceedsSoon style).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func testLayout(t *testing.T) Layout {
+	return NewLayout(fmt.Sprintf("/test/%s/%d/", t.Name(), time.Now().UnixNano()))
+}
+
+// TestCoordinatorRebuildsAfterCompaction: infos arrive while the coordinator sits between its full
+// read and its watch, and etcd compacts those revisions away; the watch fails with ErrCompacted and the
+// coordinator must rebuild from a new full read, then resolve the lock.
+func TestCoordinatorRebuildsAfterCompaction(t *testing.T) {
+	cli := etcdClient(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	layout := testLayout(t)
+	if err := PutTaskSources(ctx, cli, layout, "task", []string{"s1", "s2"}); err != nil {
+		t.Fatal(err)
+	}
+	a1, a2 := NewAgent(cli, layout, "task", "s1", nil), NewAgent(cli, layout, "task", "s2", nil)
+	loads := 0
+	c := NewCoordinator(cli, layout, WithRetryInterval(10*time.Millisecond))
+	c.afterLoad = func() {
+		loads++
+		if loads != 1 {
+			return
+		}
+		// Between the first read and the watch: write, then compact past the read's revision.
+		for _, a := range []*Agent{a1, a2} {
+			if _, err := a.PutInfo(ctx, "`db`.`t`", []string{d1}); err != nil {
+				t.Error(err)
+			}
+		}
+		resp, err := cli.Put(ctx, "/test/compaction-marker", "x")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := cli.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+			t.Error(err)
+		}
+	}
+	run := start(ctx, func(ctx context.Context) { c.Run(ctx) })
+	defer run.stop()
+	info, _, err := a1.Info(ctx, "`db`.`t`")
+	for err == nil && info.ModRevision == 0 {
+		time.Sleep(time.Millisecond)
+		info, _, err = a1.Info(ctx, "`db`.`t`")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	op, err := a1.WaitOperation(wctx, info)
+	if err != nil {
+		t.Fatalf("lock not resolved after compaction: %v (loads %d)", err, loads)
+	}
+	if !op.Exec || loads < 2 {
+		t.Fatalf("op %+v after %d loads; want exec after a rebuild", op, loads)
+	}
+}
+
+// TestCoordinatorFence: once the leader key changes, the coordinator's next write fails and Run
+// returns ErrNotLeader without having written anything.
+func TestCoordinatorFence(t *testing.T) {
+	cli := etcdClient(t)
+	ctx := context.Background()
+	layout := testLayout(t)
+	leaderKey := layout.Root() + "leader"
+	resp, err := cli.Put(ctx, leaderKey, "me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fence := clientv3.Compare(clientv3.CreateRevision(leaderKey), "=", resp.Header.Revision)
+	if err := PutTaskSources(ctx, cli, layout, "task", []string{"s1"}); err != nil {
+		t.Fatal(err)
+	}
+	// Leadership moves: the key is re-created by someone else.
+	if _, err := cli.Delete(ctx, leaderKey); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, leaderKey, "other"); err != nil {
+		t.Fatal(err)
+	}
+	a := NewAgent(cli, layout, "task", "s1", nil)
+	if _, err := a.PutInfo(ctx, "`db`.`t`", []string{d1}); err != nil {
+		t.Fatal(err)
+	}
+	c := NewCoordinator(cli, layout, WithFence(fence))
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := c.Run(rctx); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("Run: %v, want ErrNotLeader", err)
+	}
+	ops, err := a.Operations(ctx)
+	if err != nil || len(ops) != 0 {
+		t.Fatalf("a deposed coordinator wrote %v (%v)", ops, err)
+	}
+}
+
+// TestCoordinatorUnlockAndLocks drives dmctl's two lock commands against a real coordinator.
+func TestCoordinatorUnlockAndLocks(t *testing.T) {
+	cli := etcdClient(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	layout := testLayout(t)
+	if err := PutTaskSources(ctx, cli, layout, "task", []string{"s1", "s2"}); err != nil {
+		t.Fatal(err)
+	}
+	c := NewCoordinator(cli, layout)
+	if _, err := c.Locks(); !errors.Is(err, ErrNotReady) {
+		t.Fatalf("Locks before the first read: %v", err)
+	}
+	run := start(ctx, func(ctx context.Context) { c.Run(ctx) })
+	defer run.stop()
+	a1 := NewAgent(cli, layout, "task", "s1", nil)
+	info, err := a1.PutInfo(ctx, "`db`.`t`", []string{d1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := LockID("task", "`db`.`t`")
+	waitFor(t, "the lock to show", func() bool {
+		l, err := c.Locks()
+		return err == nil && len(l) == 1 && l[0].ID == id && len(l[0].Unsynced) == 1 && l[0].Unsynced[0] == "s2"
+	})
+	if err := c.UnlockLock(ctx, "task-`db`.`nope`", "", false); !errors.Is(err, ErrLockNotFound) {
+		t.Fatalf("unlock of unknown lock: %v", err)
+	}
+	if err := c.UnlockLock(ctx, id, "", false); err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	op, err := a1.WaitOperation(wctx, info)
+	if err != nil || !op.Exec {
+		t.Fatalf("owner after unlock: %+v %v", op, err)
+	}
+	if err := a1.DoneOperation(ctx, op, info); err != nil {
+		t.Fatal(err)
+	}
+	// s2 was missing; the lock waits for it as "unlocked" until it arrives and skips.
+	waitFor(t, "the unlocked stage", func() bool {
+		l, err := c.Locks()
+		return err == nil && len(l) == 1 && l[0].Stage == "unlocked"
+	})
+	a2 := NewAgent(cli, layout, "task", "s2", nil)
+	info2, err := a2.PutInfo(ctx, "`db`.`t`", []string{d1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op2, err := a2.WaitOperation(wctx, info2)
+	if err != nil || op2.Exec {
+		t.Fatalf("missing source after unlock: %+v %v", op2, err)
+	}
+	if err := a2.DoneOperation(ctx, op2, info2); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "no lock", func() bool {
+		l, err := c.Locks()
+		return err == nil && len(l) == 0
+	})
+	// Force-remove while a source waits: the waiting agent learns the lock is gone.
+	info, err = a1.PutInfo(ctx, "`db`.`t`", []string{d2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the second lock", func() bool { l, _ := c.Locks(); return len(l) == 1 })
+	errc := make(chan error, 1)
+	go func() { _, err := a1.WaitOperation(wctx, info); errc <- err }()
+	if err := c.UnlockLock(ctx, id, "", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; !errors.Is(err, ErrLockRemoved) {
+		t.Fatalf("waiting agent after force-remove: %v", err)
+	}
+}
+
+// TestAgentPutInfoIsIdempotent: the same info again writes nothing.
+func TestAgentPutInfoIsIdempotent(t *testing.T) {
+	cli := etcdClient(t)
+	ctx := context.Background()
+	layout := testLayout(t)
+	a := NewAgent(cli, layout, "task", "s1", nil)
+	i1, err := a.PutInfo(ctx, "`db`.`t`", []string{d1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i2, err := a.PutInfo(ctx, "`db`.`t`", []string{d1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i1.ModRevision != i2.ModRevision {
+		t.Fatalf("re-put wrote again: %d then %d", i1.ModRevision, i2.ModRevision)
+	}
+	i3, err := a.PutInfo(ctx, "`db`.`t`", []string{d2})
+	if err != nil || i3.ModRevision == i2.ModRevision || i3.CreateRevision != i1.CreateRevision {
+		t.Fatalf("changed info: %+v %v", i3, err)
+	}
+}
