@@ -167,10 +167,10 @@ func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error)
 	}
 }
 
-// DoneOperation marks op done and deletes info in one transaction: the master sends skips to the other
+// DoneOperationDeleteInfo marks op done and deletes info in one transaction: the master sends skips to the other
 // sources only after the owner's done. Call it only once the operation has taken effect downstream and
 // the checkpoint past the DDL is saved. An ambiguous commit is settled by reading the key again.
-func (a *Agent) DoneOperation(ctx context.Context, op Operation, info Info) error {
+func (a *Agent) DoneOperationDeleteInfo(ctx context.Context, op Operation, info Info) error {
 	opKey, infoKey := a.layout.OperationKey(a.task, op.Target, a.source), a.layout.InfoKey(a.task, op.Target, a.source)
 	done := op
 	done.Done = true

@@ -72,7 +72,7 @@ func benchLock(b *testing.B, n int) {
 				mu.Unlock()
 				op, err := a.WaitOperation(ctx, info)
 				if err == nil {
-					err = a.DoneOperation(ctx, op, info)
+					err = a.DoneOperationDeleteInfo(ctx, op, info)
 				}
 				if err != nil {
 					errs <- err

@@ -155,7 +155,7 @@ func TestCoordinatorUnlockAndLocks(t *testing.T) {
 	if err != nil || !op.Exec {
 		t.Fatalf("owner after unlock: %+v %v", op, err)
 	}
-	if err := a1.DoneOperation(ctx, op, info); err != nil {
+	if err := a1.DoneOperationDeleteInfo(ctx, op, info); err != nil {
 		t.Fatal(err)
 	}
 	// s2 was missing; the lock waits for it as "unlocked" until it arrives and skips.
@@ -172,7 +172,7 @@ func TestCoordinatorUnlockAndLocks(t *testing.T) {
 	if err != nil || op2.Exec {
 		t.Fatalf("missing source after unlock: %+v %v", op2, err)
 	}
-	if err := a2.DoneOperation(ctx, op2, info2); err != nil {
+	if err := a2.DoneOperationDeleteInfo(ctx, op2, info2); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "no lock", func() bool {

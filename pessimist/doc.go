@@ -10,7 +10,7 @@
 //     etcd transactions guarded by the exact revisions the decision rests on.
 //   - Coordinator (coordinator.go): the master-side loop. Full read, watch from that revision, feed the
 //     Keeper, write its Txns (fenced by the leader key when given). It runs only while leader.
-//   - Agent (agent.go): the worker side. PutInfo, WaitOperation, DoneOperation.
+//   - Agent (agent.go): the worker side. PutInfo, WaitOperation, DoneOperationDeleteInfo.
 //
 // # Protocol, with what happens on re-entry at each step
 //
@@ -24,7 +24,7 @@
 //     owner's info; a stale or deposed coordinator's copy of it fails. Re-entry: a new coordinator
 //     sees the operation and waits; if the owner left the task, the exec is moved to another source.
 //  3. The owner executes the DDLs downstream (idempotently), saves its checkpoint past them, then calls
-//     DoneOperation: the operation is marked done and the info deleted in one transaction. Re-entry: a
+//     DoneOperationDeleteInfo: the operation is marked done and the info deleted in one transaction. Re-entry: a
 //     worker that crashed after its checkpoint but before done finds its operation with Operations()
 //     on restart and marks it done; one that crashed before its checkpoint re-reads the binlog and
 //     gets the same operation again at step 1.
@@ -32,7 +32,7 @@
 //     source that reached the DDLs, in as few transactions as etcd's --max-txn-ops allows, each
 //     guarded by the owner's done operation. Re-entry: sources that already have one are not sent
 //     another.
-//  5. Each non-owner saves its checkpoint past the DDLs and calls DoneOperation.
+//  5. Each non-owner saves its checkpoint past the DDLs and calls DoneOperationDeleteInfo.
 //  6. When every operation is done, the lock's operations are deleted: by the last source's own done
 //     transaction when it sees it is the last (no other info, no unlock request), else by the
 //     coordinator. A source that runs ahead may already have put its info for the next DDL of the same

@@ -290,7 +290,7 @@ func (m *model) worker(ctx context.Context, s int, rng *rand.Rand) (completed bo
 			if err != nil {
 				return false
 			}
-			if err := agent.DoneOperation(ctx, op, info); err != nil {
+			if err := agent.DoneOperationDeleteInfo(ctx, op, info); err != nil {
 				if ctx.Err() == nil {
 					m.violate("%s: recovery done of step %d: %v", src, stepOf(op.DDLs), err)
 				}
@@ -393,7 +393,7 @@ func (m *model) resolveStep(ctx context.Context, agent *Agent, s int, ddls []str
 	if rng.Intn(8) == 0 {
 		return false // crash between applying downstream and done; recovery must finish it
 	}
-	if err := agent.DoneOperation(ctx, op, info); err != nil {
+	if err := agent.DoneOperationDeleteInfo(ctx, op, info); err != nil {
 		if ctx.Err() == nil {
 			m.violate("%s: done of step %d: %v", src, step, err)
 		}
