@@ -117,13 +117,27 @@ func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error)
 		default:
 		}
 	}
+	// An operation put is taken from the watch event itself: one round trip less per source.
+	found := make(chan Operation, 1)
+	opKey := a.layout.OperationKey(a.task, info.Target, a.source)
 	created := make(chan struct{}, 2)
-	for _, key := range []string{a.layout.OperationKey(a.task, info.Target, a.source), a.layout.InfoKey(a.task, info.Target, a.source)} {
+	for _, key := range []string{opKey, a.layout.InfoKey(a.task, info.Target, a.source)} {
 		wch := a.cli.Watch(wctx, key, clientv3.WithCreatedNotify())
 		go func() {
 			for wr := range wch {
 				if wr.Created {
 					created <- struct{}{}
+				}
+				for _, ev := range wr.Events {
+					var op Operation
+					if ev.Type == clientv3.EventTypePut && key == opKey && decodeKV(ev.Kv, &op) == nil &&
+						!op.Done && sameDDLs(op.DDLs, info.DDLs) {
+						op.ModRevision = ev.Kv.ModRevision
+						select {
+						case found <- op:
+						default:
+						}
+					}
 				}
 				if len(wr.Events) > 0 || wr.Err() != nil {
 					notify(wr.Err())
@@ -159,9 +173,16 @@ func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error)
 		select {
 		case <-ctx.Done():
 			return Operation{}, ctx.Err()
+		case op := <-found:
+			return op, nil
 		case err := <-changed:
 			if err != nil {
 				return Operation{}, fmt.Errorf("watch lock %s: %w", info.LockID(), err)
+			}
+			select {
+			case op := <-found:
+				return op, nil
+			default:
 			}
 		}
 	}
@@ -175,20 +196,27 @@ func (a *Agent) DoneOperationDeleteInfo(ctx context.Context, op Operation, info 
 	done := op
 	done.Done = true
 	val := encode(done)
-	last, err := a.finishLast(ctx, op, info)
-	if err == nil && last {
-		a.log.Info("operation done, lock cleared", zap.String("lock", op.LockID()), zap.Bool("exec", op.Exec))
-		return nil
+	// When no other source has an info left (an operation that is not done always has its info) and
+	// no unlock request is pending, this source is the last one: the same transaction clears the
+	// lock's operations, which saves the coordinator's cleanup write.
+	infoPrefix := a.layout.lockPrefix(kindInfo, a.task, op.Target)
+	unlockKey := a.layout.UnlockKey(a.task, op.Target)
+	last := []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(infoPrefix), "=", 0).WithRange(infoKey),
+		clientv3.Compare(clientv3.CreateRevision(infoKey+"\x00"), "=", 0).WithRange(clientv3.GetPrefixRangeEnd(infoPrefix)),
+		clientv3.Compare(clientv3.CreateRevision(unlockKey), "=", 0),
 	}
-	triedLast := err != nil // the clearing txn may have committed
 	for {
 		resp, err := a.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(opKey), "=", op.ModRevision),
 				clientv3.Compare(clientv3.ModRevision(infoKey), "=", info.ModRevision)).
-			Then(clientv3.OpPut(opKey, val), clientv3.OpDelete(infoKey)).
+			Then(clientv3.OpTxn(last,
+				[]clientv3.Op{clientv3.OpDelete(a.layout.lockPrefix(kindOp, a.task, op.Target), clientv3.WithPrefix()), clientv3.OpDelete(infoKey)},
+				[]clientv3.Op{clientv3.OpPut(opKey, val), clientv3.OpDelete(infoKey)})).
 			Commit()
 		if err == nil && resp.Succeeded {
-			a.log.Info("operation done", zap.String("lock", op.LockID()), zap.Bool("exec", op.Exec))
+			cleared := resp.Responses[0].GetResponseTxn().Succeeded
+			a.log.Info("operation done", zap.String("lock", op.LockID()), zap.Bool("exec", op.Exec), zap.Bool("lock-cleared", cleared))
 			return nil
 		}
 		if err != nil {
@@ -210,7 +238,7 @@ func (a *Agent) DoneOperationDeleteInfo(ctx context.Context, op Operation, info 
 		case cur == nil && curInfo == nil:
 			// The lock is gone: cleared by this source's earlier attempt (an ambiguous commit, or a
 			// previous incarnation of this worker), or removed by the user. Nothing is left to do.
-			a.log.Warn("operation already cleared", zap.String("lock", op.LockID()), zap.Bool("attempted-clear", triedLast))
+			a.log.Warn("operation already cleared", zap.String("lock", op.LockID()))
 			return nil
 		case cur == nil:
 			return fmt.Errorf("source %s finishing lock %s: %w", a.source, op.LockID(), ErrLockRemoved)
@@ -224,36 +252,6 @@ func (a *Agent) DoneOperationDeleteInfo(ctx context.Context, op Operation, info 
 			info.ModRevision = curInfo.ModRevision
 		}
 	}
-}
-
-// finishLast clears the whole lock in the done transaction when this source is the last one: no other
-// info (an operation that is not done always has its info), no unlock request. It saves the
-// coordinator's cleanup write. It reports false, writing nothing, when that is not the case or the
-// state moved meanwhile.
-func (a *Agent) finishLast(ctx context.Context, op Operation, info Info) (bool, error) {
-	opPrefix, infoPrefix := a.layout.lockPrefix(kindOp, a.task, op.Target), a.layout.lockPrefix(kindInfo, a.task, op.Target)
-	opKey, infoKey := a.layout.OperationKey(a.task, op.Target, a.source), a.layout.InfoKey(a.task, op.Target, a.source)
-	unlockKey := a.layout.UnlockKey(a.task, op.Target)
-	resp, err := a.cli.Txn(ctx).Then(
-		clientv3.OpGet(infoPrefix, clientv3.WithPrefix(), clientv3.WithCountOnly()),
-		clientv3.OpGet(unlockKey, clientv3.WithCountOnly()),
-	).Commit()
-	if err != nil || resp.Responses[0].GetResponseRange().Count != 1 || resp.Responses[1].GetResponseRange().Count != 0 {
-		return false, nil // nothing written; the plain done follows
-	}
-	rev := resp.Header.Revision
-	tr, err := a.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(opPrefix), "<", rev+1).WithPrefix(),
-			clientv3.Compare(clientv3.ModRevision(infoPrefix), "<", rev+1).WithPrefix(),
-			clientv3.Compare(clientv3.ModRevision(unlockKey), "=", 0),
-			clientv3.Compare(clientv3.ModRevision(opKey), "=", op.ModRevision),
-			clientv3.Compare(clientv3.ModRevision(infoKey), "=", info.ModRevision)).
-		Then(clientv3.OpDelete(opPrefix, clientv3.WithPrefix()), clientv3.OpDelete(infoKey)).
-		Commit()
-	if err != nil {
-		return false, err
-	}
-	return tr.Succeeded, nil
 }
 
 // Operations returns this source's operations in the task that are not done yet. A restarted worker
