@@ -1,6 +1,7 @@
 package shardgroup
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -40,6 +41,10 @@ type Part struct {
 	// SQL is the single-table statement with every table name routed, restored from the AST.
 	SQL string
 }
+
+// ErrNotDDL is returned (wrapped) by Split for statements that change no table or database (GRANT,
+// CREATE USER, FLUSH, ...): a replicator skips them.
+var ErrNotDDL = errors.New("not a table or database DDL")
 
 // Route maps an upstream table (or schema, with an empty Name) to its downstream name.
 type Route func(TableName) TableName
@@ -165,6 +170,9 @@ func splitStmt(stmt ast.StmtNode, defaultSchema string) ([]piece, error) {
 		}
 		return out, nil
 	default:
+		if _, ok := stmt.(ast.DDLNode); !ok {
+			return nil, ErrNotDDL
+		}
 		return nil, fmt.Errorf("statement %T is not a supported DDL", stmt)
 	}
 }
@@ -270,4 +278,21 @@ func truncate(s string) string {
 		return s
 	}
 	return s[:max] + "..."
+}
+
+// CreateIfNotExists returns a CREATE TABLE statement with IF NOT EXISTS set, restored from the AST.
+func CreateIfNotExists(sql string) (string, error) {
+	stmts, err := parse(sql)
+	if err != nil {
+		return "", err
+	}
+	if len(stmts) != 1 {
+		return "", fmt.Errorf("%q: want one statement, got %d", truncate(sql), len(stmts))
+	}
+	ct, ok := stmts[0].(*ast.CreateTableStmt)
+	if !ok {
+		return "", fmt.Errorf("%q is not CREATE TABLE", truncate(sql))
+	}
+	ct.IfNotExists = true
+	return restore(ct)
 }

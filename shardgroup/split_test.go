@@ -97,7 +97,9 @@ func TestSplitErrors(t *testing.T) {
 	cases := []struct{ sql, schema, want string }{
 		{"ALTER TABLE t ADD COLUMN", "db", "parse DDL"},
 		{"ALTER TABLE t ADD c INT", "", "table `t` has no database"},
-		{"INSERT INTO db.t VALUES (1)", "", "not a supported DDL"},
+		{"INSERT INTO db.t VALUES (1)", "", "not a table or database DDL"},
+		{"GRANT ALL ON *.* TO u", "", "not a table or database DDL"},
+		{"CREATE VIEW db.v AS SELECT 1", "", "not a supported DDL"},
 		{"CREATE TABLE db.t2 SELECT * FROM db.t", "", "CREATE TABLE ... SELECT"},
 		{"CREATE OR REPLACE TABLE db.t (a INT)", "", "parse DDL"},
 		{"CREATE TABLE db.t (a UUID)", "", "parse DDL"},
@@ -168,4 +170,14 @@ func FuzzSplit(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestCreateIfNotExists(t *testing.T) {
+	got, err := CreateIfNotExists("CREATE TABLE `db`.`t` (`a` INT)")
+	if err != nil || got != "CREATE TABLE IF NOT EXISTS `db`.`t` (`a` INT)" {
+		t.Fatalf("%q %v", got, err)
+	}
+	if _, err := CreateIfNotExists("DROP TABLE t"); err == nil {
+		t.Fatal("not a CREATE TABLE")
+	}
 }
