@@ -216,6 +216,8 @@ type Resolution struct {
 	ResyncFrom Position
 	// Tables that had passed the step, whose held-back DML must be replayed, sorted.
 	Tables []TableName
+	// Positions of the step's item in each of those tables.
+	Positions map[TableName]Position
 }
 
 // ResolveActive marks the active step as executed (or skipped) downstream. The group must be synced.
@@ -229,9 +231,10 @@ func (g *ShardingGroup) ResolveActive() (Resolution, error) {
 		return Resolution{}, fmt.Errorf("sharding group of %s is not synced for DDLs %q: waiting for %s",
 			g.target, st.ActiveDDLs, joinTables(st.Remaining))
 	}
-	res := Resolution{DDLs: st.ActiveDDLs}
+	res := Resolution{DDLs: st.ActiveDDLs, Positions: map[TableName]Position{}}
 	for t, seq := range g.tables {
 		pos := seq.Items[g.active].Pos
+		res.Positions[t] = pos
 		if len(res.Tables) == 0 || pos.Compare(res.ResyncFrom) < 0 {
 			res.ResyncFrom = pos
 		}

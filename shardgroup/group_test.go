@@ -62,7 +62,8 @@ func TestTrySyncBasic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.ResyncFrom != pos(100) || !reflect.DeepEqual(r.Tables, []TableName{tA, tB}) || !slices.Equal(r.DDLs, ddl1) {
+	if r.ResyncFrom != pos(100) || !reflect.DeepEqual(r.Tables, []TableName{tA, tB}) || !slices.Equal(r.DDLs, ddl1) ||
+		!reflect.DeepEqual(r.Positions, map[TableName]Position{tA: pos(100), tB: pos(200)}) {
 		t.Fatalf("resolution %+v", r)
 	}
 	if g.InSharding() || g.Blocked(tA, pos(101)) {

@@ -1,0 +1,327 @@
+package worker
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/tributary-db/tributary/shardgroup"
+)
+
+// ChangeKind is the kind of a row change.
+type ChangeKind int
+
+// Row change kinds.
+const (
+	Insert ChangeKind = iota
+	Update
+	Delete
+)
+
+// Change is one row change routed to its target.
+type Change struct {
+	Kind    ChangeKind
+	Source  TableName // upstream table
+	Target  TableName
+	Columns []string
+	Row     []any // new values (Insert, Update)
+	Old     []any // old values (Update, Delete)
+}
+
+// Checkpoint is what the downstream holds for one source: the position to resume reading from, and
+// per upstream table the position up to which its changes are applied.
+type Checkpoint struct {
+	Global shardgroup.Position
+	Tables map[TableName]shardgroup.Position
+	// ResolvedDDLs, per target, the DDLs of the last lock this source applied (exec or skip), so a
+	// restarted worker can finish an operation whose done it did not write.
+	ResolvedDDLs map[TableName][]string
+}
+
+// Sink writes changes to the downstream. Every transaction commits the rows together with the
+// checkpoint rows of the events they came from, so a restart applies nothing twice.
+type Sink struct {
+	db         *sql.DB
+	source     string
+	ckptTable  string // quoted `meta`.`task_checkpoint`
+	metaSchema string
+	keys       map[TableName][]string
+	maxRows    int
+}
+
+// NewSink returns the sink of one source of a task.
+func NewSink(db *sql.DB, metaSchema, task, source string) *Sink {
+	return &Sink{
+		db: db, source: source, metaSchema: metaSchema,
+		ckptTable: TableName{Schema: metaSchema, Name: task + "_checkpoint"}.String(),
+		keys:      map[TableName][]string{}, maxRows: 256,
+	}
+}
+
+// Init creates the meta schema and the checkpoint table if they do not exist.
+func (s *Sink) Init(ctx context.Context) error {
+	for _, q := range []string{
+		"CREATE DATABASE IF NOT EXISTS " + TableName{Schema: s.metaSchema}.String(),
+		"CREATE TABLE IF NOT EXISTS " + s.ckptTable + ` (
+			source VARCHAR(128) NOT NULL,
+			id VARCHAR(700) NOT NULL COMMENT 'upstream table, empty for the global position, ddl:<target> for the last resolved lock',
+			binlog_name VARCHAR(255) NOT NULL DEFAULT '',
+			binlog_pos BIGINT UNSIGNED NOT NULL DEFAULT 0,
+			ddls TEXT NULL,
+			updated_at TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+			PRIMARY KEY (source, id))`,
+	} {
+		if _, err := s.db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("create checkpoint table %s: %w", s.ckptTable, err)
+		}
+	}
+	return nil
+}
+
+// Load reads the source's checkpoint (zero positions when there is none).
+func (s *Sink) Load(ctx context.Context) (Checkpoint, error) {
+	cp := Checkpoint{Tables: map[TableName]shardgroup.Position{}, ResolvedDDLs: map[TableName][]string{}}
+	rows, err := s.db.QueryContext(ctx, "SELECT id, binlog_name, binlog_pos, ddls FROM "+s.ckptTable+" WHERE source = ?", s.source)
+	if err != nil {
+		return cp, fmt.Errorf("load checkpoint of %s from %s: %w", s.source, s.ckptTable, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, name string
+		var pos uint32
+		var ddls sql.NullString
+		if err := rows.Scan(&id, &name, &pos, &ddls); err != nil {
+			return cp, err
+		}
+		p := shardgroup.Position{File: name, Pos: pos}
+		switch {
+		case id == "":
+			cp.Global = p
+		case strings.HasPrefix(id, "ddl:"):
+			var t TableName
+			var list []string
+			if err := json.Unmarshal([]byte(id[4:]), &t); err != nil {
+				return cp, fmt.Errorf("checkpoint row %q: %w", id, err)
+			}
+			if err := json.Unmarshal([]byte(ddls.String), &list); err != nil {
+				return cp, fmt.Errorf("checkpoint row %q: %w", id, err)
+			}
+			cp.ResolvedDDLs[t] = list
+		default:
+			var t TableName
+			if err := json.Unmarshal([]byte(id), &t); err != nil {
+				return cp, fmt.Errorf("checkpoint row %q: %w", id, err)
+			}
+			cp.Tables[t] = p
+		}
+	}
+	return cp, rows.Err()
+}
+
+// CheckpointUpdate is the checkpoint part of one downstream transaction.
+type CheckpointUpdate struct {
+	Global shardgroup.Position
+	Tables map[TableName]shardgroup.Position
+	// Resolved records a lock's DDLs for its target (optional).
+	ResolvedTarget *TableName
+	ResolvedDDLs   []string
+}
+
+// Flush applies changes and the checkpoint update in one transaction.
+func (s *Sink) Flush(ctx context.Context, changes []Change, up CheckpointUpdate) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	for i := 0; i < len(changes); {
+		n, err := s.apply(ctx, tx, changes[i:])
+		if err != nil {
+			return err
+		}
+		i += n
+	}
+	if err := s.writeCheckpoint(ctx, tx, up); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func (s *Sink) writeCheckpoint(ctx context.Context, tx *sql.Tx, up CheckpointUpdate) error {
+	const q = " (source, id, binlog_name, binlog_pos, ddls) VALUES (?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE binlog_name = VALUES(binlog_name), binlog_pos = VALUES(binlog_pos), ddls = VALUES(ddls)"
+	put := func(id string, p shardgroup.Position, ddls any) error {
+		_, err := tx.ExecContext(ctx, "INSERT INTO "+s.ckptTable+q, s.source, id, p.File, p.Pos, ddls)
+		if err != nil {
+			return fmt.Errorf("write checkpoint %s/%s: %w", s.source, id, err)
+		}
+		return nil
+	}
+	for t, p := range up.Tables {
+		id, _ := json.Marshal(t)
+		if err := put(string(id), p, nil); err != nil {
+			return err
+		}
+	}
+	if up.ResolvedTarget != nil {
+		id, _ := json.Marshal(*up.ResolvedTarget)
+		ddls, _ := json.Marshal(up.ResolvedDDLs)
+		if err := put("ddl:"+string(id), shardgroup.Position{}, string(ddls)); err != nil {
+			return err
+		}
+	}
+	if !up.Global.IsZero() {
+		return put("", up.Global, nil)
+	}
+	return nil
+}
+
+// apply writes a run of changes starting at cs[0] and returns how many it consumed: consecutive
+// inserts of one target with the same columns become one multi-row INSERT.
+func (s *Sink) apply(ctx context.Context, tx *sql.Tx, cs []Change) (int, error) {
+	c := cs[0]
+	switch c.Kind {
+	case Insert:
+		n := 1
+		for n < len(cs) && n < s.maxRows && cs[n].Kind == Insert && cs[n].Target == c.Target && equalCols(cs[n].Columns, c.Columns) {
+			n++
+		}
+		var sb strings.Builder
+		args := make([]any, 0, n*len(c.Columns))
+		sb.WriteString("INSERT INTO " + c.Target.String() + " (" + quoteCols(c.Columns) + ") VALUES ")
+		row := "(" + strings.TrimSuffix(strings.Repeat("?,", len(c.Columns)), ",") + ")"
+		for i := 0; i < n; i++ {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			sb.WriteString(row)
+			args = append(args, cs[i].Row...)
+		}
+		if _, err := tx.ExecContext(ctx, sb.String(), args...); err != nil {
+			return 0, fmt.Errorf("insert %d rows of %s into %s: %w", n, c.Source, c.Target, err)
+		}
+		return n, nil
+	case Update, Delete:
+		where, wargs, err := s.where(ctx, c)
+		if err != nil {
+			return 0, err
+		}
+		var q string
+		var args []any
+		if c.Kind == Update {
+			sets := make([]string, len(c.Columns))
+			for i, col := range c.Columns {
+				sets[i] = quoteName(col) + " = ?"
+			}
+			q = "UPDATE " + c.Target.String() + " SET " + strings.Join(sets, ", ") + " WHERE " + where + " LIMIT 1"
+			args = append(append(args, c.Row...), wargs...)
+		} else {
+			q = "DELETE FROM " + c.Target.String() + " WHERE " + where + " LIMIT 1"
+			args = wargs
+		}
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return 0, fmt.Errorf("apply change of %s to %s: %w", c.Source, c.Target, err)
+		}
+		return 1, nil
+	}
+	return 0, fmt.Errorf("unknown change kind %d", c.Kind)
+}
+
+// where identifies the old row: by the target's primary key, else by every column (NULL-safe).
+func (s *Sink) where(ctx context.Context, c Change) (string, []any, error) {
+	keys, err := s.keyColumns(ctx, c.Target)
+	if err != nil {
+		return "", nil, err
+	}
+	idx := map[string]int{}
+	for i, col := range c.Columns {
+		idx[strings.ToLower(col)] = i
+	}
+	var conds []string
+	var args []any
+	use := keys
+	for _, k := range keys {
+		if _, ok := idx[strings.ToLower(k)]; !ok {
+			use = nil // the key is not in the row image; fall back to all columns
+		}
+	}
+	if len(use) == 0 {
+		use = c.Columns
+	}
+	for _, k := range use {
+		conds = append(conds, quoteName(k)+" <=> ?")
+		args = append(args, c.Old[idx[strings.ToLower(k)]])
+	}
+	return strings.Join(conds, " AND "), args, nil
+}
+
+func (s *Sink) keyColumns(ctx context.Context, t TableName) ([]string, error) {
+	if k, ok := s.keys[t]; ok {
+		return k, nil
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE
+		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION`, t.Schema, t.Name)
+	if err != nil {
+		return nil, fmt.Errorf("primary key of %s: %w", t, err)
+	}
+	defer rows.Close()
+	var keys []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			return nil, err
+		}
+		keys = append(keys, c)
+	}
+	s.keys[t] = keys
+	return keys, rows.Err()
+}
+
+// ForgetKeys drops cached key columns (after a DDL).
+func (s *Sink) ForgetKeys() { s.keys = map[TableName][]string{} }
+
+// alreadyApplied are the errors of a DDL that has already taken effect: duplicate column, duplicate
+// key name, table exists, can't drop a missing column or key, database exists.
+var alreadyApplied = map[uint16]bool{1060: true, 1061: true, 1050: true, 1091: true, 1007: true, 1826: true}
+
+// ExecDDL runs DDLs downstream, treating "already applied" errors as success (a DDL re-run after a
+// crash between the DDL and its checkpoint), then commits the checkpoint update.
+func (s *Sink) ExecDDL(ctx context.Context, ddls []string, up CheckpointUpdate) error {
+	for _, q := range ddls {
+		if _, err := s.db.ExecContext(ctx, q); err != nil {
+			var me *mysql.MySQLError
+			if errors.As(err, &me) && alreadyApplied[me.Number] {
+				continue
+			}
+			return fmt.Errorf("execute DDL %q downstream: %w", q, err)
+		}
+	}
+	s.ForgetKeys()
+	return s.Flush(ctx, nil, up)
+}
+
+func equalCols(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func quoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+
+func quoteCols(cols []string) string {
+	q := make([]string, len(cols))
+	for i, c := range cols {
+		q[i] = quoteName(c)
+	}
+	return strings.Join(q, ", ")
+}

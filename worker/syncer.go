@@ -1,0 +1,582 @@
+package worker
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+	"go.uber.org/zap"
+
+	"github.com/tributary-db/tributary/pessimist"
+	"github.com/tributary-db/tributary/shardgroup"
+)
+
+// Position is a binlog position.
+type Position = shardgroup.Position
+
+// SyncerConfig configures the sync unit of one source of one task.
+type SyncerConfig struct {
+	Task, Source string
+	Flavor       string // "mariadb" or "mysql"
+	Host         string
+	Port         uint16
+	User         string
+	Password     string
+	ServerID     uint32   // replication server ID, unique per syncer
+	Start        Position // where to start without a checkpoint (zero: the source's current position)
+	Router       *Router
+	Downstream   *sql.DB
+	MetaSchema   string
+	Agent        *pessimist.Agent
+	BatchRows    int
+	Log          *zap.Logger
+}
+
+// Syncer reads one source's binlog and writes the routed changes downstream, coordinating sharding
+// DDL through the pessimist agent. DML of a table that passed its group's pending DDL is not buffered:
+// it is skipped and read again from the binlog once the DDL is resolved (re-sync), so memory does not
+// grow while a lock waits.
+type Syncer struct {
+	cfg      SyncerConfig
+	log      *zap.Logger
+	sink     *Sink
+	upstream *sql.DB
+	ckpt     Checkpoint
+	groups   map[TableName]*shardgroup.ShardingGroup // by target
+	ddlStart map[TableName]map[Position]Position     // per target: DDL item (end) position -> event group start
+	pending  map[TableName]bool                      // targets whose info is posted and operation awaited
+	opCh     chan opResult
+
+	file       string
+	groupStart Position // start of the current event group (GTID event)
+	lastPos    Position // end of the last complete event group handled
+	inTxn      bool
+	batch      []Change
+	batchPos   map[TableName]Position
+	resync     *Position
+}
+
+type opResult struct {
+	target TableName
+	info   pessimist.Info
+	op     pessimist.Operation
+	err    error
+}
+
+// NewSyncer returns a syncer; Run starts it.
+func NewSyncer(cfg SyncerConfig) *Syncer {
+	if cfg.BatchRows <= 0 {
+		cfg.BatchRows = 1024
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	if cfg.Flavor == "" {
+		cfg.Flavor = mysql.MariaDBFlavor
+	}
+	return &Syncer{
+		cfg:  cfg,
+		log:  cfg.Log.With(zap.String("task", cfg.Task), zap.String("source", cfg.Source)),
+		sink: NewSink(cfg.Downstream, cfg.MetaSchema, cfg.Task, cfg.Source),
+	}
+}
+
+// Run replicates until ctx ends or an error stops it (the caller pauses the subtask with it).
+func (s *Syncer) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // stops the goroutines waiting for operations
+	if err := s.init(ctx); err != nil {
+		return err
+	}
+	defer s.upstream.Close()
+	r, err := s.startReader(ctx, s.ckpt.Global)
+	if err != nil {
+		return err
+	}
+	defer func() { r.stop() }()
+	flush := time.NewTicker(50 * time.Millisecond)
+	defer flush.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-r.errc:
+			return fmt.Errorf("read binlog of %s: %w", s.cfg.Source, err)
+		case ev := <-r.events:
+			if err := s.handle(ctx, ev); err != nil {
+				return err
+			}
+		case res := <-s.opCh:
+			if err := s.applyOperation(ctx, res); err != nil {
+				return err
+			}
+		case <-flush.C:
+			if err := s.flush(ctx); err != nil {
+				return err
+			}
+		}
+		if s.resync != nil {
+			from := *s.resync
+			s.resync = nil
+			r.stop()
+			s.log.Info("re-sync held-back DML", zap.Stringer("from", from))
+			if r, err = s.startReader(ctx, from); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (s *Syncer) init(ctx context.Context) error {
+	var err error
+	s.upstream, err = sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s:%d)/?interpolateParams=true", s.cfg.User, s.cfg.Password, s.cfg.Host, s.cfg.Port))
+	if err != nil {
+		return err
+	}
+	if err := s.sink.Init(ctx); err != nil {
+		return err
+	}
+	if s.ckpt, err = s.sink.Load(ctx); err != nil {
+		return err
+	}
+	if s.ckpt.Global.IsZero() {
+		s.ckpt.Global = s.cfg.Start
+		if s.ckpt.Global.IsZero() {
+			if s.ckpt.Global, err = s.masterPosition(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	s.lastPos = s.ckpt.Global
+	s.groups = map[TableName]*shardgroup.ShardingGroup{}
+	s.ddlStart = map[TableName]map[Position]Position{}
+	s.pending = map[TableName]bool{}
+	s.opCh = make(chan opResult, 16)
+	s.batchPos = map[TableName]Position{}
+	if err := s.discover(ctx); err != nil {
+		return err
+	}
+	return s.recoverOperations(ctx)
+}
+
+func (s *Syncer) masterPosition(ctx context.Context) (Position, error) {
+	var file string
+	var pos uint32
+	var doDB, ignoreDB any
+	row := s.upstream.QueryRowContext(ctx, "SHOW MASTER STATUS")
+	if err := row.Scan(&file, &pos, &doDB, &ignoreDB); err != nil {
+		return Position{}, fmt.Errorf("read binlog position of source %s (is log_bin on?): %w", s.cfg.Source, err)
+	}
+	return Position{File: file, Pos: pos}, nil
+}
+
+// discover adds every upstream shard table to its target's group and creates missing downstream
+// tables from the upstream's definition.
+func (s *Syncer) discover(ctx context.Context) error {
+	rows, err := s.upstream.QueryContext(ctx, "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' ORDER BY 1, 2")
+	if err != nil {
+		return fmt.Errorf("list tables of source %s: %w", s.cfg.Source, err)
+	}
+	var tables []TableName
+	for rows.Next() {
+		var t TableName
+		if err := rows.Scan(&t.Schema, &t.Name); err != nil {
+			rows.Close()
+			return err
+		}
+		if !s.cfg.Router.Skip(t) {
+			tables = append(tables, t)
+		}
+	}
+	rows.Close()
+	created := map[TableName]bool{}
+	for _, t := range tables {
+		target := s.cfg.Router.Route(t)
+		if s.cfg.Router.Sharded(t) {
+			if err := s.group(target).AddTable(t, s.ckpt.Tables[t]); err != nil {
+				return err
+			}
+		}
+		if created[target] {
+			continue
+		}
+		created[target] = true
+		var name, create string
+		if err := s.upstream.QueryRowContext(ctx, "SHOW CREATE TABLE "+t.String()).Scan(&name, &create); err != nil {
+			return fmt.Errorf("read definition of %s on source %s: %w", t, s.cfg.Source, err)
+		}
+		parts, err := shardgroup.Split(create, t.Schema, s.cfg.Router.Route)
+		if err != nil || len(parts) != 1 {
+			return fmt.Errorf("definition of %s on source %s: %v", t, s.cfg.Source, err)
+		}
+		stmt, err := shardgroup.CreateIfNotExists(parts[0].SQL)
+		if err != nil {
+			return err
+		}
+		if err := s.sink.ExecDDL(ctx, []string{"CREATE DATABASE IF NOT EXISTS " + TableName{Schema: target.Schema}.String(), stmt}, CheckpointUpdate{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Syncer) group(target TableName) *shardgroup.ShardingGroup {
+	g, ok := s.groups[target]
+	if !ok {
+		g = shardgroup.NewShardingGroup(target)
+		s.groups[target] = g
+		s.ddlStart[target] = map[Position]Position{}
+	}
+	return g
+}
+
+// recoverOperations finishes operations whose effect the downstream checkpoint already shows (the
+// worker stopped between its checkpoint and its done).
+func (s *Syncer) recoverOperations(ctx context.Context) error {
+	ops, err := s.cfg.Agent.Operations(ctx)
+	if err != nil {
+		return fmt.Errorf("list operations of source %s: %w", s.cfg.Source, err)
+	}
+	for _, op := range ops {
+		for target, ddls := range s.ckpt.ResolvedDDLs {
+			if target.String() != op.Target || !slices.Equal(ddls, op.DDLs) {
+				continue
+			}
+			info, _, err := s.cfg.Agent.Info(ctx, op.Target)
+			if err != nil {
+				return err
+			}
+			if err := s.cfg.Agent.DoneOperationDeleteInfo(ctx, op, info); err != nil {
+				return err
+			}
+			s.log.Info("finished an operation applied before a restart", zap.String("lock", op.LockID()))
+		}
+	}
+	return nil
+}
+
+type reader struct {
+	cancel context.CancelFunc
+	syncer *replication.BinlogSyncer
+	events chan *replication.BinlogEvent
+	errc   chan error
+	done   chan struct{}
+}
+
+func (r *reader) stop() {
+	r.cancel()
+	<-r.done
+	r.syncer.Close()
+}
+
+func (s *Syncer) startReader(ctx context.Context, from Position) (*reader, error) {
+	bs := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
+		ServerID: s.cfg.ServerID, Flavor: s.cfg.Flavor,
+		Host: s.cfg.Host, Port: s.cfg.Port, User: s.cfg.User, Password: s.cfg.Password,
+		HeartbeatPeriod: time.Second, ReadTimeout: 5 * time.Second, MaxReconnectAttempts: 10,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	streamer, err := bs.StartSync(mysql.Position{Name: from.File, Pos: from.Pos})
+	if err != nil {
+		bs.Close()
+		return nil, fmt.Errorf("start binlog of source %s at %s: %w", s.cfg.Source, from, err)
+	}
+	s.file, s.lastPos, s.groupStart, s.inTxn = from.File, from, from, false
+	s.batch, s.batchPos = nil, map[TableName]Position{}
+	rctx, cancel := context.WithCancel(ctx)
+	r := &reader{cancel: cancel, syncer: bs, events: make(chan *replication.BinlogEvent, 256), errc: make(chan error, 1), done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		for {
+			ev, err := streamer.GetEvent(rctx)
+			if err != nil {
+				if rctx.Err() == nil {
+					r.errc <- err
+				}
+				return
+			}
+			select {
+			case r.events <- ev:
+			case <-rctx.Done():
+				return
+			}
+		}
+	}()
+	return r, nil
+}
+
+func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent) error {
+	h := ev.Header
+	if e, ok := ev.Event.(*replication.RotateEvent); ok {
+		s.file = string(e.NextLogName)
+		return nil
+	}
+	if h.LogPos == 0 { // artificial events
+		return nil
+	}
+	end := Position{File: s.file, Pos: h.LogPos}
+	start := Position{File: s.file, Pos: h.LogPos - h.EventSize}
+	switch e := ev.Event.(type) {
+	case *replication.MariadbGTIDEvent, *replication.GTIDEvent:
+		s.groupStart = start
+	case *replication.RowsEvent:
+		s.inTxn = true
+		return s.handleRows(ev.Header.EventType, e, end)
+	case *replication.XIDEvent:
+		s.inTxn = false
+		s.lastPos = end
+		if len(s.batch) >= s.cfg.BatchRows {
+			return s.flush(ctx)
+		}
+	case *replication.QueryEvent:
+		q := string(e.Query)
+		if q == "BEGIN" {
+			s.inTxn = true
+			return nil
+		}
+		s.inTxn = false
+		if err := s.flush(ctx); err != nil {
+			return err
+		}
+		if err := s.handleDDL(ctx, q, string(e.Schema), s.groupStart, end); err != nil {
+			return err
+		}
+		s.lastPos = end
+	}
+	return nil
+}
+
+func (s *Syncer) handleRows(typ replication.EventType, e *replication.RowsEvent, end Position) error {
+	src := TableName{Schema: string(e.Table.Schema), Name: string(e.Table.Table)}
+	if s.cfg.Router.Skip(src) {
+		return nil
+	}
+	if end.Compare(s.ckpt.Tables[src]) <= 0 {
+		return nil // applied before (re-sync or restart)
+	}
+	target := s.cfg.Router.Route(src)
+	if g, ok := s.groups[target]; ok && g.Blocked(src, end) {
+		return nil // past the group's pending DDL: read again after it is resolved
+	}
+	cols := e.Table.ColumnNameString()
+	if len(cols) == 0 {
+		return fmt.Errorf("source %s: the binlog has no column names for %s: set binlog_row_metadata=FULL", s.cfg.Source, src)
+	}
+	add := func(kind ChangeKind, row, old []any) {
+		s.batch = append(s.batch, Change{Kind: kind, Source: src, Target: target, Columns: cols, Row: row, Old: old})
+	}
+	switch typ {
+	case replication.WRITE_ROWS_EVENTv0, replication.WRITE_ROWS_EVENTv1, replication.WRITE_ROWS_EVENTv2:
+		for _, r := range e.Rows {
+			add(Insert, r, nil)
+		}
+	case replication.UPDATE_ROWS_EVENTv0, replication.UPDATE_ROWS_EVENTv1, replication.UPDATE_ROWS_EVENTv2:
+		for i := 0; i+1 < len(e.Rows); i += 2 {
+			add(Update, e.Rows[i+1], e.Rows[i])
+		}
+	case replication.DELETE_ROWS_EVENTv0, replication.DELETE_ROWS_EVENTv1, replication.DELETE_ROWS_EVENTv2:
+		for _, r := range e.Rows {
+			add(Delete, nil, r)
+		}
+	default:
+		return nil
+	}
+	s.batchPos[src] = end
+	return nil
+}
+
+// safeGlobal is the position a restart may resume from: the last complete event group, but not past
+// the start of any pending sharding DDL (the rebuilt group must read it again).
+func (s *Syncer) safeGlobal() Position {
+	g := s.lastPos
+	for target, grp := range s.groups {
+		if u, ok := grp.Unresolved(); ok {
+			p := u.FirstPosition
+			if st, ok := s.ddlStart[target][p]; ok {
+				p = st
+			}
+			if p.Compare(g) < 0 {
+				g = p
+			}
+		}
+	}
+	return g
+}
+
+// flush commits the batched changes with their checkpoints, at a transaction boundary.
+func (s *Syncer) flush(ctx context.Context) error {
+	if s.inTxn || (len(s.batch) == 0 && s.lastPos.Compare(s.ckpt.Global) == 0) {
+		return nil
+	}
+	global := s.safeGlobal()
+	if err := s.sink.Flush(ctx, s.batch, CheckpointUpdate{Global: global, Tables: s.batchPos}); err != nil {
+		return err
+	}
+	for t, p := range s.batchPos {
+		s.ckpt.Tables[t] = p
+	}
+	s.ckpt.Global = global
+	s.batch, s.batchPos = s.batch[:0], map[TableName]Position{}
+	return nil
+}
+
+func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Position) error {
+	parts, err := shardgroup.Split(q, schema, s.cfg.Router.Route)
+	if errors.Is(err, shardgroup.ErrNotDDL) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("source %s at %s: %w", s.cfg.Source, end, err)
+	}
+	var sharded []shardgroup.Part
+	for _, p := range parts {
+		if s.cfg.Router.Skip(p.Source) {
+			continue
+		}
+		tables := map[TableName]Position{}
+		if p.Source.Name != "" {
+			tables[p.Source] = end
+		}
+		if p.Source.Name == "" || !s.cfg.Router.Sharded(p.Source) {
+			// Not a shard table: straight through.
+			if end.Compare(s.ckpt.Tables[p.Source]) <= 0 && p.Source.Name != "" {
+				continue
+			}
+			if err := s.sink.ExecDDL(ctx, []string{p.SQL}, CheckpointUpdate{Tables: tables}); err != nil {
+				return err
+			}
+			s.setTables(tables)
+			continue
+		}
+		g := s.group(p.Target)
+		switch p.Kind {
+		case shardgroup.KindCreateTable:
+			if err := g.AddTable(p.Source, Position{}); err != nil {
+				return fmt.Errorf("source %s: %w", s.cfg.Source, err)
+			}
+			stmt, err := shardgroup.CreateIfNotExists(p.SQL)
+			if err != nil {
+				return err
+			}
+			if err := s.sink.ExecDDL(ctx, []string{stmt}, CheckpointUpdate{Tables: tables}); err != nil {
+				return err
+			}
+			s.setTables(tables)
+		case shardgroup.KindDropTable:
+			res := g.RemoveTable(p.Source)
+			if res.Synced && !s.pending[p.Target] {
+				if err := s.postInfo(ctx, p.Target); err != nil {
+					return err
+				}
+			}
+		case shardgroup.KindTruncateTable, shardgroup.KindDropDatabase, shardgroup.KindAlterDatabase:
+			s.log.Info("ignore DDL of shard table in shard mode", zap.String("ddl", p.SQL))
+		default:
+			sharded = append(sharded, p)
+		}
+	}
+	for _, item := range shardgroup.Items(sharded, end) {
+		g := s.group(item.Target)
+		res, err := g.TrySync(item)
+		if err != nil {
+			return fmt.Errorf("source %s: %w", s.cfg.Source, err)
+		}
+		if res.Duplicate {
+			continue
+		}
+		s.ddlStart[item.Target][end] = start
+		s.log.Info("sharding DDL reached", zap.Stringer("table", item.Source), zap.Strings("ddls", item.DDLs),
+			zap.Bool("synced", res.Synced), zap.Int("remaining", len(res.Remaining)))
+		if res.Synced && !s.pending[item.Target] {
+			if err := s.postInfo(ctx, item.Target); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Syncer) setTables(tables map[TableName]Position) {
+	for t, p := range tables {
+		s.ckpt.Tables[t] = p
+	}
+}
+
+// postInfo tells the master the group of target is synced and waits for the operation in the
+// background, so other targets keep flowing.
+func (s *Syncer) postInfo(ctx context.Context, target TableName) error {
+	ddls := s.groups[target].Status().ActiveDDLs
+	info, err := s.cfg.Agent.PutInfo(ctx, target.String(), ddls)
+	if err != nil {
+		return err
+	}
+	s.pending[target] = true
+	go func() {
+		op, err := s.cfg.Agent.WaitOperation(ctx, info)
+		select {
+		case s.opCh <- opResult{target: target, info: info, op: op, err: err}:
+		case <-ctx.Done():
+		}
+	}()
+	return nil
+}
+
+// applyOperation executes or skips the DDLs of a resolved lock, saves the checkpoint past them, marks
+// the operation done, and re-reads the DML held back behind them.
+func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
+	if res.err != nil {
+		return fmt.Errorf("source %s waiting for lock %s: %w", s.cfg.Source, res.info.LockID(), res.err)
+	}
+	if err := s.flush(ctx); err != nil {
+		return err
+	}
+	delete(s.pending, res.target)
+	g := s.groups[res.target]
+	if st := g.Status(); !slices.Equal(st.ActiveDDLs, res.op.DDLs) {
+		return fmt.Errorf("source %s: lock %s answered DDLs %q, but the group waits on %q", s.cfg.Source, res.info.LockID(), res.op.DDLs, st.ActiveDDLs)
+	}
+	resolution, err := g.ResolveActive()
+	if err != nil {
+		return err
+	}
+	for p := range s.ddlStart[res.target] {
+		if p.Compare(resolution.ResyncFrom) <= 0 {
+			delete(s.ddlStart[res.target], p)
+		}
+	}
+	// Held-back DML after ResyncFrom must be read again, so a restart may not resume past it.
+	if resolution.ResyncFrom.Compare(s.lastPos) < 0 {
+		s.lastPos = resolution.ResyncFrom
+	}
+	target := res.target
+	up := CheckpointUpdate{Global: s.safeGlobal(), Tables: resolution.Positions, ResolvedTarget: &target, ResolvedDDLs: res.op.DDLs}
+	if res.op.Exec {
+		err = s.sink.ExecDDL(ctx, res.op.DDLs, up)
+	} else {
+		err = s.sink.Flush(ctx, nil, up)
+	}
+	if err != nil {
+		return err
+	}
+	s.setTables(resolution.Positions)
+	s.ckpt.Global = up.Global
+	if err := s.cfg.Agent.DoneOperationDeleteInfo(ctx, res.op, res.info); err != nil {
+		return err
+	}
+	s.log.Info("sharding DDL resolved", zap.String("lock", res.info.LockID()), zap.Bool("exec", res.op.Exec))
+	from := resolution.ResyncFrom
+	if s.resync == nil || from.Compare(*s.resync) < 0 {
+		s.resync = &from
+	}
+	if g.Status().Synced {
+		return s.postInfo(ctx, target)
+	}
+	return nil
+}

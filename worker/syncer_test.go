@@ -1,0 +1,276 @@
+package worker
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/tributary-db/tributary/internal/etcdtest"
+	"github.com/tributary-db/tributary/internal/mariadbtest"
+	"github.com/tributary-db/tributary/pessimist"
+)
+
+func testLogger() *zap.Logger {
+	if os.Getenv("TRIBUTARY_TEST_LOG") == "" {
+		return zap.NewNop()
+	}
+	l, _ := zap.NewDevelopment()
+	return l
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	etcdtest.Stop()
+	os.Exit(code)
+}
+
+// cluster is two upstream sources with two shard tables each, one downstream, an etcd with a
+// coordinator, and the routes of db_*.t_* to db.t.
+type cluster struct {
+	t      *testing.T
+	ups    []*mariadbtest.Server
+	upDBs  []*sql.DB
+	down   *mariadbtest.Server
+	downDB *sql.DB
+	cli    *clientv3.Client
+	layout pessimist.Layout
+	router *Router
+	task   string
+}
+
+func newCluster(t *testing.T) *cluster {
+	c := &cluster{t: t, task: "test"}
+	for i := 0; i < 2; i++ {
+		s := mariadbtest.Start(t)
+		db := s.DB(t)
+		schema := fmt.Sprintf("db_%d", i+1)
+		s.Exec(t, db, "CREATE DATABASE "+schema)
+		for j := 1; j <= 2; j++ {
+			s.Exec(t, db, fmt.Sprintf("CREATE TABLE %s.t_%d (id INT PRIMARY KEY, v VARCHAR(32))", schema, j))
+		}
+		c.ups, c.upDBs = append(c.ups, s), append(c.upDBs, db)
+	}
+	c.down = mariadbtest.Start(t)
+	c.downDB = c.down.DB(t)
+	c.cli = etcdtest.Client(t)
+	c.layout = pessimist.NewLayout(fmt.Sprintf("/test/%s/%d/", t.Name(), time.Now().UnixNano()))
+	var err error
+	c.router, err = NewRouter(&BAList{DoDBs: []string{"db_*"}}, []RouteRule{
+		{SchemaPattern: "db_*", TablePattern: "t_*", TargetSchema: "db", TargetTable: "t"},
+		{SchemaPattern: "db_*", TargetSchema: "db"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := pessimist.PutTaskSources(ctx, c.cli, c.layout, c.task, []string{"s1", "s2"}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); pessimist.NewCoordinator(c.cli, c.layout).Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return c
+}
+
+// startSyncer runs the syncer of source i until the returned stop is called.
+func (c *cluster) startSyncer(i int) (stop func() error) {
+	src := fmt.Sprintf("s%d", i+1)
+	// Like a task's meta: the position to start from when there is no checkpoint yet.
+	var start Position
+	var doDB, ignoreDB any
+	if err := c.upDBs[i].QueryRow("SHOW MASTER STATUS").Scan(&start.File, &start.Pos, &doDB, &ignoreDB); err != nil {
+		c.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := NewSyncer(SyncerConfig{Start: start,
+		Task: c.task, Source: src, Host: "127.0.0.1", Port: uint16(c.ups[i].Port), User: "root",
+		ServerID: 9000 + uint32(i), Router: c.router, Downstream: c.downDB, MetaSchema: "dm_meta",
+		Agent: pessimist.NewAgent(c.cli, c.layout, c.task, src, nil), BatchRows: 64, Log: testLogger(),
+	})
+	errc := make(chan error, 1)
+	go func() { errc <- s.Run(ctx) }()
+	stopped := false
+	stop = func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		if err := <-errc; err != nil && ctx.Err() == nil {
+			return err
+		}
+		return nil
+	}
+	c.t.Cleanup(func() { stop() })
+	go func() {
+		// Surface an early failure of the syncer in the test log.
+		select {
+		case err := <-errc:
+			if !stopped {
+				c.t.Errorf("syncer %s stopped: %v", src, err)
+			}
+			errc <- err
+		case <-ctx.Done():
+		}
+	}()
+	return stop
+}
+
+func (c *cluster) up(i int, stmts ...string) { c.ups[i].Exec(c.t, c.upDBs[i], stmts...) }
+
+// rows returns the sorted rows of a query as one string each.
+func rows(t *testing.T, db *sql.DB, q string) ([]string, error) {
+	r, err := db.Query(q)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	cols, _ := r.Columns()
+	var out []string
+	for r.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := r.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		var sb strings.Builder
+		for i, v := range vals {
+			if i > 0 {
+				sb.WriteByte('|')
+			}
+			if v.Valid {
+				sb.WriteString(v.String)
+			} else {
+				sb.WriteString("NULL")
+			}
+		}
+		out = append(out, sb.String())
+	}
+	return out, r.Err()
+}
+
+// merged is the union of every upstream shard's rows, with the given columns, ordered by id.
+func (c *cluster) merged(cols string) []string {
+	var parts []string
+	for i := range c.ups {
+		for j := 1; j <= 2; j++ {
+			parts = append(parts, fmt.Sprintf("SELECT %s FROM db_%d.t_%d", cols, i+1, j))
+		}
+	}
+	var all []string
+	for i, db := range c.upDBs {
+		r, err := rows(c.t, db, fmt.Sprintf("SELECT %s FROM db_%d.t_1 UNION ALL SELECT %s FROM db_%d.t_2", cols, i+1, cols, i+1))
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		all = append(all, r...)
+	}
+	_ = parts
+	return sortStrings(all)
+}
+
+func sortStrings(s []string) []string {
+	out := append([]string(nil), s...)
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j] < out[j-1]; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+// converge waits until the downstream equals the merged upstream.
+func (c *cluster) converge(cols string) {
+	c.t.Helper()
+	want := c.merged(cols)
+	var got []string
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		r, err := rows(c.t, c.downDB, "SELECT "+cols+" FROM db.t")
+		if err == nil {
+			got = sortStrings(r)
+			if strings.Join(got, "\n") == strings.Join(want, "\n") {
+				return
+			}
+		}
+	}
+	c.t.Fatalf("downstream did not converge: %d rows, want %d\nfirst difference: %s", len(got), len(want), firstDiff(got, want))
+}
+
+func firstDiff(got, want []string) string {
+	for i := 0; i < len(got) && i < len(want); i++ {
+		if got[i] != want[i] {
+			return fmt.Sprintf("row %d: got %q, want %q", i, got[i], want[i])
+		}
+	}
+	return fmt.Sprintf("lengths %d vs %d", len(got), len(want))
+}
+
+func (c *cluster) hasRow(id int) bool {
+	var n int
+	if err := c.downDB.QueryRow("SELECT COUNT(*) FROM db.t WHERE id = ?", id).Scan(&n); err != nil {
+		return false
+	}
+	return n == 1
+}
+
+func (c *cluster) waitRow(id int) {
+	c.t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if c.hasRow(id) {
+			return
+		}
+	}
+	c.t.Fatalf("row %d never arrived downstream", id)
+}
+
+func insert(table string, from, to int) string {
+	var vals []string
+	for i := from; i < to; i++ {
+		vals = append(vals, fmt.Sprintf("(%d, 'v%d')", i, i))
+	}
+	return "INSERT INTO " + table + " (id, v) VALUES " + strings.Join(vals, ",")
+}
+
+// TestShardMergeAddColumn: ADD COLUMN on all four shards over two sources with DML between. Rows a
+// shard writes after its DDL reach the downstream only after the DDL ran there; in the end the
+// downstream equals the merged upstream and the DDL ran once.
+func TestShardMergeAddColumn(t *testing.T) {
+	c := newCluster(t)
+	c.startSyncer(0)
+	c.startSyncer(1)
+	c.up(0, insert("db_1.t_1", 1, 51), insert("db_1.t_2", 1001, 1051))
+	c.up(1, insert("db_2.t_1", 2001, 2051), insert("db_2.t_2", 3001, 3051))
+	c.up(0, insert("db_1.t_1", 51, 60))
+	c.waitRow(59)
+	c.converge("id, v")
+
+	// db_1.t_1 passes the DDL and writes a row with the new column.
+	c.up(0, "ALTER TABLE db_1.t_1 ADD COLUMN c INT", "INSERT INTO db_1.t_1 (id, v, c) VALUES (100, 'after', 7)")
+	// A later row of a table that has not passed the DDL flows on...
+	c.up(0, insert("db_1.t_2", 1100, 1101))
+	c.waitRow(1100)
+	// ...while the row written after the DDL is held back.
+	if c.hasRow(100) {
+		t.Fatal("a row written after the shard's DDL reached the downstream before the DDL")
+	}
+	c.up(1, "UPDATE db_2.t_1 SET v = 'changed' WHERE id = 2001", "DELETE FROM db_2.t_2 WHERE id = 3001")
+	c.up(0, "ALTER TABLE db_1.t_2 ADD COLUMN c INT", "UPDATE db_1.t_2 SET c = 1 WHERE id = 1001")
+	c.up(1, "ALTER TABLE db_2.t_1 ADD COLUMN c INT", insert("db_2.t_1", 2100, 2110))
+	c.up(1, insert("db_2.t_2", 3100, 3110), "ALTER TABLE db_2.t_2 ADD COLUMN c INT", "INSERT INTO db_2.t_2 VALUES (3200, 'x', 3)")
+	c.converge("id, v, c")
+	var cols int
+	if err := c.downDB.QueryRow("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA='db' AND TABLE_NAME='t' AND COLUMN_NAME='c'").Scan(&cols); err != nil || cols != 1 {
+		t.Fatalf("downstream column c: %d %v", cols, err)
+	}
+}
