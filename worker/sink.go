@@ -38,6 +38,10 @@ type Change struct {
 type Checkpoint struct {
 	Global shardgroup.Position
 	Tables map[TableName]shardgroup.Position
+	// Resolved is, per upstream shard table, the position of its last sharding DDL resolved downstream
+	// (executed or skipped). It is kept apart from Tables: a table's DML before that DDL may still be
+	// waiting to be re-read.
+	Resolved map[TableName]shardgroup.Position
 	// ResolvedDDLs, per target, the DDLs of the last lock this source applied (exec or skip), so a
 	// restarted worker can finish an operation whose done it did not write.
 	ResolvedDDLs map[TableName][]string
@@ -69,7 +73,7 @@ func (s *Sink) Init(ctx context.Context) error {
 		"CREATE DATABASE IF NOT EXISTS " + TableName{Schema: s.metaSchema}.String(),
 		"CREATE TABLE IF NOT EXISTS " + s.ckptTable + ` (
 			source VARCHAR(128) NOT NULL,
-			id VARCHAR(700) NOT NULL COMMENT 'upstream table, empty for the global position, ddl:<target> for the last resolved lock',
+			id VARCHAR(700) NOT NULL COMMENT 'upstream table (DML applied), resolved:<table> (last sharding DDL resolved), ddl:<target> (DDLs of the last lock), empty (where to resume)',
 			binlog_name VARCHAR(255) NOT NULL DEFAULT '',
 			binlog_pos BIGINT UNSIGNED NOT NULL DEFAULT 0,
 			ddls TEXT NULL,
@@ -85,7 +89,7 @@ func (s *Sink) Init(ctx context.Context) error {
 
 // Load reads the source's checkpoint (zero positions when there is none).
 func (s *Sink) Load(ctx context.Context) (Checkpoint, error) {
-	cp := Checkpoint{Tables: map[TableName]shardgroup.Position{}, ResolvedDDLs: map[TableName][]string{}}
+	cp := Checkpoint{Tables: map[TableName]shardgroup.Position{}, Resolved: map[TableName]shardgroup.Position{}, ResolvedDDLs: map[TableName][]string{}}
 	rows, err := s.db.QueryContext(ctx, "SELECT id, binlog_name, binlog_pos, ddls FROM "+s.ckptTable+" WHERE source = ?", s.source)
 	if err != nil {
 		return cp, fmt.Errorf("load checkpoint of %s from %s: %w", s.source, s.ckptTable, err)
@@ -102,6 +106,12 @@ func (s *Sink) Load(ctx context.Context) (Checkpoint, error) {
 		switch {
 		case id == "":
 			cp.Global = p
+		case strings.HasPrefix(id, "resolved:"):
+			var t TableName
+			if err := json.Unmarshal([]byte(id[len("resolved:"):]), &t); err != nil {
+				return cp, fmt.Errorf("checkpoint row %q: %w", id, err)
+			}
+			cp.Resolved[t] = p
 		case strings.HasPrefix(id, "ddl:"):
 			var t TableName
 			var list []string
@@ -125,9 +135,10 @@ func (s *Sink) Load(ctx context.Context) (Checkpoint, error) {
 
 // CheckpointUpdate is the checkpoint part of one downstream transaction.
 type CheckpointUpdate struct {
-	Global shardgroup.Position
-	Tables map[TableName]shardgroup.Position
-	// Resolved records a lock's DDLs for its target (optional).
+	Global   shardgroup.Position
+	Tables   map[TableName]shardgroup.Position
+	Resolved map[TableName]shardgroup.Position
+	// ResolvedTarget records a lock's DDLs for its target (optional).
 	ResolvedTarget *TableName
 	ResolvedDDLs   []string
 }
@@ -164,6 +175,12 @@ func (s *Sink) writeCheckpoint(ctx context.Context, tx *sql.Tx, up CheckpointUpd
 	for t, p := range up.Tables {
 		id, _ := json.Marshal(t)
 		if err := put(string(id), p, nil); err != nil {
+			return err
+		}
+	}
+	for t, p := range up.Resolved {
+		id, _ := json.Marshal(t)
+		if err := put("resolved:"+string(id), p, nil); err != nil {
 			return err
 		}
 	}

@@ -153,6 +153,10 @@ func (s *Syncer) init(ctx context.Context) error {
 				return err
 			}
 		}
+		// Save the start at once: a restart must resume here, not at a newer current position.
+		if err := s.sink.Flush(ctx, nil, CheckpointUpdate{Global: s.ckpt.Global}); err != nil {
+			return err
+		}
 	}
 	s.lastPos = s.ckpt.Global
 	s.groups = map[TableName]*shardgroup.ShardingGroup{}
@@ -200,7 +204,7 @@ func (s *Syncer) discover(ctx context.Context) error {
 	for _, t := range tables {
 		target := s.cfg.Router.Route(t)
 		if s.cfg.Router.Sharded(t) {
-			if err := s.group(target).AddTable(t, s.ckpt.Tables[t]); err != nil {
+			if err := s.group(target).AddTable(t, s.ckpt.Resolved[t]); err != nil {
 				return err
 			}
 		}
@@ -551,12 +555,15 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 			delete(s.ddlStart[res.target], p)
 		}
 	}
-	// Held-back DML after ResyncFrom must be read again, so a restart may not resume past it.
-	if resolution.ResyncFrom.Compare(s.lastPos) < 0 {
-		s.lastPos = resolution.ResyncFrom
+	// Held-back DML after ResyncFrom must be read again, so neither the reader nor a restart may
+	// resume past it. If an earlier re-sync has not yet read that far, it goes on from where it is.
+	from := resolution.ResyncFrom
+	if s.lastPos.Compare(from) < 0 {
+		from = s.lastPos
 	}
+	s.lastPos = from
 	target := res.target
-	up := CheckpointUpdate{Global: s.safeGlobal(), Tables: resolution.Positions, ResolvedTarget: &target, ResolvedDDLs: res.op.DDLs}
+	up := CheckpointUpdate{Global: s.safeGlobal(), Resolved: resolution.Positions, ResolvedTarget: &target, ResolvedDDLs: res.op.DDLs}
 	if res.op.Exec {
 		err = s.sink.ExecDDL(ctx, res.op.DDLs, up)
 	} else {
@@ -565,13 +572,14 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 	if err != nil {
 		return err
 	}
-	s.setTables(resolution.Positions)
+	for t, p := range resolution.Positions {
+		s.ckpt.Resolved[t] = p
+	}
 	s.ckpt.Global = up.Global
 	if err := s.cfg.Agent.DoneOperationDeleteInfo(ctx, res.op, res.info); err != nil {
 		return err
 	}
 	s.log.Info("sharding DDL resolved", zap.String("lock", res.info.LockID()), zap.Bool("exec", res.op.Exec))
-	from := resolution.ResyncFrom
 	if s.resync == nil || from.Compare(*s.resync) < 0 {
 		s.resync = &from
 	}

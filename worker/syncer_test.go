@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math/rand"
 	"os"
 	"strings"
 	"testing"
@@ -43,6 +44,7 @@ type cluster struct {
 	layout pessimist.Layout
 	router *Router
 	task   string
+	starts map[int]Position
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -83,11 +85,18 @@ func newCluster(t *testing.T) *cluster {
 // startSyncer runs the syncer of source i until the returned stop is called.
 func (c *cluster) startSyncer(i int) (stop func() error) {
 	src := fmt.Sprintf("s%d", i+1)
-	// Like a task's meta: the position to start from when there is no checkpoint yet.
-	var start Position
-	var doDB, ignoreDB any
-	if err := c.upDBs[i].QueryRow("SHOW MASTER STATUS").Scan(&start.File, &start.Pos, &doDB, &ignoreDB); err != nil {
-		c.t.Fatal(err)
+	// Like a task's meta: the position to start from when there is no checkpoint yet, fixed at the
+	// first start.
+	if c.starts == nil {
+		c.starts = map[int]Position{}
+	}
+	start, ok := c.starts[i]
+	if !ok {
+		var doDB, ignoreDB any
+		if err := c.upDBs[i].QueryRow("SHOW MASTER STATUS").Scan(&start.File, &start.Pos, &doDB, &ignoreDB); err != nil {
+			c.t.Fatal(err)
+		}
+		c.starts[i] = start
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := NewSyncer(SyncerConfig{Start: start,
@@ -273,4 +282,81 @@ func TestShardMergeAddColumn(t *testing.T) {
 	if err := c.downDB.QueryRow("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA='db' AND TABLE_NAME='t' AND COLUMN_NAME='c'").Scan(&cols); err != nil || cols != 1 {
 		t.Fatalf("downstream column c: %d %v", cols, err)
 	}
+}
+
+// TestRestartAtRandomPoints runs seeded random workloads (inserts, updates, deletes and two successive
+// ADD COLUMNs reaching the four shards in random orders) while the syncers are stopped and restarted
+// from their checkpoints at random moments. The downstream must always converge to the merged
+// upstream. TRIBUTARY_RESTART_RUNS sets the number of seeds (default 20).
+func TestRestartAtRandomPoints(t *testing.T) {
+	runs := 20
+	if v := os.Getenv("TRIBUTARY_RESTART_RUNS"); v != "" {
+		fmt.Sscan(v, &runs)
+	}
+	first := int64(1)
+	if v := os.Getenv("TRIBUTARY_RESTART_SEED"); v != "" {
+		fmt.Sscan(v, &first)
+	}
+	for seed := first; seed < first+int64(runs); seed++ {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { restartRun(t, seed) })
+	}
+}
+
+func restartRun(t *testing.T, seed int64) {
+	rng := rand.New(rand.NewSource(seed))
+	c := newCluster(t)
+	stops := []func() error{c.startSyncer(0), c.startSyncer(1)}
+	shards := []struct {
+		src   int
+		table string
+	}{{0, "db_1.t_1"}, {0, "db_1.t_2"}, {1, "db_2.t_1"}, {1, "db_2.t_2"}}
+	ddls := []string{"ADD COLUMN c1 INT", "ADD COLUMN c2 VARCHAR(10)"}
+	next := make([]int, len(shards)) // next DDL of each shard
+	ids := make([][]int, len(shards))
+	nextID := 1
+	restarts := 0
+	for step := 0; step < 120; step++ {
+		i := rng.Intn(len(shards))
+		sh := shards[i]
+		switch r := rng.Intn(20); {
+		case r < 2 && next[i] < len(ddls):
+			c.up(sh.src, "ALTER TABLE "+sh.table+" "+ddls[next[i]])
+			next[i]++
+		case r < 4 && len(ids[i]) > 0:
+			c.up(sh.src, fmt.Sprintf("UPDATE %s SET v = 'u%d' WHERE id = %d", sh.table, step, ids[i][rng.Intn(len(ids[i]))]))
+		case r < 5 && len(ids[i]) > 0:
+			k := rng.Intn(len(ids[i]))
+			c.up(sh.src, fmt.Sprintf("DELETE FROM %s WHERE id = %d", sh.table, ids[i][k]))
+			ids[i] = append(ids[i][:k], ids[i][k+1:]...)
+		default:
+			n := 1 + rng.Intn(5)
+			c.up(sh.src, insert(sh.table, nextID, nextID+n))
+			for id := nextID; id < nextID+n; id++ {
+				ids[i] = append(ids[i], id)
+			}
+			nextID += n
+		}
+		if rng.Intn(15) == 0 {
+			s := rng.Intn(2)
+			if err := stops[s](); err != nil {
+				t.Fatalf("syncer s%d failed before its restart: %v", s+1, err)
+			}
+			time.Sleep(time.Duration(rng.Intn(20)) * time.Millisecond) // let the other source move on
+			if testing.Verbose() {
+				t.Logf("step %d: restart s%d", step, s+1)
+			}
+			stops[s] = c.startSyncer(s)
+			restarts++
+		}
+	}
+	// Every shard finishes both DDLs, then a last write per shard.
+	for i, sh := range shards {
+		for ; next[i] < len(ddls); next[i]++ {
+			c.up(sh.src, "ALTER TABLE "+sh.table+" "+ddls[next[i]])
+		}
+		c.up(sh.src, fmt.Sprintf("INSERT INTO %s (id, v, c1, c2) VALUES (%d, 'last', %d, 'x')", sh.table, nextID, i))
+		nextID++
+	}
+	c.converge("id, v, c1, c2")
+	t.Logf("seed %d: %d rows, %d restarts", seed, nextID-1, restarts)
 }
