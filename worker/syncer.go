@@ -153,10 +153,6 @@ func (s *Syncer) init(ctx context.Context) error {
 				return err
 			}
 		}
-		// Save the start at once: a restart must resume here, not at a newer current position.
-		if err := s.sink.Flush(ctx, nil, CheckpointUpdate{Global: s.ckpt.Global}); err != nil {
-			return err
-		}
 	}
 	s.lastPos = s.ckpt.Global
 	s.groups = map[TableName]*shardgroup.ShardingGroup{}
@@ -165,6 +161,10 @@ func (s *Syncer) init(ctx context.Context) error {
 	s.opCh = make(chan opResult, 16)
 	s.batchPos = map[TableName]Position{}
 	if err := s.discover(ctx); err != nil {
+		return err
+	}
+	// Save the start at once: a restart must resume here, not at a newer current position.
+	if err := s.sink.Flush(ctx, nil, CheckpointUpdate{Global: s.ckpt.Global}); err != nil {
 		return err
 	}
 	return s.recoverOperations(ctx)

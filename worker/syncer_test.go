@@ -45,6 +45,8 @@ type cluster struct {
 	router *Router
 	task   string
 	starts map[int]Position
+	shards [][]string // per source, the shard tables routed to db.t
+	coord  *pessimist.Coordinator
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -54,8 +56,11 @@ func newCluster(t *testing.T) *cluster {
 		db := s.DB(t)
 		schema := fmt.Sprintf("db_%d", i+1)
 		s.Exec(t, db, "CREATE DATABASE "+schema)
+		c.shards = append(c.shards, nil)
 		for j := 1; j <= 2; j++ {
-			s.Exec(t, db, fmt.Sprintf("CREATE TABLE %s.t_%d (id INT PRIMARY KEY, v VARCHAR(32))", schema, j))
+			table := fmt.Sprintf("%s.t_%d", schema, j)
+			s.Exec(t, db, "CREATE TABLE "+table+" (id INT PRIMARY KEY, v VARCHAR(32))")
+			c.shards[i] = append(c.shards[i], table)
 		}
 		c.ups, c.upDBs = append(c.ups, s), append(c.upDBs, db)
 	}
@@ -66,6 +71,7 @@ func newCluster(t *testing.T) *cluster {
 	var err error
 	c.router, err = NewRouter(&BAList{DoDBs: []string{"db_*"}}, []RouteRule{
 		{SchemaPattern: "db_*", TablePattern: "t_*", TargetSchema: "db", TargetTable: "t"},
+		{SchemaPattern: "db_*", TablePattern: "u_*", TargetSchema: "db", TargetTable: "u"},
 		{SchemaPattern: "db_*", TargetSchema: "db"},
 	})
 	if err != nil {
@@ -77,7 +83,8 @@ func newCluster(t *testing.T) *cluster {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { defer close(done); pessimist.NewCoordinator(c.cli, c.layout).Run(ctx) }()
+	c.coord = pessimist.NewCoordinator(c.cli, c.layout)
+	go func() { defer close(done); c.coord.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return c
 }
@@ -119,6 +126,19 @@ func (c *cluster) startSyncer(i int) (stop func() error) {
 		return nil
 	}
 	c.t.Cleanup(func() { stop() })
+	if !ok {
+		// First start: wait until the syncer has read the upstream tables and saved its start.
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			var n int
+			err := c.downDB.QueryRow("SELECT COUNT(*) FROM dm_meta.test_checkpoint WHERE source = ? AND id = ''", src).Scan(&n)
+			if err == nil && n == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.t.Fatalf("syncer %s did not start: %v", src, err)
+			}
+		}
+	}
 	go func() {
 		// Surface an early failure of the syncer in the test log.
 		select {
@@ -169,23 +189,18 @@ func rows(t *testing.T, db *sql.DB, q string) ([]string, error) {
 	return out, r.Err()
 }
 
-// merged is the union of every upstream shard's rows, with the given columns, ordered by id.
+// merged is the union of every upstream shard's rows, with the given columns.
 func (c *cluster) merged(cols string) []string {
-	var parts []string
-	for i := range c.ups {
-		for j := 1; j <= 2; j++ {
-			parts = append(parts, fmt.Sprintf("SELECT %s FROM db_%d.t_%d", cols, i+1, j))
-		}
-	}
 	var all []string
 	for i, db := range c.upDBs {
-		r, err := rows(c.t, db, fmt.Sprintf("SELECT %s FROM db_%d.t_1 UNION ALL SELECT %s FROM db_%d.t_2", cols, i+1, cols, i+1))
-		if err != nil {
-			c.t.Fatal(err)
+		for _, table := range c.shards[i] {
+			r, err := rows(c.t, db, fmt.Sprintf("SELECT %s FROM %s", cols, table))
+			if err != nil {
+				c.t.Fatal(err)
+			}
+			all = append(all, r...)
 		}
-		all = append(all, r...)
 	}
-	_ = parts
 	return sortStrings(all)
 }
 
@@ -359,4 +374,77 @@ func restartRun(t *testing.T, seed int64) {
 	}
 	c.converge("id, v, c1, c2")
 	t.Logf("seed %d: %d rows, %d restarts", seed, nextID-1, restarts)
+}
+
+// TestNewShardTableMidStream: a shard table created while the task runs joins its group; the next DDL
+// waits for it too, and its rows are merged.
+func TestNewShardTableMidStream(t *testing.T) {
+	c := newCluster(t)
+	c.startSyncer(0)
+	c.startSyncer(1)
+	c.up(0, insert("db_1.t_1", 1, 11), insert("db_1.t_2", 101, 111))
+	c.up(1, insert("db_2.t_1", 201, 211), insert("db_2.t_2", 301, 311))
+	c.up(0, "CREATE TABLE db_1.t_3 (id INT PRIMARY KEY, v VARCHAR(32))", insert("db_1.t_3", 401, 411))
+	c.shards[0] = append(c.shards[0], "db_1.t_3")
+	c.converge("id, v")
+	for i, tables := range c.shards {
+		for _, table := range tables {
+			if table == "db_1.t_3" {
+				continue
+			}
+			c.up(i, "ALTER TABLE "+table+" ADD COLUMN c INT")
+		}
+	}
+	c.up(0, "INSERT INTO db_1.t_1 (id, v, c) VALUES (20, 'held', 1)")
+	// t_3 has not reached the DDL: its rows flow, and the lock waits for it.
+	c.up(0, insert("db_1.t_3", 420, 421))
+	c.waitRow(420)
+	if c.hasRow(20) || c.downColumns() != 2 {
+		t.Fatal("the DDL was resolved without the new shard table")
+	}
+	c.up(0, "ALTER TABLE db_1.t_3 ADD COLUMN c INT")
+	c.converge("id, v, c")
+}
+
+func (c *cluster) downColumns() int {
+	var n int
+	if err := c.downDB.QueryRow("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'db' AND TABLE_NAME = 't'").Scan(&n); err != nil {
+		c.t.Fatal(err)
+	}
+	return n
+}
+
+// TestConflictBlocksOnlyItsLock: INT on one source and FLOAT on the other for the same column of db.u
+// is a conflict: shown with both DDLs and sources, nothing executed, while db.t keeps flowing.
+func TestConflictBlocksOnlyItsLock(t *testing.T) {
+	c := newCluster(t)
+	c.up(0, "CREATE TABLE db_1.u_1 (id INT PRIMARY KEY, v VARCHAR(32))")
+	c.up(1, "CREATE TABLE db_2.u_1 (id INT PRIMARY KEY, v VARCHAR(32))")
+	c.startSyncer(0)
+	c.startSyncer(1)
+	c.up(0, "ALTER TABLE db_1.u_1 ADD COLUMN c INT", "INSERT INTO db_1.u_1 VALUES (1, 'a', 1)")
+	c.up(1, "ALTER TABLE db_2.u_1 ADD COLUMN c FLOAT", "INSERT INTO db_2.u_1 VALUES (2, 'b', 2.5)")
+	var lock pessimist.Lock
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		locks, _ := c.coord.Locks()
+		if len(locks) == 1 && locks[0].Stage == "conflict" {
+			lock = locks[0]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no conflicting lock shown: %+v", locks)
+		}
+	}
+	if lock.ID != "test-`db`.`u`" || len(lock.Conflict) != 2 || lock.Conflict[0].Source != "s1" ||
+		!strings.Contains(lock.Conflict[0].DDLs[0], "INT") || !strings.Contains(lock.Conflict[1].DDLs[0], "FLOAT") {
+		t.Fatalf("conflict shown as %+v", lock)
+	}
+	// The other target flows on both sources.
+	c.up(0, insert("db_1.t_1", 10, 20))
+	c.up(1, insert("db_2.t_2", 30, 40))
+	c.converge("id, v")
+	var n int
+	if err := c.downDB.QueryRow("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'db' AND TABLE_NAME = 'u' AND COLUMN_NAME = 'c'").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("a conflicting DDL was executed downstream (%d, %v)", n, err)
+	}
 }
