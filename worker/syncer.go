@@ -57,7 +57,6 @@ type Syncer struct {
 	file       string
 	groupStart Position // start of the current event group (GTID event)
 	lastPos    Position // end of the last complete event group handled
-	inTxn      bool
 	batch      []Change
 	batchPos   map[TableName]Position
 	resync     *Position
@@ -292,7 +291,7 @@ func (s *Syncer) startReader(ctx context.Context, from Position) (*reader, error
 		bs.Close()
 		return nil, fmt.Errorf("start binlog of source %s at %s: %w", s.cfg.Source, from, err)
 	}
-	s.file, s.lastPos, s.groupStart, s.inTxn = from.File, from, from, false
+	s.file, s.lastPos, s.groupStart = from.File, from, from
 	s.batch, s.batchPos = nil, map[TableName]Position{}
 	rctx, cancel := context.WithCancel(ctx)
 	r := &reader{cancel: cancel, syncer: bs, events: make(chan *replication.BinlogEvent, 256), errc: make(chan error, 1), done: make(chan struct{})}
@@ -331,10 +330,8 @@ func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 	case *replication.MariadbGTIDEvent, *replication.GTIDEvent:
 		s.groupStart = start
 	case *replication.RowsEvent:
-		s.inTxn = true
-		return s.handleRows(ev.Header.EventType, e, end)
+		return s.handleRows(ctx, ev.Header.EventType, e, end)
 	case *replication.XIDEvent:
-		s.inTxn = false
 		s.lastPos = end
 		if len(s.batch) >= s.cfg.BatchRows {
 			return s.flush(ctx)
@@ -342,10 +339,8 @@ func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 	case *replication.QueryEvent:
 		q := string(e.Query)
 		if q == "BEGIN" {
-			s.inTxn = true
 			return nil
 		}
-		s.inTxn = false
 		if err := s.flush(ctx); err != nil {
 			return err
 		}
@@ -357,7 +352,7 @@ func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 	return nil
 }
 
-func (s *Syncer) handleRows(typ replication.EventType, e *replication.RowsEvent, end Position) error {
+func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *replication.RowsEvent, end Position) error {
 	src := TableName{Schema: string(e.Table.Schema), Name: string(e.Table.Table)}
 	if s.cfg.Router.Skip(src) {
 		return nil
@@ -393,6 +388,11 @@ func (s *Syncer) handleRows(typ replication.EventType, e *replication.RowsEvent,
 		return nil
 	}
 	s.batchPos[src] = end
+	if len(s.batch) >= s.cfg.BatchRows {
+		// Also inside a large upstream transaction: the table checkpoints are per rows event and the
+		// resume position stays at the transaction's start, so memory is bounded and nothing repeats.
+		return s.flush(ctx)
+	}
 	return nil
 }
 
@@ -414,9 +414,11 @@ func (s *Syncer) safeGlobal() Position {
 	return g
 }
 
-// flush commits the batched changes with their checkpoints, at a transaction boundary.
+// flush commits the batched changes with their checkpoints. It may run between any two events: the
+// resume position written is the start of the current transaction (or earlier), and the per-table
+// positions skip what is applied when it is read again.
 func (s *Syncer) flush(ctx context.Context) error {
-	if s.inTxn || (len(s.batch) == 0 && s.lastPos.Compare(s.ckpt.Global) == 0) {
+	if len(s.batch) == 0 && s.lastPos.Compare(s.ckpt.Global) == 0 {
 		return nil
 	}
 	global := s.safeGlobal()
