@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 // cluster is two upstream sources with two shard tables each, one downstream, an etcd with a
 // coordinator, and the routes of db_*.t_* to db.t.
 type cluster struct {
-	t      *testing.T
+	t      testing.TB
 	ups    []*mariadbtest.Server
 	upDBs  []*sql.DB
 	down   *mariadbtest.Server
@@ -49,7 +49,9 @@ type cluster struct {
 	coord  *pessimist.Coordinator
 }
 
-func newCluster(t *testing.T) *cluster {
+func newCluster(t *testing.T) *cluster { return newClusterTB(t) }
+
+func newClusterTB(t testing.TB) *cluster {
 	c := &cluster{t: t, task: "test"}
 	for i := 0; i < 2; i++ {
 		s := mariadbtest.Start(t)
@@ -67,7 +69,7 @@ func newCluster(t *testing.T) *cluster {
 	c.down = mariadbtest.Start(t)
 	c.downDB = c.down.DB(t)
 	c.cli = etcdtest.Client(t)
-	c.layout = pessimist.NewLayout(fmt.Sprintf("/test/%s/%d/", t.Name(), time.Now().UnixNano()))
+	c.layout = pessimist.NewLayout(fmt.Sprintf("/test/%s/%d/", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano()))
 	var err error
 	c.router, err = NewRouter(&BAList{DoDBs: []string{"db_*"}}, []RouteRule{
 		{SchemaPattern: "db_*", TablePattern: "t_*", TargetSchema: "db", TargetTable: "t"},
@@ -89,11 +91,9 @@ func newCluster(t *testing.T) *cluster {
 	return c
 }
 
-// startSyncer runs the syncer of source i until the returned stop is called.
-func (c *cluster) startSyncer(i int) (stop func() error) {
-	src := fmt.Sprintf("s%d", i+1)
-	// Like a task's meta: the position to start from when there is no checkpoint yet, fixed at the
-	// first start.
+// startPosition is like a task's meta: the position to start from when there is no checkpoint yet,
+// fixed at the first call.
+func (c *cluster) startPosition(i int) Position {
 	if c.starts == nil {
 		c.starts = map[int]Position{}
 	}
@@ -105,6 +105,14 @@ func (c *cluster) startSyncer(i int) (stop func() error) {
 		}
 		c.starts[i] = start
 	}
+	return start
+}
+
+// startSyncer runs the syncer of source i until the returned stop is called.
+func (c *cluster) startSyncer(i int) (stop func() error) {
+	src := fmt.Sprintf("s%d", i+1)
+	_, started := c.starts[i]
+	start := c.startPosition(i)
 	ctx, cancel := context.WithCancel(context.Background())
 	s := NewSyncer(SyncerConfig{Start: start,
 		Task: c.task, Source: src, Host: "127.0.0.1", Port: uint16(c.ups[i].Port), User: "root",
@@ -126,7 +134,7 @@ func (c *cluster) startSyncer(i int) (stop func() error) {
 		return nil
 	}
 	c.t.Cleanup(func() { stop() })
-	if !ok {
+	if !started {
 		// First start: wait until the syncer has read the upstream tables and saved its start.
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 			var n int
@@ -156,7 +164,7 @@ func (c *cluster) startSyncer(i int) (stop func() error) {
 func (c *cluster) up(i int, stmts ...string) { c.ups[i].Exec(c.t, c.upDBs[i], stmts...) }
 
 // rows returns the sorted rows of a query as one string each.
-func rows(t *testing.T, db *sql.DB, q string) ([]string, error) {
+func rows(t testing.TB, db *sql.DB, q string) ([]string, error) {
 	r, err := db.Query(q)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,139 @@
+package worker
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// BenchmarkCatchUp: 4 shard tables (2 sources x 2) with TRIBUTARY_BENCH_ROWS rows each (default
+// 250000) already in the binlog; reports the catch-up rate into the merged target beside the rate of a
+// plain batched INSERT of the same rows into the same downstream (256 rows a statement, 1024 a
+// transaction, one connection per source), measured in the same run. Run with -benchtime 1x.
+func BenchmarkCatchUp(b *testing.B) {
+	perTable := 250000
+	if v := os.Getenv("TRIBUTARY_BENCH_ROWS"); v != "" {
+		fmt.Sscan(v, &perTable)
+	}
+	for i := 0; i < b.N; i++ {
+		catchUp(b, perTable)
+	}
+}
+
+func catchUp(b *testing.B, perTable int) {
+	c := newClusterTB(b)
+	// Take the start positions, then fill the binlog.
+	for i := range c.ups {
+		c.startPosition(i)
+	}
+	var wg sync.WaitGroup
+	for i := range c.ups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j, table := range c.shards[i] {
+				base := (i*2 + j) * perTable
+				for from := 0; from < perTable; from += 1000 {
+					n := min(1000, perTable-from)
+					schema := strings.Split(table, ".")[0]
+					if _, err := c.upDBs[i].Exec(fmt.Sprintf("INSERT INTO %s SELECT seq, CONCAT('value-', seq) FROM %s.seq_%d_to_%d",
+						table, schema, base+from+1, base+from+n)); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if b.Failed() {
+		return
+	}
+	ends := make([]Position, len(c.ups))
+	for i := range c.ups {
+		var doDB, ignoreDB any
+		if err := c.upDBs[i].QueryRow("SHOW MASTER STATUS").Scan(&ends[i].File, &ends[i].Pos, &doDB, &ignoreDB); err != nil {
+			b.Fatal(err)
+		}
+	}
+	total := 4 * perTable
+
+	b.ResetTimer()
+	start := time.Now()
+	for i := range c.ups {
+		c.startSyncer(i)
+	}
+	for i := range c.ups {
+		for {
+			var file string
+			var pos uint32
+			err := c.downDB.QueryRow("SELECT binlog_name, binlog_pos FROM dm_meta.test_checkpoint WHERE source = ? AND id = ''", fmt.Sprintf("s%d", i+1)).Scan(&file, &pos)
+			if err == nil && (Position{File: file, Pos: pos}).Compare(ends[i]) >= 0 {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	syncRate := float64(total) / time.Since(start).Seconds()
+	b.StopTimer()
+	var n int
+	if err := c.downDB.QueryRow("SELECT COUNT(*) FROM db.t").Scan(&n); err != nil || n != total {
+		b.Fatalf("downstream has %d rows, want %d (%v)", n, total, err)
+	}
+
+	// The limit: the same rows, plain batched INSERT, same downstream, one connection per source.
+	c.down.Exec(b, c.downDB, "CREATE TABLE db.t_limit LIKE db.t")
+	limitStart := time.Now()
+	var lwg sync.WaitGroup
+	for i := range c.ups {
+		lwg.Add(1)
+		go func() {
+			defer lwg.Done()
+			conn, err := c.downDB.Conn(b.Context())
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			defer conn.Close()
+			for j := range c.shards[i] {
+				base := (i*2 + j) * perTable
+				for from := 0; from < perTable; from += 1024 {
+					tx, err := conn.BeginTx(b.Context(), nil)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					for k := from; k < min(from+1024, perTable); k += 256 {
+						var sb strings.Builder
+						args := make([]any, 0, 512)
+						sb.WriteString("INSERT INTO db.t_limit (id, v) VALUES ")
+						for r := k; r < min(k+256, perTable, from+1024); r++ {
+							if r > k {
+								sb.WriteByte(',')
+							}
+							sb.WriteString("(?,?)")
+							id := base + r + 1
+							args = append(args, id, fmt.Sprintf("value-%d", id))
+						}
+						if _, err := tx.Exec(sb.String(), args...); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+					if err := tx.Commit(); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	lwg.Wait()
+	limitRate := float64(total) / time.Since(limitStart).Seconds()
+	b.ReportMetric(syncRate, "sync-rows/s")
+	b.ReportMetric(limitRate, "limit-rows/s")
+	b.ReportMetric(100*syncRate/limitRate, "%-of-limit")
+}
