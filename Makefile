@@ -10,13 +10,16 @@ build:
 vet:
 	$(GO) vet $(PKGS)
 
-# Unit tests, the randomized model test (500 runs on an embedded etcd) and the split fuzz corpus.
+# Unit tests, the randomized model test (500 runs on an embedded etcd), the split fuzz corpus, and the
+# worker's integration tests on throw-away mariadbd instances (20 seeded restart runs).
 test: vet
 	$(GO) test -count=1 -timeout 20m $(PKGS)
 
-# Lock resolution on embedded etcd with 2, 8, 64 and 256 sources.
+# Lock resolution on embedded etcd with 2, 8, 64 and 256 sources; binlog catch-up of 4 x 250k rows
+# against a plain batched INSERT into the same downstream (TRIBUTARY_BENCH_ROWS to change).
 bench:
 	$(GO) test -run XXX -bench . -benchtime 20x ./pessimist/
+	$(GO) test -run XXX -bench CatchUp -benchtime 1x ./worker/
 
 # Coverage-guided fuzzing of DDL splitting (FUZZTIME=1m by default).
 FUZZTIME ?= 1m

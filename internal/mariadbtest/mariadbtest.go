@@ -121,15 +121,20 @@ func start() (*Server, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "binlog"), 0o755); err != nil {
 		return nil, err
 	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
+	// Another test process may take the same free port between our probe and mariadbd's bind: then
+	// ours exits, or we would be talking to theirs. boot checks the datadir and we retry.
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		s := &Server{Port: port, ServerID: 100 + nextID.Add(1) + uint32(os.Getpid()%1000)*100, Dir: dir}
+		if lastErr = s.boot(); lastErr == nil {
+			return s, nil
+		}
 	}
-	s := &Server{Port: port, ServerID: 100 + nextID.Add(1) + uint32(os.Getpid()%1000)*100, Dir: dir}
-	if err := s.boot(); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return nil, lastErr
 }
 
 func (s *Server) boot() error {
@@ -159,7 +164,12 @@ func (s *Server) boot() error {
 	defer db.Close()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if err := db.Ping(); err == nil {
+		var datadir string
+		if err := db.QueryRow("SELECT @@datadir").Scan(&datadir); err == nil {
+			if filepath.Clean(datadir) != filepath.Join(s.Dir, "data") {
+				s.Kill()
+				return fmt.Errorf("port %d is served by another mariadbd (%s)", s.Port, datadir)
+			}
 			return nil
 		} else if time.Now().After(deadline) {
 			s.Kill()
