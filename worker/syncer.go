@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -60,6 +61,7 @@ type Syncer struct {
 	batch      []Change
 	batchPos   map[TableName]Position
 	resync     *Position
+	fresh      bool // no checkpoint yet: the task's first start on this source
 }
 
 type opResult struct {
@@ -145,7 +147,8 @@ func (s *Syncer) init(ctx context.Context) error {
 	if s.ckpt, err = s.sink.Load(ctx); err != nil {
 		return err
 	}
-	if s.ckpt.Global.IsZero() {
+	s.fresh = s.ckpt.Global.IsZero()
+	if s.fresh {
 		s.ckpt.Global = s.cfg.Start
 		if s.ckpt.Global.IsZero() {
 			if s.ckpt.Global, err = s.masterPosition(ctx); err != nil {
@@ -211,6 +214,11 @@ func (s *Syncer) discover(ctx context.Context) error {
 			continue
 		}
 		created[target] = true
+		if s.fresh {
+			if err := s.checkExisting(ctx, t, target); err != nil {
+				return err
+			}
+		}
 		var name, create string
 		if err := s.upstream.QueryRowContext(ctx, "SHOW CREATE TABLE "+t.String()).Scan(&name, &create); err != nil {
 			return fmt.Errorf("read definition of %s on source %s: %w", t, s.cfg.Source, err)
@@ -228,6 +236,46 @@ func (s *Syncer) discover(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// checkExisting compares a downstream table that exists before the task's first start with the
+// upstream shard routed to it. A different schema is reported with both definitions; the downstream
+// table is never dropped or altered by the tool.
+func (s *Syncer) checkExisting(ctx context.Context, up, target TableName) error {
+	down, err := columns(ctx, s.cfg.Downstream, target)
+	if err != nil || len(down) == 0 {
+		return err // missing: it is created
+	}
+	upCols, err := columns(ctx, s.upstream, up)
+	if err != nil {
+		return err
+	}
+	if slices.Equal(down, upCols) {
+		return nil
+	}
+	var name, upDef, downDef string
+	_ = s.upstream.QueryRowContext(ctx, "SHOW CREATE TABLE "+up.String()).Scan(&name, &upDef)
+	_ = s.cfg.Downstream.QueryRowContext(ctx, "SHOW CREATE TABLE "+target.String()).Scan(&name, &downDef)
+	return fmt.Errorf("source %s: downstream table %s already exists with a schema that does not match upstream %s; it is left untouched.\ndownstream: %s\nupstream:   %s",
+		s.cfg.Source, target, up, downDef, upDef)
+}
+
+// columns lists a table's columns as "name type", in order (none if the table does not exist).
+func columns(ctx context.Context, db *sql.DB, t TableName) ([]string, error) {
+	rows, err := db.QueryContext(ctx, "SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", t.Schema, t.Name)
+	if err != nil {
+		return nil, fmt.Errorf("columns of %s: %w", t, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var name, typ string
+		if err := rows.Scan(&name, &typ); err != nil {
+			return nil, err
+		}
+		out = append(out, strings.ToLower(name)+" "+strings.ToLower(typ))
+	}
+	return out, rows.Err()
 }
 
 func (s *Syncer) group(target TableName) *shardgroup.ShardingGroup {

@@ -456,3 +456,27 @@ func TestConflictBlocksOnlyItsLock(t *testing.T) {
 		t.Fatalf("a conflicting DDL was executed downstream (%d, %v)", n, err)
 	}
 }
+
+// TestExistingIncompatibleTargetIsReported: a downstream table that exists with another schema stops
+// the syncer with both definitions in the error and is left as it was.
+func TestExistingIncompatibleTargetIsReported(t *testing.T) {
+	c := newCluster(t)
+	c.down.Exec(t, c.downDB, "CREATE DATABASE db", "CREATE TABLE db.t (id INT PRIMARY KEY, v INT, extra TEXT)", "INSERT INTO db.t VALUES (1, 1, 'keep')")
+	start := c.startPosition(0)
+	s := NewSyncer(SyncerConfig{Start: start,
+		Task: c.task, Source: "s1", Host: "127.0.0.1", Port: uint16(c.ups[0].Port), User: "root",
+		ServerID: 9100, Router: c.router, Downstream: c.downDB, MetaSchema: "dm_meta",
+		Agent: pessimist.NewAgent(c.cli, c.layout, c.task, "s1", nil),
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := s.Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "does not match upstream `db_1`.`t_1`") ||
+		!strings.Contains(err.Error(), "`extra` text") || !strings.Contains(err.Error(), "left untouched") {
+		t.Fatalf("Run: %v", err)
+	}
+	got, err := rows(t, c.downDB, "SELECT * FROM db.t")
+	if err != nil || len(got) != 1 || got[0] != "1|1|keep" {
+		t.Fatalf("the existing table changed: %v %v", got, err)
+	}
+}
