@@ -480,3 +480,25 @@ func TestExistingIncompatibleTargetIsReported(t *testing.T) {
 		t.Fatalf("the existing table changed: %v %v", got, err)
 	}
 }
+
+// TestUnshardedTableGoesStraightThrough: a table routed by the schema rule alone is not sharded: its
+// CREATE and ALTER run downstream at once, without a lock.
+func TestUnshardedTableGoesStraightThrough(t *testing.T) {
+	c := newCluster(t)
+	c.startSyncer(0)
+	c.startSyncer(1)
+	c.up(0, "CREATE TABLE db_1.plain (id INT PRIMARY KEY, v VARCHAR(10))", "INSERT INTO db_1.plain VALUES (1, 'a')",
+		"ALTER TABLE db_1.plain ADD COLUMN w INT", "INSERT INTO db_1.plain VALUES (2, 'b', 3)")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got, err := rows(t, c.downDB, "SELECT id, v, w FROM db.plain ORDER BY id")
+		if err == nil && strings.Join(got, ",") == "1|a|NULL,2|b|3" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("db.plain downstream: %v %v", got, err)
+		}
+	}
+	if locks, _ := c.coord.Locks(); len(locks) != 0 {
+		t.Fatalf("an unsharded DDL took a lock: %+v", locks)
+	}
+}
