@@ -5,10 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -36,8 +38,12 @@ type SyncerConfig struct {
 	Downstream   *sql.DB
 	MetaSchema   string
 	Agent        *pessimist.Agent
-	BatchRows    int
-	Log          *zap.Logger
+	BatchRows    int // rows per downstream transaction (syncers.batch)
+	// WorkerCount is the number of downstream connections (syncers.worker-count). Changes are
+	// partitioned by upstream table, so the rows of one key (which live in one shard table) keep
+	// their binlog order.
+	WorkerCount int
+	Log         *zap.Logger
 }
 
 // Syncer reads one source's binlog and writes the routed changes downstream, coordinating sharding
@@ -47,7 +53,7 @@ type SyncerConfig struct {
 type Syncer struct {
 	cfg      SyncerConfig
 	log      *zap.Logger
-	sink     *Sink
+	sink     *Sink // partition 0's, for DDL and checkpoint-only writes
 	upstream *sql.DB
 	ckpt     Checkpoint
 	groups   map[TableName]*shardgroup.ShardingGroup // by target
@@ -58,10 +64,26 @@ type Syncer struct {
 	file       string
 	groupStart Position // start of the current event group (GTID event)
 	lastPos    Position // end of the last complete event group handled
-	batch      []Change
-	batchPos   map[TableName]Position
+	parts      []*partition
+	rows       int      // rows batched over all partitions
+	persisted  Position // the resume position last committed
 	resync     *Position
 	fresh      bool // no checkpoint yet: the task's first start on this source
+}
+
+// partition is one downstream connection's share of the batch.
+type partition struct {
+	sink  *Sink
+	batch []Change
+	pos   map[TableName]Position
+}
+
+func (s *Syncer) partitionOf(t TableName) *partition {
+	h := fnv.New32a()
+	h.Write([]byte(t.Schema))
+	h.Write([]byte{0})
+	h.Write([]byte(t.Name))
+	return s.parts[h.Sum32()%uint32(len(s.parts))]
 }
 
 type opResult struct {
@@ -76,17 +98,21 @@ func NewSyncer(cfg SyncerConfig) *Syncer {
 	if cfg.BatchRows <= 0 {
 		cfg.BatchRows = 1024
 	}
+	if cfg.WorkerCount <= 0 {
+		cfg.WorkerCount = 4
+	}
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
 	if cfg.Flavor == "" {
 		cfg.Flavor = mysql.MariaDBFlavor
 	}
-	return &Syncer{
-		cfg:  cfg,
-		log:  cfg.Log.With(zap.String("task", cfg.Task), zap.String("source", cfg.Source)),
-		sink: NewSink(cfg.Downstream, cfg.MetaSchema, cfg.Task, cfg.Source),
+	s := &Syncer{cfg: cfg, log: cfg.Log.With(zap.String("task", cfg.Task), zap.String("source", cfg.Source))}
+	for i := 0; i < cfg.WorkerCount; i++ {
+		s.parts = append(s.parts, &partition{sink: NewSink(cfg.Downstream, cfg.MetaSchema, cfg.Task, cfg.Source)})
 	}
+	s.sink = s.parts[0].sink
+	return s
 }
 
 // Run replicates until ctx ends or an error stops it (the caller pauses the subtask with it).
@@ -161,7 +187,7 @@ func (s *Syncer) init(ctx context.Context) error {
 	s.ddlStart = map[TableName]map[Position]Position{}
 	s.pending = map[TableName]bool{}
 	s.opCh = make(chan opResult, 16)
-	s.batchPos = map[TableName]Position{}
+	s.resetBatch()
 	if err := s.discover(ctx); err != nil {
 		return err
 	}
@@ -169,6 +195,7 @@ func (s *Syncer) init(ctx context.Context) error {
 	if err := s.sink.Flush(ctx, nil, CheckpointUpdate{Global: s.ckpt.Global}); err != nil {
 		return err
 	}
+	s.persisted = s.ckpt.Global
 	return s.recoverOperations(ctx)
 }
 
@@ -340,7 +367,7 @@ func (s *Syncer) startReader(ctx context.Context, from Position) (*reader, error
 		return nil, fmt.Errorf("start binlog of source %s at %s: %w", s.cfg.Source, from, err)
 	}
 	s.file, s.lastPos, s.groupStart = from.File, from, from
-	s.batch, s.batchPos = nil, map[TableName]Position{}
+	s.resetBatch()
 	rctx, cancel := context.WithCancel(ctx)
 	r := &reader{cancel: cancel, syncer: bs, events: make(chan *replication.BinlogEvent, 256), errc: make(chan error, 1), done: make(chan struct{})}
 	go func() {
@@ -381,7 +408,7 @@ func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 		return s.handleRows(ctx, ev.Header.EventType, e, end)
 	case *replication.XIDEvent:
 		s.lastPos = end
-		if len(s.batch) >= s.cfg.BatchRows {
+		if s.rows >= s.cfg.BatchRows {
 			return s.flush(ctx)
 		}
 	case *replication.QueryEvent:
@@ -416,8 +443,10 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 	if len(cols) == 0 {
 		return fmt.Errorf("source %s: the binlog has no column names for %s: set binlog_row_metadata=FULL", s.cfg.Source, src)
 	}
+	part := s.partitionOf(src)
 	add := func(kind ChangeKind, row, old []any) {
-		s.batch = append(s.batch, Change{Kind: kind, Source: src, Target: target, Columns: cols, Row: row, Old: old})
+		part.batch = append(part.batch, Change{Kind: kind, Source: src, Target: target, Columns: cols, Row: row, Old: old})
+		s.rows++
 	}
 	switch typ {
 	case replication.WRITE_ROWS_EVENTv0, replication.WRITE_ROWS_EVENTv1, replication.WRITE_ROWS_EVENTv2:
@@ -435,8 +464,8 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 	default:
 		return nil
 	}
-	s.batchPos[src] = end
-	if len(s.batch) >= s.cfg.BatchRows {
+	part.pos[src] = end
+	if s.rows >= s.cfg.BatchRows {
 		// Also inside a large upstream transaction: the table checkpoints are per rows event and the
 		// resume position stays at the transaction's start, so memory is bounded and nothing repeats.
 		return s.flush(ctx)
@@ -462,22 +491,62 @@ func (s *Syncer) safeGlobal() Position {
 	return g
 }
 
-// flush commits the batched changes with their checkpoints. It may run between any two events: the
-// resume position written is the start of the current transaction (or earlier), and the per-table
-// positions skip what is applied when it is read again.
+func (s *Syncer) resetBatch() {
+	for _, p := range s.parts {
+		p.batch, p.pos = p.batch[:0], map[TableName]Position{}
+	}
+	s.rows = 0
+}
+
+// flush commits the batched changes with their checkpoints, one transaction per partition in
+// parallel. It may run between any two events: the per-table positions skip what is applied when it
+// is read again. The resume position written is never past data that is not committed: with one
+// partition involved it goes in the same transaction; with several, each writes the previous safe
+// position and the new one follows in a later flush, once all have committed.
 func (s *Syncer) flush(ctx context.Context) error {
-	if len(s.batch) == 0 && s.lastPos.Compare(s.ckpt.Global) == 0 {
-		return nil
-	}
 	global := s.safeGlobal()
-	if err := s.sink.Flush(ctx, s.batch, CheckpointUpdate{Global: global, Tables: s.batchPos}); err != nil {
-		return err
+	var busy []*partition
+	for _, p := range s.parts {
+		if len(p.batch) > 0 {
+			busy = append(busy, p)
+		}
 	}
-	for t, p := range s.batchPos {
-		s.ckpt.Tables[t] = p
+	switch {
+	case len(busy) == 0:
+		if global.Compare(s.persisted) == 0 {
+			return nil
+		}
+		if err := s.sink.Flush(ctx, nil, CheckpointUpdate{Global: global}); err != nil {
+			return err
+		}
+		s.persisted = global
+	case len(busy) == 1:
+		if err := busy[0].sink.Flush(ctx, busy[0].batch, CheckpointUpdate{Global: global, Tables: busy[0].pos}); err != nil {
+			return err
+		}
+		s.persisted = global
+	default:
+		errs := make([]error, len(busy))
+		var wg sync.WaitGroup
+		for i, p := range busy {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = p.sink.Flush(ctx, p.batch, CheckpointUpdate{Global: s.persisted, Tables: p.pos})
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+	}
+	for _, p := range busy {
+		for t, pos := range p.pos {
+			s.ckpt.Tables[t] = pos
+		}
 	}
 	s.ckpt.Global = global
-	s.batch, s.batchPos = s.batch[:0], map[TableName]Position{}
+	s.resetBatch()
 	return nil
 }
 
@@ -507,6 +576,7 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 				return err
 			}
 			s.setTables(tables)
+			s.forgetKeys()
 			continue
 		}
 		g := s.group(p.Target)
@@ -555,6 +625,12 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 		}
 	}
 	return nil
+}
+
+func (s *Syncer) forgetKeys() {
+	for _, p := range s.parts {
+		p.sink.ForgetKeys()
+	}
 }
 
 func (s *Syncer) setTables(tables map[TableName]Position) {
@@ -625,10 +701,11 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 	for t, p := range resolution.Positions {
 		s.ckpt.Resolved[t] = p
 	}
-	s.ckpt.Global = up.Global
+	s.ckpt.Global, s.persisted = up.Global, up.Global
 	if err := s.cfg.Agent.DoneOperationDeleteInfo(ctx, res.op, res.info); err != nil {
 		return err
 	}
+	s.forgetKeys()
 	s.log.Info("sharding DDL resolved", zap.String("lock", res.info.LockID()), zap.Bool("exec", res.op.Exec))
 	if s.resync == nil || from.Compare(*s.resync) < 0 {
 		s.resync = &from
