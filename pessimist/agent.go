@@ -57,28 +57,28 @@ func (a *Agent) PutInfo(ctx context.Context, target string, ddls []string) (Info
 	return info, nil
 }
 
-// read returns the current operation and info of a lock for this source, and the revision read at.
-func (a *Agent) read(ctx context.Context, target string) (op *Operation, info *Info, rev int64, err error) {
+// read returns the current operation and info of a lock for this source.
+func (a *Agent) read(ctx context.Context, target string) (op *Operation, info *Info, err error) {
 	opKey, infoKey := a.layout.OperationKey(a.task, target, a.source), a.layout.InfoKey(a.task, target, a.source)
 	resp, err := a.cli.Txn(ctx).Then(clientv3.OpGet(opKey), clientv3.OpGet(infoKey)).Commit()
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, err
 	}
 	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
 		op = new(Operation)
 		if err := decodeKV(kvs[0], op); err != nil {
-			return nil, nil, 0, err
+			return nil, nil, err
 		}
 		op.ModRevision = kvs[0].ModRevision
 	}
 	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 1 {
 		info = new(Info)
 		if err := decodeKV(kvs[0], info); err != nil {
-			return nil, nil, 0, err
+			return nil, nil, err
 		}
 		info.CreateRevision, info.ModRevision = kvs[0].CreateRevision, kvs[0].ModRevision
 	}
-	return op, info, resp.Header.Revision, nil
+	return op, info, nil
 }
 
 func decodeKV(kv *mvccpb.KeyValue, v any) error {
@@ -160,7 +160,7 @@ func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error)
 		}
 	}
 	for {
-		op, cur, _, err := a.read(ctx, info.Target)
+		op, cur, err := a.read(ctx, info.Target)
 		if err != nil {
 			return Operation{}, err
 		}
@@ -228,7 +228,7 @@ func (a *Agent) DoneOperationDeleteInfo(ctx context.Context, op Operation, info 
 				return err
 			}
 		}
-		cur, curInfo, _, err := a.read(ctx, op.Target)
+		cur, curInfo, err := a.read(ctx, op.Target)
 		if err != nil {
 			continue
 		}
@@ -278,7 +278,7 @@ func (a *Agent) Operations(ctx context.Context) ([]Operation, error) {
 
 // Info reads this source's info of a lock, if any.
 func (a *Agent) Info(ctx context.Context, target string) (Info, bool, error) {
-	_, info, _, err := a.read(ctx, target)
+	_, info, err := a.read(ctx, target)
 	if err != nil || info == nil {
 		return Info{}, false, err
 	}

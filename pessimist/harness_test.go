@@ -1,6 +1,7 @@
 package pessimist
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -138,7 +139,7 @@ func (h *harness) opFor(target, source string) (Operation, bool) {
 
 func mustDecodeOp(t *testing.T, v string) Operation {
 	var o Operation
-	if err := jsonUnmarshal(v, &o); err != nil {
+	if err := json.Unmarshal([]byte(v), &o); err != nil {
 		t.Fatal(err)
 	}
 	return o

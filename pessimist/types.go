@@ -168,5 +168,3 @@ func encode(v any) string {
 }
 
 func sameDDLs(a, b []string) bool { return slices.Equal(a, b) }
-
-func jsonUnmarshal(v string, out any) error { return json.Unmarshal([]byte(v), out) }

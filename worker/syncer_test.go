@@ -136,28 +136,13 @@ func (c *cluster) startSyncer(i int) (stop func() error) {
 	c.t.Cleanup(func() { stop() })
 	if !started {
 		// First start: wait until the syncer has read the upstream tables and saved its start.
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-			var n int
-			err := c.downDB.QueryRow("SELECT COUNT(*) FROM dm_meta.test_checkpoint WHERE source = ? AND id = ''", src).Scan(&n)
-			if err == nil && n == 1 {
-				break
-			}
-			if time.Now().After(deadline) {
-				c.t.Fatalf("syncer %s did not start: %v", src, err)
-			}
-		}
+		var n int
+		var err error
+		eventually(c.t, 30*time.Second, func() bool {
+			err = c.downDB.QueryRow("SELECT COUNT(*) FROM dm_meta.test_checkpoint WHERE source = ? AND id = ''", src).Scan(&n)
+			return err == nil && n == 1
+		}, func() string { return fmt.Sprintf("syncer %s did not start: %v", src, err) })
 	}
-	go func() {
-		// Surface an early failure of the syncer in the test log.
-		select {
-		case err := <-errc:
-			if !stopped {
-				c.t.Errorf("syncer %s stopped: %v", src, err)
-			}
-			errc <- err
-		case <-ctx.Done():
-		}
-	}()
 	return stop
 }
 
@@ -248,6 +233,17 @@ func firstDiff(got, want []string) string {
 	return fmt.Sprintf("lengths %d vs %d", len(got), len(want))
 }
 
+// eventually polls cond until it holds or the timeout passes (SucceedsSoon style), then fails the
+// test with what() describing the last state.
+func eventually(t testing.TB, timeout time.Duration, cond func() bool, what func() string) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal(what())
+		}
+	}
+}
+
 func (c *cluster) hasRow(id int) bool {
 	var n int
 	if err := c.downDB.QueryRow("SELECT COUNT(*) FROM db.t WHERE id = ?", id).Scan(&n); err != nil {
@@ -258,12 +254,8 @@ func (c *cluster) hasRow(id int) bool {
 
 func (c *cluster) waitRow(id int) {
 	c.t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if c.hasRow(id) {
-			return
-		}
-	}
-	c.t.Fatalf("row %d never arrived downstream", id)
+	eventually(c.t, 30*time.Second, func() bool { return c.hasRow(id) },
+		func() string { return fmt.Sprintf("row %d never arrived downstream", id) })
 }
 
 func insert(table string, from, to int) string {
@@ -433,16 +425,15 @@ func TestConflictBlocksOnlyItsLock(t *testing.T) {
 	c.up(0, "ALTER TABLE db_1.u_1 ADD COLUMN c INT", "INSERT INTO db_1.u_1 VALUES (1, 'a', 1)")
 	c.up(1, "ALTER TABLE db_2.u_1 ADD COLUMN c FLOAT", "INSERT INTO db_2.u_1 VALUES (2, 'b', 2.5)")
 	var lock pessimist.Lock
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		locks, _ := c.coord.Locks()
+	var locks []pessimist.Lock
+	eventually(t, 30*time.Second, func() bool {
+		locks, _ = c.coord.Locks()
 		if len(locks) == 1 && locks[0].Stage == "conflict" {
 			lock = locks[0]
-			break
+			return true
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no conflicting lock shown: %+v", locks)
-		}
-	}
+		return false
+	}, func() string { return fmt.Sprintf("no conflicting lock shown: %+v", locks) })
 	if lock.ID != "test-`db`.`u`" || len(lock.Conflict) != 2 || lock.Conflict[0].Source != "s1" ||
 		!strings.Contains(lock.Conflict[0].DDLs[0], "INT") || !strings.Contains(lock.Conflict[1].DDLs[0], "FLOAT") {
 		t.Fatalf("conflict shown as %+v", lock)
@@ -489,15 +480,12 @@ func TestUnshardedTableGoesStraightThrough(t *testing.T) {
 	c.startSyncer(1)
 	c.up(0, "CREATE TABLE db_1.plain (id INT PRIMARY KEY, v VARCHAR(10))", "INSERT INTO db_1.plain VALUES (1, 'a')",
 		"ALTER TABLE db_1.plain ADD COLUMN w INT", "INSERT INTO db_1.plain VALUES (2, 'b', 3)")
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		got, err := rows(t, c.downDB, "SELECT id, v, w FROM db.plain ORDER BY id")
-		if err == nil && strings.Join(got, ",") == "1|a|NULL,2|b|3" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("db.plain downstream: %v %v", got, err)
-		}
-	}
+	var got []string
+	var err error
+	eventually(t, 30*time.Second, func() bool {
+		got, err = rows(t, c.downDB, "SELECT id, v, w FROM db.plain ORDER BY id")
+		return err == nil && strings.Join(got, ",") == "1|a|NULL,2|b|3"
+	}, func() string { return fmt.Sprintf("db.plain downstream: %v %v", got, err) })
 	if locks, _ := c.coord.Locks(); len(locks) != 0 {
 		t.Fatalf("an unsharded DDL took a lock: %+v", locks)
 	}

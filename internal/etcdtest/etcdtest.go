@@ -3,7 +3,6 @@ package etcdtest
 
 import (
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"sync"
@@ -13,6 +12,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/tributary-db/tributary/internal/netutil"
 )
 
 var shared struct {
@@ -21,15 +22,6 @@ var shared struct {
 	cli  *clientv3.Client
 	dir  string
 	err  error
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Client returns a client of the process's embedded etcd, starting it on first use. Tests keep apart
@@ -65,11 +57,11 @@ func start() (*embed.Etcd, *clientv3.Client, string, error) {
 	cfg.LogLevel = "error"
 	cfg.Logger = "zap"
 	cfg.UnsafeNoFsync = os.Getenv("TRIBUTARY_ETCD_FSYNC") == ""
-	cp, err := freePort()
+	cp, err := netutil.FreePort()
 	if err != nil {
 		return nil, nil, dir, err
 	}
-	pp, err := freePort()
+	pp, err := netutil.FreePort()
 	if err != nil {
 		return nil, nil, dir, err
 	}

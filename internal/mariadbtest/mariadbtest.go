@@ -6,7 +6,6 @@ package mariadbtest
 import (
 	"database/sql"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	_ "github.com/go-sql-driver/mysql" // the downstream and test driver
+
+	"github.com/tributary-db/tributary/internal/netutil"
 )
 
 // Server is one running mariadbd.
@@ -83,15 +84,6 @@ func currentUser() string {
 	return "mysql"
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // Start starts a new instance and stops it when the test ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
@@ -125,7 +117,7 @@ func start() (*Server, error) {
 	// ours exits, or we would be talking to theirs. boot checks the datadir and we retry.
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
-		port, err := freePort()
+		port, err := netutil.FreePort()
 		if err != nil {
 			return nil, err
 		}
