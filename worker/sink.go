@@ -36,8 +36,9 @@ type Change struct {
 // Checkpoint is what the downstream holds for one source: the position to resume reading from, and
 // per upstream table the position up to which its changes are applied.
 type Checkpoint struct {
-	Global shardgroup.Position
-	Tables map[TableName]shardgroup.Position
+	Global     shardgroup.Position
+	GlobalGTID string // the GTID set at Global (GTID mode)
+	Tables     map[TableName]shardgroup.Position
 	// Resolved is, per upstream shard table, the position of its last sharding DDL resolved downstream
 	// (executed or skipped). It is kept apart from Tables: a table's DML before that DDL may still be
 	// waiting to be re-read.
@@ -76,6 +77,7 @@ func (s *Sink) Init(ctx context.Context) error {
 			id VARCHAR(700) NOT NULL COMMENT 'upstream table (DML applied), resolved:<table> (last sharding DDL resolved), ddl:<target> (DDLs of the last lock), empty (where to resume)',
 			binlog_name VARCHAR(255) NOT NULL DEFAULT '',
 			binlog_pos BIGINT UNSIGNED NOT NULL DEFAULT 0,
+			binlog_gtid TEXT NULL,
 			ddls TEXT NULL,
 			updated_at TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
 			PRIMARY KEY (source, id))`,
@@ -90,7 +92,7 @@ func (s *Sink) Init(ctx context.Context) error {
 // Load reads the source's checkpoint (zero positions when there is none).
 func (s *Sink) Load(ctx context.Context) (Checkpoint, error) {
 	cp := Checkpoint{Tables: map[TableName]shardgroup.Position{}, Resolved: map[TableName]shardgroup.Position{}, ResolvedDDLs: map[TableName][]string{}}
-	rows, err := s.db.QueryContext(ctx, "SELECT id, binlog_name, binlog_pos, ddls FROM "+s.ckptTable+" WHERE source = ?", s.source)
+	rows, err := s.db.QueryContext(ctx, "SELECT id, binlog_name, binlog_pos, binlog_gtid, ddls FROM "+s.ckptTable+" WHERE source = ?", s.source)
 	if err != nil {
 		return cp, fmt.Errorf("load checkpoint of %s from %s: %w", s.source, s.ckptTable, err)
 	}
@@ -98,14 +100,14 @@ func (s *Sink) Load(ctx context.Context) (Checkpoint, error) {
 	for rows.Next() {
 		var id, name string
 		var pos uint32
-		var ddls sql.NullString
-		if err := rows.Scan(&id, &name, &pos, &ddls); err != nil {
+		var gtid, ddls sql.NullString
+		if err := rows.Scan(&id, &name, &pos, &gtid, &ddls); err != nil {
 			return cp, err
 		}
 		p := shardgroup.Position{File: name, Pos: pos}
 		switch {
 		case id == "":
-			cp.Global = p
+			cp.Global, cp.GlobalGTID = p, gtid.String
 		case strings.HasPrefix(id, "resolved:"):
 			var t TableName
 			if err := json.Unmarshal([]byte(id[len("resolved:"):]), &t); err != nil {
@@ -135,9 +137,10 @@ func (s *Sink) Load(ctx context.Context) (Checkpoint, error) {
 
 // CheckpointUpdate is the checkpoint part of one downstream transaction.
 type CheckpointUpdate struct {
-	Global   shardgroup.Position
-	Tables   map[TableName]shardgroup.Position
-	Resolved map[TableName]shardgroup.Position
+	Global     shardgroup.Position
+	GlobalGTID string
+	Tables     map[TableName]shardgroup.Position
+	Resolved   map[TableName]shardgroup.Position
 	// ResolvedTarget records a lock's DDLs for its target (optional).
 	ResolvedTarget *TableName
 	ResolvedDDLs   []string
@@ -164,14 +167,17 @@ func (s *Sink) Flush(ctx context.Context, changes []Change, up CheckpointUpdate)
 }
 
 func (s *Sink) writeCheckpoint(ctx context.Context, tx *sql.Tx, up CheckpointUpdate) error {
-	const q = " (source, id, binlog_name, binlog_pos, ddls) VALUES (?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE binlog_name = VALUES(binlog_name), binlog_pos = VALUES(binlog_pos), ddls = VALUES(ddls)"
-	put := func(id string, p shardgroup.Position, ddls any) error {
-		_, err := tx.ExecContext(ctx, "INSERT INTO "+s.ckptTable+q, s.source, id, p.File, p.Pos, ddls)
+	const q = " (source, id, binlog_name, binlog_pos, binlog_gtid, ddls) VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE " +
+		"binlog_name = VALUES(binlog_name), binlog_pos = VALUES(binlog_pos), binlog_gtid = VALUES(binlog_gtid), ddls = VALUES(ddls)"
+	gtid := any(nil)
+	putGTID := func(id string, p shardgroup.Position, g, ddls any) error {
+		_, err := tx.ExecContext(ctx, "INSERT INTO "+s.ckptTable+q, s.source, id, p.File, p.Pos, g, ddls)
 		if err != nil {
 			return fmt.Errorf("write checkpoint %s/%s: %w", s.source, id, err)
 		}
 		return nil
 	}
+	put := func(id string, p shardgroup.Position, ddls any) error { return putGTID(id, p, gtid, ddls) }
 	for t, p := range up.Tables {
 		id, _ := json.Marshal(t)
 		if err := put(string(id), p, nil); err != nil {
@@ -191,8 +197,8 @@ func (s *Sink) writeCheckpoint(ctx context.Context, tx *sql.Tx, up CheckpointUpd
 			return err
 		}
 	}
-	if !up.Global.IsZero() {
-		return put("", up.Global, nil)
+	if !up.Global.IsZero() || up.GlobalGTID != "" {
+		return putGTID("", up.Global, up.GlobalGTID, nil)
 	}
 	return nil
 }

@@ -34,11 +34,15 @@ type SyncerConfig struct {
 	Password     string
 	ServerID     uint32   // replication server ID, unique per syncer
 	Start        Position // where to start without a checkpoint (zero: the source's current position)
-	Router       *Router
-	Downstream   *sql.DB
-	MetaSchema   string
-	Agent        *pessimist.Agent
-	BatchRows    int // rows per downstream transaction (syncers.batch)
+	// EnableGTID (source enable-gtid) resumes by GTID set; StartGTID (task meta binlog-gtid) is where
+	// to start without a checkpoint. MariaDB flavor only for now.
+	EnableGTID bool
+	StartGTID  string
+	Router     *Router
+	Downstream *sql.DB
+	MetaSchema string
+	Agent      *pessimist.Agent
+	BatchRows  int // rows per downstream transaction (syncers.batch)
 	// WorkerCount is the number of downstream connections (syncers.worker-count). Changes are
 	// partitioned by upstream table, so the rows of one key (which live in one shard table) keep
 	// their binlog order.
@@ -61,14 +65,18 @@ type Syncer struct {
 	pending  map[TableName]bool                      // targets whose info is posted and operation awaited
 	opCh     chan opResult
 
-	file       string
-	groupStart Position // start of the current event group (GTID event)
-	lastPos    Position // end of the last complete event group handled
-	parts      []*partition
-	rows       int      // rows batched over all partitions
-	persisted  Position // the resume position last committed
-	resync     *Position
-	fresh      bool // no checkpoint yet: the task's first start on this source
+	file          string
+	groupStart    Position // start of the current event group (GTID event)
+	lastPos       Position // end of the last complete event group handled
+	parts         []*partition
+	rows          int      // rows batched over all partitions
+	persisted     Position // the resume position last committed
+	persistedGTID string
+	resync        *resumePoint
+	fresh         bool
+	gtids         mariadbGTIDs        // GTID set after the last complete event group (GTID mode)
+	curGTID       *mysql.MariadbGTID  // GTID of the event group being read
+	gtidAt        map[Position]string // GTID sets at DDL starts and ends, for resume points there // no checkpoint yet: the task's first start on this source
 }
 
 // partition is one downstream connection's share of the batch.
@@ -84,6 +92,12 @@ func (s *Syncer) partitionOf(t TableName) *partition {
 	h.Write([]byte{0})
 	h.Write([]byte(t.Name))
 	return s.parts[h.Sum32()%uint32(len(s.parts))]
+}
+
+// resumePoint is where a reader starts: a position, and in GTID mode the GTID set there.
+type resumePoint struct {
+	pos  Position
+	gtid string
 }
 
 type opResult struct {
@@ -123,7 +137,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 		return err
 	}
 	defer s.upstream.Close()
-	r, err := s.startReader(ctx, s.ckpt.Global)
+	r, err := s.startReader(ctx, resumePoint{s.ckpt.Global, s.ckpt.GlobalGTID})
 	if err != nil {
 		return err
 	}
@@ -137,7 +151,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 		case err := <-r.errc:
 			return fmt.Errorf("read binlog of %s: %w", s.cfg.Source, err)
 		case ev := <-r.events:
-			if err := s.handle(ctx, ev); err != nil {
+			if err := s.handle(ctx, ev.BinlogEvent, ev.gtid); err != nil {
 				return err
 			}
 		case res := <-s.opCh:
@@ -153,7 +167,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 			from := *s.resync
 			s.resync = nil
 			r.stop()
-			s.log.Info("re-sync held-back DML", zap.Stringer("from", from))
+			s.log.Info("re-sync held-back DML", zap.Stringer("from", from.pos), zap.String("gtid", from.gtid))
 			if r, err = s.startReader(ctx, from); err != nil {
 				return err
 			}
@@ -173,8 +187,13 @@ func (s *Syncer) init(ctx context.Context) error {
 	if s.ckpt, err = s.sink.Load(ctx); err != nil {
 		return err
 	}
-	s.fresh = s.ckpt.Global.IsZero()
-	if s.fresh {
+	if s.cfg.EnableGTID && s.cfg.Flavor != mysql.MariaDBFlavor {
+		return fmt.Errorf("source %s: GTID mode with flavor %s is not supported yet; use binlog positions", s.cfg.Source, s.cfg.Flavor)
+	}
+	s.fresh = s.ckpt.Global.IsZero() && s.ckpt.GlobalGTID == ""
+	if s.fresh && s.cfg.EnableGTID && s.cfg.StartGTID != "" {
+		s.ckpt.GlobalGTID = s.cfg.StartGTID
+	} else if s.fresh {
 		s.ckpt.Global = s.cfg.Start
 		if s.ckpt.Global.IsZero() {
 			if s.ckpt.Global, err = s.masterPosition(ctx); err != nil {
@@ -185,6 +204,7 @@ func (s *Syncer) init(ctx context.Context) error {
 	s.lastPos = s.ckpt.Global
 	s.groups = map[TableName]*shardgroup.ShardingGroup{}
 	s.ddlStart = map[TableName]map[Position]Position{}
+	s.gtidAt = map[Position]string{}
 	s.pending = map[TableName]bool{}
 	s.opCh = make(chan opResult, 16)
 	s.resetBatch()
@@ -192,10 +212,10 @@ func (s *Syncer) init(ctx context.Context) error {
 		return err
 	}
 	// Save the start at once: a restart must resume here, not at a newer current position.
-	if err := s.sink.Flush(ctx, nil, CheckpointUpdate{Global: s.ckpt.Global}); err != nil {
+	if err := s.sink.Flush(ctx, nil, CheckpointUpdate{Global: s.ckpt.Global, GlobalGTID: s.ckpt.GlobalGTID}); err != nil {
 		return err
 	}
-	s.persisted = s.ckpt.Global
+	s.persisted, s.persistedGTID = s.ckpt.Global, s.ckpt.GlobalGTID
 	return s.recoverOperations(ctx)
 }
 
@@ -343,9 +363,16 @@ func (s *Syncer) recoverOperations(ctx context.Context) error {
 type reader struct {
 	cancel context.CancelFunc
 	syncer *replication.BinlogSyncer
-	events chan *replication.BinlogEvent
+	events chan readEvent
 	errc   chan error
 	done   chan struct{}
+}
+
+// readEvent is an event with, for a MariaDB GTID event, a copy of its GTID taken as it was read
+// (go-mysql v1.12 may overwrite the GTID of an event later).
+type readEvent struct {
+	*replication.BinlogEvent
+	gtid *mysql.MariadbGTID
 }
 
 func (r *reader) stop() {
@@ -354,22 +381,37 @@ func (r *reader) stop() {
 	r.syncer.Close()
 }
 
-func (s *Syncer) startReader(ctx context.Context, from Position) (*reader, error) {
+func (s *Syncer) startReader(ctx context.Context, from resumePoint) (*reader, error) {
 	bs := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID: s.cfg.ServerID, Flavor: s.cfg.Flavor,
 		Host: s.cfg.Host, Port: s.cfg.Port, User: s.cfg.User, Password: s.cfg.Password,
 		HeartbeatPeriod: time.Second, ReadTimeout: 5 * time.Second, MaxReconnectAttempts: 10,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
-	streamer, err := bs.StartSync(mysql.Position{Name: from.File, Pos: from.Pos})
+	var streamer *replication.BinlogStreamer
+	var err error
+	if s.cfg.EnableGTID && from.gtid != "" {
+		if s.gtids, err = parseMariadbGTIDs(from.gtid); err != nil {
+			bs.Close()
+			return nil, fmt.Errorf("source %s: %w", s.cfg.Source, err)
+		}
+		var set mysql.GTIDSet
+		if set, err = mysql.ParseMariadbGTIDSet(from.gtid); err == nil {
+			streamer, err = bs.StartSyncGTID(set)
+		}
+	} else {
+		s.gtids = mariadbGTIDs{}
+		streamer, err = bs.StartSync(mysql.Position{Name: from.pos.File, Pos: from.pos.Pos})
+	}
 	if err != nil {
 		bs.Close()
-		return nil, fmt.Errorf("start binlog of source %s at %s: %w", s.cfg.Source, from, err)
+		return nil, fmt.Errorf("start binlog of source %s at %s %s: %w", s.cfg.Source, from.pos, from.gtid, err)
 	}
-	s.file, s.lastPos, s.groupStart = from.File, from, from
+	s.log.Info("start reading binlog", zap.Stringer("from", from.pos), zap.String("gtid", from.gtid))
+	s.file, s.lastPos, s.groupStart, s.curGTID = from.pos.File, from.pos, from.pos, nil
 	s.resetBatch()
 	rctx, cancel := context.WithCancel(ctx)
-	r := &reader{cancel: cancel, syncer: bs, events: make(chan *replication.BinlogEvent, 256), errc: make(chan error, 1), done: make(chan struct{})}
+	r := &reader{cancel: cancel, syncer: bs, events: make(chan readEvent, 256), errc: make(chan error, 1), done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
 		for {
@@ -380,8 +422,13 @@ func (s *Syncer) startReader(ctx context.Context, from Position) (*reader, error
 				}
 				return
 			}
+			re := readEvent{BinlogEvent: ev}
+			if g, ok := ev.Event.(*replication.MariadbGTIDEvent); ok {
+				gtid := g.GTID
+				re.gtid = &gtid
+			}
 			select {
-			case r.events <- ev:
+			case r.events <- re:
 			case <-rctx.Done():
 				return
 			}
@@ -390,7 +437,27 @@ func (s *Syncer) startReader(ctx context.Context, from Position) (*reader, error
 	return r, nil
 }
 
-func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent) error {
+// endGroup records that the event group ending at end is complete.
+func (s *Syncer) endGroup(end Position) {
+	if s.curGTID != nil {
+		s.gtids.add(*s.curGTID)
+		s.curGTID = nil
+	}
+	s.lastPos = end
+}
+
+// gtidFor is the GTID set at a resume position: the current one, or one recorded at a DDL.
+func (s *Syncer) gtidFor(pos Position) string {
+	if !s.cfg.EnableGTID {
+		return ""
+	}
+	if pos.Compare(s.lastPos) == 0 {
+		return s.gtids.String()
+	}
+	return s.gtidAt[pos]
+}
+
+func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent, gtid *mysql.MariadbGTID) error {
 	h := ev.Header
 	if e, ok := ev.Event.(*replication.RotateEvent); ok {
 		s.file = string(e.NextLogName)
@@ -404,10 +471,11 @@ func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 	switch e := ev.Event.(type) {
 	case *replication.MariadbGTIDEvent, *replication.GTIDEvent:
 		s.groupStart = start
+		s.curGTID = gtid
 	case *replication.RowsEvent:
 		return s.handleRows(ctx, ev.Header.EventType, e, end)
 	case *replication.XIDEvent:
-		s.lastPos = end
+		s.endGroup(end)
 		if s.rows >= s.cfg.BatchRows {
 			return s.flush(ctx)
 		}
@@ -419,10 +487,16 @@ func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 		if err := s.flush(ctx); err != nil {
 			return err
 		}
+		if s.cfg.EnableGTID {
+			s.gtidAt[s.groupStart] = s.gtids.String()
+		}
 		if err := s.handleDDL(ctx, q, string(e.Schema), s.groupStart, end); err != nil {
 			return err
 		}
-		s.lastPos = end
+		s.endGroup(end)
+		if s.cfg.EnableGTID {
+			s.gtidAt[end] = s.gtids.String()
+		}
 	}
 	return nil
 }
@@ -516,15 +590,17 @@ func (s *Syncer) flush(ctx context.Context) error {
 		if global.Compare(s.persisted) == 0 {
 			return nil
 		}
-		if err := s.sink.Flush(ctx, nil, CheckpointUpdate{Global: global}); err != nil {
+		if err := s.sink.Flush(ctx, nil, CheckpointUpdate{Global: global, GlobalGTID: s.gtidFor(global)}); err != nil {
 			return err
 		}
 		s.persisted = global
+		s.persistedGTID = s.gtidFor(global)
 	case len(busy) == 1:
-		if err := busy[0].sink.Flush(ctx, busy[0].batch, CheckpointUpdate{Global: global, Tables: busy[0].pos}); err != nil {
+		if err := busy[0].sink.Flush(ctx, busy[0].batch, CheckpointUpdate{Global: global, GlobalGTID: s.gtidFor(global), Tables: busy[0].pos}); err != nil {
 			return err
 		}
 		s.persisted = global
+		s.persistedGTID = s.gtidFor(global)
 	default:
 		errs := make([]error, len(busy))
 		var wg sync.WaitGroup
@@ -532,7 +608,7 @@ func (s *Syncer) flush(ctx context.Context) error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs[i] = p.sink.Flush(ctx, p.batch, CheckpointUpdate{Global: s.persisted, Tables: p.pos})
+				errs[i] = p.sink.Flush(ctx, p.batch, CheckpointUpdate{Global: s.persisted, GlobalGTID: s.persistedGTID, Tables: p.pos})
 			}()
 		}
 		wg.Wait()
@@ -547,6 +623,11 @@ func (s *Syncer) flush(ctx context.Context) error {
 	}
 	s.ckpt.Global = global
 	s.resetBatch()
+	for p := range s.gtidAt {
+		if p.Compare(s.persisted) < 0 {
+			delete(s.gtidAt, p)
+		}
+	}
 	return nil
 }
 
@@ -683,13 +764,23 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 	}
 	// Held-back DML after ResyncFrom must be read again, so neither the reader nor a restart may
 	// resume past it. If an earlier re-sync has not yet read that far, it goes on from where it is.
-	from := resolution.ResyncFrom
-	if s.lastPos.Compare(from) < 0 {
-		from = s.lastPos
+	from := resumePoint{pos: resolution.ResyncFrom}
+	if s.lastPos.Compare(from.pos) < 0 {
+		from.pos = s.lastPos
 	}
-	s.lastPos = from
+	from.gtid = s.gtidFor(from.pos)
+	if s.cfg.EnableGTID {
+		// Rewind the GTID set with the position: resume points computed from here pair them.
+		s.gtidAt[from.pos] = from.gtid
+		if s.gtids, err = parseMariadbGTIDs(from.gtid); err != nil {
+			return err
+		}
+		s.curGTID = nil
+	}
+	s.lastPos = from.pos
 	target := res.target
-	up := CheckpointUpdate{Global: s.safeGlobal(), Resolved: resolution.Positions, ResolvedTarget: &target, ResolvedDDLs: res.op.DDLs}
+	global := s.safeGlobal()
+	up := CheckpointUpdate{Global: global, GlobalGTID: s.gtidFor(global), Resolved: resolution.Positions, ResolvedTarget: &target, ResolvedDDLs: res.op.DDLs}
 	if res.op.Exec {
 		err = s.sink.ExecDDL(ctx, res.op.DDLs, up)
 	} else {
@@ -701,13 +792,13 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 	for t, p := range resolution.Positions {
 		s.ckpt.Resolved[t] = p
 	}
-	s.ckpt.Global, s.persisted = up.Global, up.Global
+	s.ckpt.Global, s.persisted, s.persistedGTID = up.Global, up.Global, up.GlobalGTID
 	if err := s.cfg.Agent.DoneOperationDeleteInfo(ctx, res.op, res.info); err != nil {
 		return err
 	}
 	s.forgetKeys()
 	s.log.Info("sharding DDL resolved", zap.String("lock", res.info.LockID()), zap.Bool("exec", res.op.Exec))
-	if s.resync == nil || from.Compare(*s.resync) < 0 {
+	if s.resync == nil || from.pos.Compare(s.resync.pos) < 0 {
 		s.resync = &from
 	}
 	if g.Status().Synced {

@@ -47,6 +47,8 @@ type cluster struct {
 	starts map[int]Position
 	shards [][]string // per source, the shard tables routed to db.t
 	coord  *pessimist.Coordinator
+	gtid   bool // GTID mode: start from a GTID set and resume by GTID
+	gtids  map[int]string
 }
 
 func newCluster(t *testing.T) *cluster { return newClusterTB(t) }
@@ -104,6 +106,14 @@ func (c *cluster) startPosition(i int) Position {
 			c.t.Fatal(err)
 		}
 		c.starts[i] = start
+		if c.gtids == nil {
+			c.gtids = map[int]string{}
+		}
+		var gtid string
+		if err := c.upDBs[i].QueryRow("SELECT @@gtid_binlog_pos").Scan(&gtid); err != nil {
+			c.t.Fatal(err)
+		}
+		c.gtids[i] = gtid
 	}
 	return start
 }
@@ -113,8 +123,12 @@ func (c *cluster) startSyncer(i int) (stop func() error) {
 	src := fmt.Sprintf("s%d", i+1)
 	_, started := c.starts[i]
 	start := c.startPosition(i)
+	var startGTID string
+	if c.gtid {
+		startGTID, start = c.gtids[i], Position{}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := NewSyncer(SyncerConfig{Start: start,
+	s := NewSyncer(SyncerConfig{Start: start, EnableGTID: c.gtid, StartGTID: startGTID,
 		Task: c.task, Source: src, Host: "127.0.0.1", Port: uint16(c.ups[i].Port), User: "root",
 		ServerID: 9000 + uint32(i), Router: c.router, Downstream: c.downDB, MetaSchema: "dm_meta",
 		Agent: pessimist.NewAgent(c.cli, c.layout, c.task, src, nil), BatchRows: 64, Log: testLogger(),
@@ -313,13 +327,16 @@ func TestRestartAtRandomPoints(t *testing.T) {
 		fmt.Sscan(v, &first)
 	}
 	for seed := first; seed < first+int64(runs); seed++ {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { restartRun(t, seed) })
+		// Odd seeds start from a GTID set and resume by GTID; even seeds use binlog positions.
+		gtid := seed%2 == 1
+		t.Run(fmt.Sprintf("seed=%d/gtid=%v", seed, gtid), func(t *testing.T) { restartRun(t, seed, gtid) })
 	}
 }
 
-func restartRun(t *testing.T, seed int64) {
+func restartRun(t *testing.T, seed int64, gtid bool) {
 	rng := rand.New(rand.NewSource(seed))
 	c := newCluster(t)
+	c.gtid = gtid
 	stops := []func() error{c.startSyncer(0), c.startSyncer(1)}
 	shards := []struct {
 		src   int
