@@ -636,6 +636,11 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 	if errors.Is(err, shardgroup.ErrNotDDL) {
 		return nil
 	}
+	if err != nil && schema != "" && s.cfg.Router.Skip(TableName{Schema: schema}) {
+		// A statement the parser cannot read, run in a database this task does not replicate.
+		s.log.Warn("skip unparsable statement of a filtered database", zap.String("schema", schema), zap.Error(err))
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("source %s at %s: %w", s.cfg.Source, end, err)
 	}

@@ -495,6 +495,8 @@ func TestUnshardedTableGoesStraightThrough(t *testing.T) {
 	c := newCluster(t)
 	c.startSyncer(0)
 	c.startSyncer(1)
+	// MariaDB-only syntax the TiDB parser cannot read, in a database the task filters out: skipped.
+	c.up(0, "CREATE DATABASE other", "USE other; CREATE OR REPLACE TABLE x (a INT); USE mysql")
 	c.up(0, "CREATE TABLE db_1.plain (id INT PRIMARY KEY, v VARCHAR(10))", "INSERT INTO db_1.plain VALUES (1, 'a')",
 		"ALTER TABLE db_1.plain ADD COLUMN w INT", "INSERT INTO db_1.plain VALUES (2, 'b', 3)")
 	var got []string
