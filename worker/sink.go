@@ -307,9 +307,10 @@ func (s *Sink) keyColumns(ctx context.Context, t TableName) ([]string, error) {
 // ForgetKeys drops cached key columns (after a DDL).
 func (s *Sink) ForgetKeys() { s.keys = map[TableName][]string{} }
 
-// alreadyApplied are the errors of a DDL that has already taken effect: duplicate column, duplicate
-// key name, table exists, can't drop a missing column or key, database exists.
-var alreadyApplied = map[uint16]bool{1060: true, 1061: true, 1050: true, 1091: true, 1007: true, 1826: true}
+// alreadyApplied are the errors of a DDL that has already taken effect: duplicate column (1060), duplicate
+// key name (1061), table exists (1050), can't drop a missing column or key (1091), database exists
+// (1007), duplicate foreign key (1826), dropping a missing database (1008) or table (1051).
+var alreadyApplied = map[uint16]bool{1060: true, 1061: true, 1050: true, 1091: true, 1007: true, 1826: true, 1008: true, 1051: true}
 
 // ExecDDL runs DDLs downstream, treating "already applied" errors as success (a DDL re-run after a
 // crash between the DDL and its checkpoint), then commits the checkpoint update.
