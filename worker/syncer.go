@@ -141,7 +141,11 @@ func (s *Syncer) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer func() { r.stop() }()
+	defer func() {
+		if r != nil {
+			r.stop()
+		}
+	}()
 	flush := time.NewTicker(50 * time.Millisecond)
 	defer flush.Stop()
 	for {
@@ -149,7 +153,26 @@ func (s *Syncer) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case err := <-r.errc:
-			return fmt.Errorf("read binlog of %s: %w", s.cfg.Source, err)
+			// go-mysql has already retried the connection; back off and start a new reader from the
+			// last complete event group, until the source is back or ctx ends.
+			if err := s.flush(ctx); err != nil {
+				return err
+			}
+			from := resumePoint{s.lastPos, s.gtidFor(s.lastPos)}
+			r.stop()
+			r = nil
+			for attempt := 1; r == nil; attempt++ {
+				wait := min(time.Duration(attempt)*time.Second, 30*time.Second)
+				s.log.Warn("binlog read failed, reconnecting", zap.Error(err), zap.Int("attempt", attempt), zap.Duration("backoff", wait))
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(wait):
+				}
+				if r, err = s.startReader(ctx, from); err != nil {
+					r = nil
+				}
+			}
 		case ev := <-r.events:
 			if err := s.handle(ctx, ev.BinlogEvent, ev.gtid); err != nil {
 				return err
@@ -385,7 +408,8 @@ func (s *Syncer) startReader(ctx context.Context, from resumePoint) (*reader, er
 	bs := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID: s.cfg.ServerID, Flavor: s.cfg.Flavor,
 		Host: s.cfg.Host, Port: s.cfg.Port, User: s.cfg.User, Password: s.cfg.Password,
-		HeartbeatPeriod: time.Second, ReadTimeout: 5 * time.Second, MaxReconnectAttempts: 10,
+		// Few quick retries inside go-mysql; longer outages go to Run's reconnect loop with backoff.
+		HeartbeatPeriod: time.Second, ReadTimeout: 5 * time.Second, MaxReconnectAttempts: 2,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	var streamer *replication.BinlogStreamer

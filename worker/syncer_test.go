@@ -12,6 +12,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/tributary-db/tributary/internal/etcdtest"
 	"github.com/tributary-db/tributary/internal/mariadbtest"
@@ -47,6 +48,7 @@ type cluster struct {
 	starts map[int]Position
 	shards [][]string // per source, the shard tables routed to db.t
 	coord  *pessimist.Coordinator
+	log    *zap.Logger
 	gtid   bool // GTID mode: start from a GTID set and resume by GTID
 	gtids  map[int]string
 }
@@ -93,6 +95,13 @@ func newClusterTB(t testing.TB) *cluster {
 	return c
 }
 
+func (c *cluster) logger() *zap.Logger {
+	if c.log != nil {
+		return c.log
+	}
+	return testLogger()
+}
+
 // startPosition is like a task's meta: the position to start from when there is no checkpoint yet,
 // fixed at the first call.
 func (c *cluster) startPosition(i int) Position {
@@ -131,7 +140,7 @@ func (c *cluster) startSyncer(i int) (stop func() error) {
 	s := NewSyncer(SyncerConfig{Start: start, EnableGTID: c.gtid, StartGTID: startGTID,
 		Task: c.task, Source: src, Host: "127.0.0.1", Port: uint16(c.ups[i].Port), User: "root",
 		ServerID: 9000 + uint32(i), Router: c.router, Downstream: c.downDB, MetaSchema: "dm_meta",
-		Agent: pessimist.NewAgent(c.cli, c.layout, c.task, src, nil), BatchRows: 64, Log: testLogger(),
+		Agent: pessimist.NewAgent(c.cli, c.layout, c.task, src, nil), BatchRows: 64, Log: c.logger(),
 	})
 	errc := make(chan error, 1)
 	go func() { errc <- s.Run(ctx) }()
@@ -508,4 +517,22 @@ func TestUnshardedTableGoesStraightThrough(t *testing.T) {
 	if locks, _ := c.coord.Locks(); len(locks) != 0 {
 		t.Fatalf("an unsharded DDL took a lock: %+v", locks)
 	}
+}
+
+// TestSourceRestartIsSurvived: the upstream server goes away and comes back; the syncer reconnects
+// (with backoff) from its last complete event group and the data converges.
+func TestSourceRestartIsSurvived(t *testing.T) {
+	c := newCluster(t)
+	core, logs := observer.New(zap.WarnLevel)
+	c.log = zap.New(core)
+	c.startSyncer(0)
+	c.startSyncer(1)
+	c.up(0, insert("db_1.t_1", 1, 11))
+	c.waitRow(10)
+	c.ups[0].Restart(t, 4*time.Second) // longer than go-mysql's own retries
+	eventually(t, 30*time.Second, func() bool { return logs.FilterMessage("binlog read failed, reconnecting").Len() > 0 },
+		func() string { return "the syncer did not go through its reconnect loop" })
+	c.up(0, insert("db_1.t_1", 11, 21), "ALTER TABLE db_1.t_1 ADD COLUMN c INT", "ALTER TABLE db_1.t_2 ADD COLUMN c INT")
+	c.up(1, "ALTER TABLE db_2.t_1 ADD COLUMN c INT", "ALTER TABLE db_2.t_2 ADD COLUMN c INT", insert("db_2.t_2", 30, 40))
+	c.converge("id, v, c")
 }

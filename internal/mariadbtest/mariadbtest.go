@@ -228,3 +228,13 @@ func (s *Server) Kill() {
 	s.cmd.Process.Kill()
 	<-s.exited
 }
+
+// Restart stops the server cleanly and starts it again on the same port and datadir after outage.
+func (s *Server) Restart(t testing.TB, outage time.Duration) {
+	t.Helper()
+	s.Stop()
+	time.Sleep(outage)
+	if err := s.boot(); err != nil {
+		t.Fatalf("restart mariadbd on port %d: %v", s.Port, err)
+	}
+}
