@@ -5,34 +5,12 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/tributary-db/tributary/config"
 	"github.com/tributary-db/tributary/shardgroup"
 )
 
 // TableName is an upstream or downstream table.
 type TableName = shardgroup.TableName
-
-// BAList is DM's block-allow-list: which schemas and tables are replicated.
-type BAList struct {
-	DoDBs        []string   `yaml:"do-dbs"`
-	IgnoreDBs    []string   `yaml:"ignore-dbs"`
-	DoTables     []TableRef `yaml:"do-tables"`
-	IgnoreTables []TableRef `yaml:"ignore-tables"`
-}
-
-// TableRef names tables in a BAList, with wildcards.
-type TableRef struct {
-	DBName  string `yaml:"db-name"`
-	TblName string `yaml:"tbl-name"`
-}
-
-// RouteRule is DM's route rule. A rule without TablePattern routes a whole schema (only the schema is
-// renamed).
-type RouteRule struct {
-	SchemaPattern string `yaml:"schema-pattern"`
-	TablePattern  string `yaml:"table-pattern"`
-	TargetSchema  string `yaml:"target-schema"`
-	TargetTable   string `yaml:"target-table"`
-}
 
 // Router filters and routes upstream tables with DM's semantics. Patterns use * and ? wildcards (or a
 // regular expression after ~) and, as DM with case-sensitive: false, ignore case.
@@ -46,7 +24,7 @@ type Router struct {
 type tablePattern struct{ db, tbl *regexp.Regexp }
 
 type compiledRule struct {
-	rule          RouteRule
+	rule          config.RouteRule
 	schema, table *regexp.Regexp
 }
 
@@ -72,7 +50,7 @@ func compilePattern(p string) (*regexp.Regexp, error) {
 }
 
 // NewRouter compiles a block-allow-list (nil: everything) and route rules. Errors name the rule.
-func NewRouter(ba *BAList, rules []RouteRule) (*Router, error) {
+func NewRouter(ba *config.BAList, rules []config.RouteRule) (*Router, error) {
 	r := &Router{}
 	if ba != nil {
 		var err error
@@ -128,7 +106,7 @@ func compileAll(field string, ps []string) ([]*regexp.Regexp, error) {
 	return out, nil
 }
 
-func compileTables(field string, ts []TableRef) ([]tablePattern, error) {
+func compileTables(field string, ts []config.TableRef) ([]tablePattern, error) {
 	out := make([]tablePattern, 0, len(ts))
 	for _, t := range ts {
 		db, err := compilePattern(t.DBName)

@@ -3,13 +3,15 @@ package worker
 import (
 	"strings"
 	"testing"
+
+	"github.com/tributary-db/tributary/config"
 )
 
 func TestRouterDMSemantics(t *testing.T) {
-	r, err := NewRouter(&BAList{
+	r, err := NewRouter(&config.BAList{
 		DoDBs:        []string{"db_*", "keep"},
-		IgnoreTables: []TableRef{{DBName: "db_*", TblName: "tmp_*"}},
-	}, []RouteRule{
+		IgnoreTables: []config.TableRef{{DBName: "db_*", TblName: "tmp_*"}},
+	}, []config.RouteRule{
 		{SchemaPattern: "db_*", TablePattern: "t_*", TargetSchema: "db", TargetTable: "t"},
 		{SchemaPattern: "db_*", TargetSchema: "db"},
 		{SchemaPattern: "keep", TablePattern: "x", TargetSchema: "kept"},
@@ -47,14 +49,14 @@ func TestRouterDMSemantics(t *testing.T) {
 
 func TestRouterErrorsNameTheRule(t *testing.T) {
 	cases := []struct {
-		ba    *BAList
-		rules []RouteRule
+		ba    *config.BAList
+		rules []config.RouteRule
 		want  string
 	}{
-		{nil, []RouteRule{{TablePattern: "t", TargetSchema: "x"}}, "route rule 1: schema-pattern is empty"},
-		{nil, []RouteRule{{SchemaPattern: "a"}, {SchemaPattern: "b"}}, "route rule 1 (a): target-schema is empty"},
-		{nil, []RouteRule{{SchemaPattern: "a", TargetSchema: "b", TargetTable: "c"}}, "target-table needs a table-pattern"},
-		{&BAList{DoDBs: []string{"~("}}, nil, `do-dbs: "~("`},
+		{nil, []config.RouteRule{{TablePattern: "t", TargetSchema: "x"}}, "route rule 1: schema-pattern is empty"},
+		{nil, []config.RouteRule{{SchemaPattern: "a"}, {SchemaPattern: "b"}}, "route rule 1 (a): target-schema is empty"},
+		{nil, []config.RouteRule{{SchemaPattern: "a", TargetSchema: "b", TargetTable: "c"}}, "target-table needs a table-pattern"},
+		{&config.BAList{DoDBs: []string{"~("}}, nil, `do-dbs: "~("`},
 	}
 	for _, c := range cases {
 		if _, err := NewRouter(c.ba, c.rules); err == nil || !strings.Contains(err.Error(), c.want) {

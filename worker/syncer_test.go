@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/tributary-db/tributary/config"
 	"github.com/tributary-db/tributary/internal/etcdtest"
 	"github.com/tributary-db/tributary/internal/mariadbtest"
 	"github.com/tributary-db/tributary/pessimist"
@@ -75,7 +76,7 @@ func newClusterTB(t testing.TB) *cluster {
 	c.cli = etcdtest.Client(t)
 	c.layout = pessimist.NewLayout(fmt.Sprintf("/test/%s/%d/", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano()))
 	var err error
-	c.router, err = NewRouter(&BAList{DoDBs: []string{"db_*"}}, []RouteRule{
+	c.router, err = NewRouter(&config.BAList{DoDBs: []string{"db_*"}}, []config.RouteRule{
 		{SchemaPattern: "db_*", TablePattern: "t_*", TargetSchema: "db", TargetTable: "t"},
 		{SchemaPattern: "db_*", TablePattern: "u_*", TargetSchema: "db", TargetTable: "u"},
 		{SchemaPattern: "db_*", TargetSchema: "db"},

@@ -1,0 +1,407 @@
+// Package config reads DM-compatible task and source YAML files and checks them, with errors that name
+// the file and the field. Keys DM defines but Tributary does not implement are accepted when they hold
+// DM's default and refused with "<key> is not supported yet" otherwise; a key DM does not know is an
+// error naming it.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// decodeStrict decodes YAML into out, refusing keys out does not define.
+func decodeStrict(file string, data []byte, out any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(out); err != nil {
+		return fmt.Errorf("%s: %s", file, strings.ReplaceAll(strings.ReplaceAll(err.Error(), "yaml: unmarshal errors:\n  ", ""), "not found in type", "is not a known key of"))
+	}
+	return nil
+}
+
+// notSupported records keys set away from DM's default.
+type notSupported struct {
+	file string
+	errs []error
+}
+
+func (n *notSupported) check(key string, isDefault bool) {
+	if !isDefault {
+		n.errs = append(n.errs, fmt.Errorf("%s: %s is not supported yet", n.file, key))
+	}
+}
+
+func (n *notSupported) err() error { return errors.Join(n.errs...) }
+
+// BAList is DM's block-allow-list: which schemas and tables are replicated.
+type BAList struct {
+	DoDBs        []string   `yaml:"do-dbs"`
+	IgnoreDBs    []string   `yaml:"ignore-dbs"`
+	DoTables     []TableRef `yaml:"do-tables"`
+	IgnoreTables []TableRef `yaml:"ignore-tables"`
+}
+
+// TableRef names tables in a BAList, with wildcards.
+type TableRef struct {
+	DBName  string `yaml:"db-name"`
+	TblName string `yaml:"tbl-name"`
+}
+
+// RouteRule is DM's route rule. A rule without TablePattern routes a whole schema (only the schema is
+// renamed).
+type RouteRule struct {
+	SchemaPattern string `yaml:"schema-pattern"`
+	TablePattern  string `yaml:"table-pattern"`
+	TargetSchema  string `yaml:"target-schema"`
+	TargetTable   string `yaml:"target-table"`
+}
+
+// Database is a MySQL/MariaDB endpoint (source from, task target-database).
+type Database struct {
+	Host     string         `yaml:"host"`
+	Port     int            `yaml:"port"`
+	User     string         `yaml:"user"`
+	Password string         `yaml:"password"`
+	Session  map[string]any `yaml:"session"`
+	Security any            `yaml:"security"`
+}
+
+func (d Database) validate(file, field string) []error {
+	var errs []error
+	if d.Host == "" {
+		errs = append(errs, fmt.Errorf("%s: %s.host is empty", file, field))
+	}
+	if d.Port <= 0 || d.Port > 65535 {
+		errs = append(errs, fmt.Errorf("%s: %s.port %d is not a TCP port", file, field, d.Port))
+	}
+	if d.User == "" {
+		errs = append(errs, fmt.Errorf("%s: %s.user is empty", file, field))
+	}
+	return errs
+}
+
+// String prints the endpoint without the password.
+func (d Database) String() string { return fmt.Sprintf("%s@%s:%d", d.User, d.Host, d.Port) }
+
+// Source is a DM source file.
+type Source struct {
+	SourceID        string   `yaml:"source-id"`
+	EnableGTID      bool     `yaml:"enable-gtid"`
+	Flavor          string   `yaml:"flavor"`
+	From            Database `yaml:"from"`
+	ServerID        uint32   `yaml:"server-id"`
+	EnableRelay     bool     `yaml:"enable-relay"`
+	RelayBinlogName string   `yaml:"relay-binlog-name"`
+	RelayBinlogGTID string   `yaml:"relay-binlog-gtid"`
+	RelayDir        string   `yaml:"relay-dir"`
+	CaseSensitive   bool     `yaml:"case-sensitive"`
+	Purge           any      `yaml:"purge"`
+	Checker         any      `yaml:"checker"`
+	Filters         any      `yaml:"filters"`
+}
+
+var sourceIDPattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+// ParseSource reads and checks a source file's content; file names it in errors.
+func ParseSource(file string, data []byte) (*Source, error) {
+	var s Source
+	if err := decodeStrict(file, data, &s); err != nil {
+		return nil, err
+	}
+	var errs []error
+	if !sourceIDPattern.MatchString(s.SourceID) {
+		errs = append(errs, fmt.Errorf("%s: source-id %q must be 1-64 letters, digits, '_', '-' or '.'", file, s.SourceID))
+	}
+	switch strings.ToLower(s.Flavor) {
+	case "", "mysql", "mariadb":
+		s.Flavor = strings.ToLower(s.Flavor)
+		if s.Flavor == "" {
+			s.Flavor = "mysql" // DM's default; the worker also detects MariaDB from the server version
+		}
+	default:
+		errs = append(errs, fmt.Errorf("%s: flavor %q must be mysql or mariadb", file, s.Flavor))
+	}
+	errs = append(errs, s.From.validate(file, "from")...)
+	ns := notSupported{file: file}
+	ns.check("enable-relay", !s.EnableRelay)
+	ns.check("relay-binlog-name", s.RelayBinlogName == "")
+	ns.check("relay-binlog-gtid", s.RelayBinlogGTID == "")
+	ns.check("case-sensitive", !s.CaseSensitive)
+	ns.check("filters", s.Filters == nil)
+	if err := errors.Join(append(errs, ns.err())...); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// Meta is where a task starts on a source when there is no checkpoint.
+type Meta struct {
+	BinlogName string `yaml:"binlog-name"`
+	BinlogPos  uint32 `yaml:"binlog-pos"`
+	BinlogGTID string `yaml:"binlog-gtid"`
+}
+
+// Instance is one entry of a task's mysql-instances.
+type Instance struct {
+	SourceID           string   `yaml:"source-id"`
+	Meta               *Meta    `yaml:"meta"`
+	BlockAllowList     string   `yaml:"block-allow-list"`
+	BWList             string   `yaml:"black-white-list"` // DM's old name
+	RouteRules         []string `yaml:"route-rules"`
+	SyncerConfigName   string   `yaml:"syncer-config-name"`
+	Syncer             *Syncer  `yaml:"syncer"`
+	FilterRules        []string `yaml:"filter-rules"`
+	ExpressionFilters  []string `yaml:"expression-filters"`
+	ColumnMappingRules []string `yaml:"column-mapping-rules"`
+	MydumperConfigName string   `yaml:"mydumper-config-name"`
+	LoaderConfigName   string   `yaml:"loader-config-name"`
+	Mydumper           any      `yaml:"mydumper"`
+	Loader             any      `yaml:"loader"`
+	MydumperThread     int      `yaml:"mydumper-thread"`
+	LoaderThread       int      `yaml:"loader-thread"`
+	SyncerThread       int      `yaml:"syncer-thread"`
+}
+
+// Syncer is a syncers entry.
+type Syncer struct {
+	WorkerCount       int    `yaml:"worker-count"`
+	Batch             int    `yaml:"batch"`
+	QueueSize         int    `yaml:"queue-size"`
+	CheckpointFlushIn int    `yaml:"checkpoint-flush-interval"`
+	Compact           bool   `yaml:"compact"`
+	MultipleRows      bool   `yaml:"multiple-rows"`
+	SafeMode          bool   `yaml:"safe-mode"`
+	SafeModeDuration  string `yaml:"safe-mode-duration"`
+	EnableANSIQuotes  bool   `yaml:"enable-ansi-quotes"`
+}
+
+// Task is a DM task file.
+type Task struct {
+	Name                string               `yaml:"name"`
+	TaskMode            string               `yaml:"task-mode"`
+	ShardMode           string               `yaml:"shard-mode"`
+	IsSharding          bool                 `yaml:"is-sharding"`
+	MetaSchema          string               `yaml:"meta-schema"`
+	CaseSensitive       bool                 `yaml:"case-sensitive"`
+	OnlineDDL           bool                 `yaml:"online-ddl"`
+	OnlineDDLScheme     string               `yaml:"online-ddl-scheme"`
+	CleanDumpFile       bool                 `yaml:"clean-dump-file"`
+	CollationCompatible string               `yaml:"collation_compatible"`
+	Timezone            string               `yaml:"timezone"`
+	IgnoreCheckingItems []string             `yaml:"ignore-checking-items"`
+	TargetDatabase      Database             `yaml:"target-database"`
+	MySQLInstances      []Instance           `yaml:"mysql-instances"`
+	BlockAllowList      map[string]BAList    `yaml:"block-allow-list"`
+	BWList              map[string]BAList    `yaml:"black-white-list"`
+	Routes              map[string]RouteRule `yaml:"routes"`
+	Syncers             map[string]Syncer    `yaml:"syncers"`
+	Filters             map[string]any       `yaml:"filters"`
+	ExpressionFilter    map[string]any       `yaml:"expression-filter"`
+	ColumnMappings      map[string]any       `yaml:"column-mappings"`
+	Mydumpers           map[string]any       `yaml:"mydumpers"`
+	Loaders             map[string]any       `yaml:"loaders"`
+	Validators          map[string]any       `yaml:"validators"`
+}
+
+var taskNamePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+// ParseTask reads and checks a task file's content; file names it in errors. Rule names must exist,
+// source IDs must be unique, and only an incremental, pessimistic task is accepted.
+func ParseTask(file string, data []byte) (*Task, error) {
+	var t Task
+	if err := decodeStrict(file, data, &t); err != nil {
+		return nil, err
+	}
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(file+": "+format, args...)) }
+	if !taskNamePattern.MatchString(t.Name) {
+		add("name %q must be 1-64 letters, digits, '_', '-' or '.'", t.Name)
+	}
+	switch t.TaskMode {
+	case "incremental":
+	case "all", "full":
+		add("task-mode %s is not supported yet: only incremental (start from a binlog position)", t.TaskMode)
+	default:
+		add("task-mode %q must be incremental", t.TaskMode)
+	}
+	switch t.ShardMode {
+	case "pessimistic":
+	case "":
+		if t.IsSharding {
+			t.ShardMode = "pessimistic" // DM's old is-sharding: true
+		}
+	case "optimistic":
+		add("shard-mode optimistic is not supported yet: use pessimistic")
+	default:
+		add("shard-mode %q must be pessimistic", t.ShardMode)
+	}
+	if t.MetaSchema == "" {
+		t.MetaSchema = "dm_meta"
+	}
+	errs = append(errs, t.TargetDatabase.validate(file, "target-database")...)
+	if len(t.BWList) > 0 {
+		if len(t.BlockAllowList) > 0 {
+			add("block-allow-list and its old name black-white-list are both set")
+		}
+		t.BlockAllowList = t.BWList
+	}
+	if len(t.MySQLInstances) == 0 {
+		add("mysql-instances is empty")
+	}
+	seen := map[string]bool{}
+	for i, inst := range t.MySQLInstances {
+		where := fmt.Sprintf("mysql-instances[%d]", i)
+		if inst.SourceID == "" {
+			add("%s.source-id is empty", where)
+		} else if seen[inst.SourceID] {
+			add("%s.source-id %q appears twice", where, inst.SourceID)
+		}
+		seen[inst.SourceID] = true
+		if inst.BWList != "" {
+			inst.BlockAllowList = inst.BWList
+			t.MySQLInstances[i] = inst
+		}
+		if inst.BlockAllowList != "" {
+			if _, ok := t.BlockAllowList[inst.BlockAllowList]; !ok {
+				add("%s.block-allow-list %q is not defined in block-allow-list", where, inst.BlockAllowList)
+			}
+		}
+		for _, r := range inst.RouteRules {
+			if _, ok := t.Routes[r]; !ok {
+				add("%s.route-rules: %q is not defined in routes", where, r)
+			}
+		}
+		if inst.SyncerConfigName != "" {
+			if _, ok := t.Syncers[inst.SyncerConfigName]; !ok {
+				add("%s.syncer-config-name %q is not defined in syncers", where, inst.SyncerConfigName)
+			}
+		}
+		if inst.Meta != nil && inst.Meta.BinlogPos > 0 && inst.Meta.BinlogName == "" {
+			add("%s.meta.binlog-pos needs binlog-name", where)
+		}
+		ns := notSupported{file: file}
+		ns.check(where+".filter-rules", len(inst.FilterRules) == 0)
+		ns.check(where+".expression-filters", len(inst.ExpressionFilters) == 0)
+		ns.check(where+".column-mapping-rules", len(inst.ColumnMappingRules) == 0)
+		errs = append(errs, ns.err())
+	}
+	t.validateRules(add)
+	ns := notSupported{file: file}
+	ns.check("case-sensitive", !t.CaseSensitive)
+	ns.check("online-ddl", !t.OnlineDDL && t.OnlineDDLScheme == "")
+	ns.check("filters", len(t.Filters) == 0)
+	ns.check("expression-filter", len(t.ExpressionFilter) == 0)
+	ns.check("column-mappings", len(t.ColumnMappings) == 0)
+	ns.check("validators", len(t.Validators) == 0)
+	for name, s := range t.Syncers {
+		ns.check("syncers."+name+".safe-mode", !s.SafeMode)
+		ns.check("syncers."+name+".compact", !s.Compact)
+	}
+	errs = append(errs, ns.err())
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// validatePattern checks a DM pattern: wildcards always compile; a ~regex must.
+func validatePattern(p string) error {
+	if re, ok := strings.CutPrefix(p, "~"); ok {
+		if _, err := regexp.Compile(re); err != nil {
+			return fmt.Errorf("pattern %q: %w", p, err)
+		}
+	}
+	return nil
+}
+
+func (t *Task) validateRules(add func(string, ...any)) {
+	for name, ba := range t.BlockAllowList {
+		for _, p := range append(append([]string{}, ba.DoDBs...), ba.IgnoreDBs...) {
+			if err := validatePattern(p); err != nil {
+				add("block-allow-list %s: %v", name, err)
+			}
+		}
+		for _, tr := range append(append([]TableRef{}, ba.DoTables...), ba.IgnoreTables...) {
+			for _, p := range []string{tr.DBName, tr.TblName} {
+				if err := validatePattern(p); err != nil {
+					add("block-allow-list %s: %v", name, err)
+				}
+			}
+		}
+	}
+	for name, r := range t.Routes {
+		switch {
+		case r.SchemaPattern == "":
+			add("routes %s: schema-pattern is empty", name)
+		case r.TargetSchema == "":
+			add("routes %s: target-schema is empty", name)
+		case r.TablePattern == "" && r.TargetTable != "":
+			add("routes %s: target-table needs a table-pattern", name)
+		}
+		for _, p := range []string{r.SchemaPattern, r.TablePattern} {
+			if err := validatePattern(p); err != nil {
+				add("routes %s: %v", name, err)
+			}
+		}
+	}
+}
+
+// Rules returns the block-allow-list (nil: everything) and the route rules of one instance.
+func (t *Task) Rules(inst Instance) (*BAList, []RouteRule) {
+	var ba *BAList
+	if b, ok := t.BlockAllowList[inst.BlockAllowList]; ok {
+		ba = &b
+	}
+	var rules []RouteRule
+	for _, name := range inst.RouteRules {
+		if r, ok := t.Routes[name]; ok {
+			rules = append(rules, r)
+		}
+	}
+	return ba, rules
+}
+
+// SyncerOf returns the syncer settings of an instance, with DM's defaults (worker-count 16, batch 100
+// in DM; here worker-count 4 and batch 1024 unless set).
+func (t *Task) SyncerOf(inst Instance) Syncer {
+	s := Syncer{WorkerCount: 4, Batch: 1024}
+	cfg := inst.Syncer
+	if cfg == nil {
+		if c, ok := t.Syncers[inst.SyncerConfigName]; ok {
+			cfg = &c
+		}
+	}
+	if cfg != nil {
+		if cfg.WorkerCount > 0 {
+			s.WorkerCount = cfg.WorkerCount
+		}
+		if cfg.Batch > 0 {
+			s.Batch = cfg.Batch
+		}
+	}
+	return s
+}
+
+// LoadTask reads a task file.
+func LoadTask(path string) (*Task, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTask(path, data)
+}
+
+// LoadSource reads a source file.
+func LoadSource(path string) (*Source, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSource(path, data)
+}
