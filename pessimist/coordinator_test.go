@@ -216,4 +216,16 @@ func TestAgentPutInfoIsIdempotent(t *testing.T) {
 	if err != nil || i3.ModRevision == i2.ModRevision || i3.CreateRevision != i1.CreateRevision {
 		t.Fatalf("changed info: %+v %v", i3, err)
 	}
+	// A newer incarnation of the source takes over: the old one can no longer put infos (a late
+	// request of a dead worker must not leave an info nobody answers).
+	b := NewAgent(cli, layout, "task", "s1", nil)
+	if _, err := b.PutInfo(ctx, "`db`.`t`", []string{d2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.PutInfo(ctx, "`db`.`other`", []string{d1}); !errors.Is(err, ErrSuperseded) {
+		t.Fatalf("put by a superseded agent: %v", err)
+	}
+	if _, found, _ := a.Info(ctx, "`db`.`other`"); found {
+		t.Fatal("a superseded agent wrote an info")
+	}
 }

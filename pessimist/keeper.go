@@ -182,6 +182,8 @@ func (k *Keeper) ApplyKV(key string, value []byte, createRev, modRev int64, dele
 		return nil
 	}
 	switch p.kind {
+	case kindAgent:
+		return nil // fencing for agents; no lock state
 	case kindTask:
 		if deleted {
 			k.DeleteTaskSources(p.task)

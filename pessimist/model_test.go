@@ -244,7 +244,8 @@ func (m *model) checkpointsCopy() []int {
 	return append([]int(nil), m.checkpoint...)
 }
 
-// keys lists the lock keys of the run (not the task's source list).
+// keys lists the lock keys of the run (not the task's source list or the agents' generations, which
+// live as long as the task).
 func (m *model) keys() []string {
 	resp, err := m.cli.Get(context.Background(), m.layout.Root(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
@@ -252,7 +253,7 @@ func (m *model) keys() []string {
 	}
 	var out []string
 	for _, kv := range resp.Kvs {
-		if k := string(kv.Key); !strings.HasPrefix(k, m.layout.Root()+kindTask+"/") {
+		if k := string(kv.Key); !strings.HasPrefix(k, m.layout.Root()+kindTask+"/") && !strings.HasPrefix(k, m.layout.Root()+kindAgent+"/") {
 			out = append(out, k)
 		}
 	}

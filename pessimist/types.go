@@ -71,6 +71,7 @@ type TaskSources struct {
 //	<root>info/<task>/<target>/<source>    Info
 //	<root>op/<task>/<target>/<source>      Operation
 //	<root>unlock/<task>/<target>           Unlock
+//	<root>agent/<task>/<source>            generation of the source's current agent
 //
 // Every segment is path-escaped, so names holding '/' cannot collide. The target is part of the key:
 // locks of different target tables of one source are independent.
@@ -96,6 +97,7 @@ const (
 	kindInfo   = "info"
 	kindOp     = "op"
 	kindUnlock = "unlock"
+	kindAgent  = "agent"
 )
 
 func (l Layout) Root() string { return l.root }
@@ -119,6 +121,10 @@ func (l Layout) OperationKey(task, target, source string) string {
 	return l.key(kindOp, task, target, source)
 }
 func (l Layout) UnlockKey(task, target string) string { return l.key(kindUnlock, task, target) }
+
+// AgentKey is rewritten by every new agent (worker incarnation) of a source: its revision fences the
+// info puts of older incarnations whose requests land late.
+func (l Layout) AgentKey(task, source string) string { return l.key(kindAgent, task, source) }
 
 // lockPrefix is the prefix of all infos (or operations) of one lock; the trailing slash keeps
 // `db`.`t` from matching `db`.`t2`.
@@ -145,11 +151,15 @@ func (l Layout) parse(key string) (parsedKey, error) {
 		}
 		segs[i] = s
 	}
-	want := map[string]int{kindTask: 2, kindInfo: 4, kindOp: 4, kindUnlock: 3}[segs[0]]
+	want := map[string]int{kindTask: 2, kindInfo: 4, kindOp: 4, kindUnlock: 3, kindAgent: 3}[segs[0]]
 	if want == 0 || len(segs) != want {
 		return parsedKey{}, fmt.Errorf("key %q has an unknown shape", key)
 	}
 	p := parsedKey{kind: segs[0], task: segs[1]}
+	if segs[0] == kindAgent {
+		p.source = segs[2]
+		return p, nil
+	}
 	if want >= 3 {
 		p.target = segs[2]
 	}
