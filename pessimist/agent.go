@@ -43,27 +43,40 @@ func NewAgent(cli *clientv3.Client, layout Layout, task, source string, log *zap
 // Putting the same info again (a worker that re-read its binlog) writes nothing.
 func (a *Agent) PutInfo(ctx context.Context, target string, ddls []string) (Info, error) {
 	info := Info{Task: a.task, Source: a.source, Target: target, DDLs: ddls}
-	if err := a.claim(ctx); err != nil {
-		return Info{}, err
-	}
 	key, val := a.layout.InfoKey(a.task, target, a.source), encode(info)
 	genKey := a.layout.AgentKey(a.task, a.source)
+	put := clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", val)},
+		[]clientv3.Op{clientv3.OpGet(key)},
+		[]clientv3.Op{clientv3.OpPut(key, val), clientv3.OpGet(key)})
 	// Only while this agent is the source's newest: a put from an older incarnation whose request
-	// lands after the newer one finished the lock would leave an info nobody answers.
-	resp, err := a.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(genKey), "=", a.gen)).
-		Then(clientv3.OpTxn(
-			[]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", val)},
-			[]clientv3.Op{clientv3.OpGet(key)},
-			[]clientv3.Op{clientv3.OpPut(key, val), clientv3.OpGet(key)})).
-		Commit()
+	// lands after the newer one finished the lock would leave an info nobody answers. The first put
+	// claims the generation in the same transaction (one revision).
+	txn := a.cli.Txn(ctx)
+	claiming := a.gen == 0
+	if claiming {
+		// Claim only if no other agent claimed since we looked: an older incarnation's first put that
+		// lands late must not take the source back.
+		seen, err := a.cli.Get(ctx, genKey)
+		if err != nil {
+			return Info{}, fmt.Errorf("read agent generation of source %s: %w", a.source, err)
+		}
+		txn = txn.If(clientv3.Compare(clientv3.ModRevision(genKey), "<", seen.Header.Revision+1)).
+			Then(clientv3.OpPut(genKey, time.Now().UTC().Format(time.RFC3339Nano)), put)
+	} else {
+		txn = txn.If(clientv3.Compare(clientv3.ModRevision(genKey), "=", a.gen)).Then(put)
+	}
+	resp, err := txn.Commit()
 	if err != nil {
 		return Info{}, fmt.Errorf("put info of lock %s for source %s: %w", info.LockID(), a.source, err)
 	}
 	if !resp.Succeeded {
 		return Info{}, fmt.Errorf("put info of lock %s for source %s: %w", info.LockID(), a.source, ErrSuperseded)
 	}
-	inner := resp.Responses[0].GetResponseTxn()
+	if claiming {
+		a.gen = resp.Header.Revision
+	}
+	inner := resp.Responses[len(resp.Responses)-1].GetResponseTxn()
 	rs := inner.Responses[len(inner.Responses)-1].GetResponseRange()
 	if len(rs.Kvs) != 1 {
 		return Info{}, fmt.Errorf("put info of lock %s for source %s: info vanished at once", info.LockID(), a.source)
@@ -71,19 +84,6 @@ func (a *Agent) PutInfo(ctx context.Context, target string, ddls []string) (Info
 	info.CreateRevision, info.ModRevision = rs.Kvs[0].CreateRevision, rs.Kvs[0].ModRevision
 	a.log.Info("info put", zap.String("lock", info.LockID()), zap.Strings("ddls", ddls), zap.Bool("new", !inner.Succeeded))
 	return info, nil
-}
-
-// claim makes this agent the source's newest, once: older incarnations' info puts fail from then on.
-func (a *Agent) claim(ctx context.Context) error {
-	if a.gen != 0 {
-		return nil
-	}
-	resp, err := a.cli.Put(ctx, a.layout.AgentKey(a.task, a.source), time.Now().UTC().Format(time.RFC3339Nano))
-	if err != nil {
-		return fmt.Errorf("register agent of source %s: %w", a.source, err)
-	}
-	a.gen = resp.Header.Revision
-	return nil
 }
 
 // read returns the current operation and info of a lock for this source.
