@@ -16,7 +16,9 @@
 //
 //  1. A worker's shard group (package shardgroup) is synced on DDLs for a target: the worker calls
 //     PutInfo. Re-entry: a restarted worker that re-reads the binlog puts the same info again, which
-//     writes nothing; an operation already waiting for it is returned by WaitOperation at once.
+//     writes nothing; an operation already waiting for it is returned by WaitOperation at once. Each
+//     Agent claims its source's generation key with its first put, and later puts require it: a put
+//     of a dead incarnation that reaches etcd late fails instead of leaving an info nobody answers.
 //  2. The coordinator waits until every source of the task has an info for the lock with the same DDLs
 //     (different DDLs are a conflict: shown by Locks, nothing executed). It writes an exec operation for
 //     the owner: the source whose info was created first. The write is guarded by the task's source
