@@ -46,6 +46,8 @@ type Checkpoint struct {
 	// ResolvedDDLs, per target, the DDLs of the last lock this source applied (exec or skip), so a
 	// restarted worker can finish an operation whose done it did not write.
 	ResolvedDDLs map[TableName][]string
+	// Schemas, per upstream table, the tracked column versions (JSON) for binlogs without names.
+	Schemas map[TableName]string
 }
 
 // Sink writes changes to the downstream. Every transaction commits the rows together with the
@@ -74,7 +76,7 @@ func (s *Sink) Init(ctx context.Context) error {
 		"CREATE DATABASE IF NOT EXISTS " + TableName{Schema: s.metaSchema}.String(),
 		"CREATE TABLE IF NOT EXISTS " + s.ckptTable + ` (
 			source VARCHAR(128) NOT NULL,
-			id VARCHAR(700) NOT NULL COMMENT 'upstream table (DML applied), resolved:<table> (last sharding DDL resolved), ddl:<target> (DDLs of the last lock), empty (where to resume)',
+			id VARCHAR(700) NOT NULL COMMENT 'upstream table (DML applied), resolved:<table> (last sharding DDL resolved), ddl:<target> (DDLs of the last lock), schema:<table> (tracked columns), empty (where to resume)',
 			binlog_name VARCHAR(255) NOT NULL DEFAULT '',
 			binlog_pos BIGINT UNSIGNED NOT NULL DEFAULT 0,
 			binlog_gtid TEXT NULL,
@@ -91,7 +93,8 @@ func (s *Sink) Init(ctx context.Context) error {
 
 // Load reads the source's checkpoint (zero positions when there is none).
 func (s *Sink) Load(ctx context.Context) (Checkpoint, error) {
-	cp := Checkpoint{Tables: map[TableName]shardgroup.Position{}, Resolved: map[TableName]shardgroup.Position{}, ResolvedDDLs: map[TableName][]string{}}
+	cp := Checkpoint{Tables: map[TableName]shardgroup.Position{}, Resolved: map[TableName]shardgroup.Position{},
+		ResolvedDDLs: map[TableName][]string{}, Schemas: map[TableName]string{}}
 	rows, err := s.db.QueryContext(ctx, "SELECT id, binlog_name, binlog_pos, binlog_gtid, ddls FROM "+s.ckptTable+" WHERE source = ?", s.source)
 	if err != nil {
 		return cp, fmt.Errorf("load checkpoint of %s from %s: %w", s.source, s.ckptTable, err)
@@ -108,6 +111,12 @@ func (s *Sink) Load(ctx context.Context) (Checkpoint, error) {
 		switch {
 		case id == "":
 			cp.Global, cp.GlobalGTID = p, gtid.String
+		case strings.HasPrefix(id, "schema:"):
+			var t TableName
+			if err := json.Unmarshal([]byte(id[len("schema:"):]), &t); err != nil {
+				return cp, fmt.Errorf("checkpoint row %q: %w", id, err)
+			}
+			cp.Schemas[t] = ddls.String
 		case strings.HasPrefix(id, "resolved:"):
 			var t TableName
 			if err := json.Unmarshal([]byte(id[len("resolved:"):]), &t); err != nil {
@@ -141,6 +150,7 @@ type CheckpointUpdate struct {
 	GlobalGTID string
 	Tables     map[TableName]shardgroup.Position
 	Resolved   map[TableName]shardgroup.Position
+	Schemas    map[TableName]string // tracked column versions (JSON) of changed tables
 	// ResolvedTarget records a lock's DDLs for its target (optional).
 	ResolvedTarget *TableName
 	ResolvedDDLs   []string
@@ -181,6 +191,12 @@ func (s *Sink) writeCheckpoint(ctx context.Context, tx *sql.Tx, up CheckpointUpd
 	for t, p := range up.Tables {
 		id, _ := json.Marshal(t)
 		if err := put(string(id), p, nil); err != nil {
+			return err
+		}
+	}
+	for t, js := range up.Schemas {
+		id, _ := json.Marshal(t)
+		if err := put("schema:"+string(id), shardgroup.Position{}, js); err != nil {
 			return err
 		}
 	}

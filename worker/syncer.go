@@ -73,10 +73,11 @@ type Syncer struct {
 	persisted     Position // the resume position last committed
 	persistedGTID string
 	resync        *resumePoint
-	fresh         bool
+	fresh         bool                // no checkpoint yet: the task's first start on this source
 	gtids         mariadbGTIDs        // GTID set after the last complete event group (GTID mode)
 	curGTID       *mysql.MariadbGTID  // GTID of the event group being read
-	gtidAt        map[Position]string // GTID sets at DDL starts and ends, for resume points there // no checkpoint yet: the task's first start on this source
+	gtidAt        map[Position]string // GTID sets at DDL starts and ends, for resume points there
+	schemas       *schemaTracker      // column lists by position, for binlogs without column names
 }
 
 // partition is one downstream connection's share of the batch.
@@ -225,6 +226,10 @@ func (s *Syncer) init(ctx context.Context) error {
 		}
 	}
 	s.lastPos = s.ckpt.Global
+	s.schemas = newSchemaTracker()
+	if err := s.schemas.load(s.ckpt.Schemas); err != nil {
+		return err
+	}
 	s.groups = map[TableName]*shardgroup.ShardingGroup{}
 	s.ddlStart = map[TableName]map[Position]Position{}
 	s.gtidAt = map[Position]string{}
@@ -235,7 +240,7 @@ func (s *Syncer) init(ctx context.Context) error {
 		return err
 	}
 	// Save the start at once: a restart must resume here, not at a newer current position.
-	if err := s.sink.Flush(ctx, nil, CheckpointUpdate{Global: s.ckpt.Global, GlobalGTID: s.ckpt.GlobalGTID}); err != nil {
+	if err := s.sink.Flush(ctx, nil, CheckpointUpdate{Global: s.ckpt.Global, GlobalGTID: s.ckpt.GlobalGTID, Schemas: s.schemas.takeDirty()}); err != nil {
 		return err
 	}
 	s.persisted, s.persistedGTID = s.ckpt.Global, s.ckpt.GlobalGTID
@@ -274,6 +279,9 @@ func (s *Syncer) discover(ctx context.Context) error {
 	rows.Close()
 	created := map[TableName]bool{}
 	for _, t := range tables {
+		if err := s.schemas.initFromUpstream(ctx, s.upstream, t); err != nil {
+			return err
+		}
 		target := s.cfg.Router.Route(t)
 		if s.cfg.Router.Sharded(t) {
 			if err := s.group(target).AddTable(t, s.ckpt.Resolved[t]); err != nil {
@@ -539,7 +547,13 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 	}
 	cols := e.Table.ColumnNameString()
 	if len(cols) == 0 {
-		return fmt.Errorf("source %s: the binlog has no column names for %s: set binlog_row_metadata=FULL", s.cfg.Source, src)
+		// binlog_row_metadata is not FULL: use the columns tracked from the table's DDL.
+		tracked, ok := s.schemas.at(src, end)
+		if !ok || uint64(len(tracked)) != e.Table.ColumnCount {
+			return fmt.Errorf("source %s: the binlog has no column names for %s and the tracked schema (%d columns) does not fit the event (%d columns): set binlog_row_metadata=FULL",
+				s.cfg.Source, src, len(tracked), e.Table.ColumnCount)
+		}
+		cols = tracked
 	}
 	part := s.partitionOf(src)
 	add := func(kind ChangeKind, row, old []any) {
@@ -609,18 +623,20 @@ func (s *Syncer) flush(ctx context.Context) error {
 			busy = append(busy, p)
 		}
 	}
+	s.schemas.prune(s.persisted)
+	schemas := s.schemas.takeDirty()
 	switch {
 	case len(busy) == 0:
-		if global.Compare(s.persisted) == 0 {
+		if global.Compare(s.persisted) == 0 && schemas == nil {
 			return nil
 		}
-		if err := s.sink.Flush(ctx, nil, CheckpointUpdate{Global: global, GlobalGTID: s.gtidFor(global)}); err != nil {
+		if err := s.sink.Flush(ctx, nil, CheckpointUpdate{Global: global, GlobalGTID: s.gtidFor(global), Schemas: schemas}); err != nil {
 			return err
 		}
 		s.persisted = global
 		s.persistedGTID = s.gtidFor(global)
 	case len(busy) == 1:
-		if err := busy[0].sink.Flush(ctx, busy[0].batch, CheckpointUpdate{Global: global, GlobalGTID: s.gtidFor(global), Tables: busy[0].pos}); err != nil {
+		if err := busy[0].sink.Flush(ctx, busy[0].batch, CheckpointUpdate{Global: global, GlobalGTID: s.gtidFor(global), Tables: busy[0].pos, Schemas: schemas}); err != nil {
 			return err
 		}
 		s.persisted = global
@@ -629,10 +645,14 @@ func (s *Syncer) flush(ctx context.Context) error {
 		errs := make([]error, len(busy))
 		var wg sync.WaitGroup
 		for i, p := range busy {
+			up := CheckpointUpdate{Global: s.persisted, GlobalGTID: s.persistedGTID, Tables: p.pos}
+			if i == 0 {
+				up.Schemas = schemas
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs[i] = p.sink.Flush(ctx, p.batch, CheckpointUpdate{Global: s.persisted, GlobalGTID: s.persistedGTID, Tables: p.pos})
+				errs[i] = p.sink.Flush(ctx, p.batch, up)
 			}()
 		}
 		wg.Wait()
@@ -656,6 +676,10 @@ func (s *Syncer) flush(ctx context.Context) error {
 }
 
 func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Position) error {
+	if err := s.schemas.apply(q, schema, end); err != nil {
+		// Only binlogs without column names need it; those report a missing schema when they do.
+		s.log.Debug("schema not tracked for statement", zap.Error(err))
+	}
 	parts, err := shardgroup.Split(q, schema, s.cfg.Router.Route)
 	if errors.Is(err, shardgroup.ErrNotDDL) {
 		return nil

@@ -56,10 +56,10 @@ type cluster struct {
 
 func newCluster(t *testing.T) *cluster { return newClusterTB(t) }
 
-func newClusterTB(t testing.TB) *cluster {
+func newClusterTB(t testing.TB, upstreamArgs ...string) *cluster {
 	c := &cluster{t: t, task: "test"}
 	for i := 0; i < 2; i++ {
-		s := mariadbtest.Start(t)
+		s := mariadbtest.Start(t, upstreamArgs...)
 		db := s.DB(t)
 		schema := fmt.Sprintf("db_%d", i+1)
 		s.Exec(t, db, "CREATE DATABASE "+schema)
@@ -343,9 +343,21 @@ func TestRestartAtRandomPoints(t *testing.T) {
 	}
 }
 
-func restartRun(t *testing.T, seed int64, gtid bool) {
+// TestRestartWithoutRowMetadata: the same workloads on upstreams with binlog_row_metadata=MINIMAL
+// (no column names in the binlog): the syncers use the columns they track from the DDL, saved with
+// their checkpoints across restarts.
+func TestRestartWithoutRowMetadata(t *testing.T) {
+	for seed := int64(101); seed <= 106; seed++ {
+		gtid := seed%2 == 1
+		t.Run(fmt.Sprintf("seed=%d/gtid=%v", seed, gtid), func(t *testing.T) {
+			restartRun(t, seed, gtid, "--binlog-row-metadata=MINIMAL")
+		})
+	}
+}
+
+func restartRun(t *testing.T, seed int64, gtid bool, upstreamArgs ...string) {
 	rng := rand.New(rand.NewSource(seed))
-	c := newCluster(t)
+	c := newClusterTB(t, upstreamArgs...)
 	c.gtid = gtid
 	stops := []func() error{c.startSyncer(0), c.startSyncer(1)}
 	shards := []struct {

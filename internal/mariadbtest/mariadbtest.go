@@ -27,6 +27,7 @@ type Server struct {
 	Dir      string
 	cmd      *exec.Cmd
 	exited   chan struct{}
+	extra    []string
 }
 
 var (
@@ -84,13 +85,14 @@ func currentUser() string {
 	return "mysql"
 }
 
-// Start starts a new instance and stops it when the test ends.
-func Start(t testing.TB) *Server {
+// Start starts a new instance and stops it when the test ends. extra mariadbd options override the
+// defaults (for example --binlog-row-metadata=MINIMAL).
+func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
 	if binary("mariadbd") == "" {
 		t.Skip("mariadbd not found: install mariadb-server (apt-get install -y mariadb-server) to run this test")
 	}
-	s, err := start()
+	s, err := start(extra)
 	if err != nil {
 		t.Fatalf("start mariadbd: %v", err)
 	}
@@ -98,7 +100,7 @@ func Start(t testing.TB) *Server {
 	return s
 }
 
-func start() (*Server, error) {
+func start(extra []string) (*Server, error) {
 	tmpl, err := template()
 	if err != nil {
 		return nil, err
@@ -121,7 +123,7 @@ func start() (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		s := &Server{Port: port, ServerID: 100 + nextID.Add(1) + uint32(os.Getpid()%1000)*100, Dir: dir}
+		s := &Server{Port: port, ServerID: 100 + nextID.Add(1) + uint32(os.Getpid()%1000)*100, Dir: dir, extra: extra}
 		if lastErr = s.boot(); lastErr == nil {
 			return s, nil
 		}
@@ -144,6 +146,7 @@ func (s *Server) boot() error {
 		"--innodb-buffer-pool-size=32M", "--performance-schema=OFF", "--skip-name-resolve",
 		"--max-connections=200",
 	)
+	s.cmd.Args = append(s.cmd.Args, s.extra...)
 	if err := s.cmd.Start(); err != nil {
 		return err
 	}

@@ -1,0 +1,138 @@
+package worker
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+
+	"github.com/tributary-db/tributary/shardgroup"
+)
+
+// schemaVersion is a table's column list from a binlog position on.
+type schemaVersion struct {
+	From Position `json:"from"`
+	Cols []string `json:"cols"` // nil: the table does not exist from here on
+}
+
+// schemaTracker keeps, per upstream table, its column lists by binlog position, for binlogs without
+// column names. Versions are kept back to the resume position, because a re-sync or a restart reads
+// DML written before a later DDL again.
+type schemaTracker struct {
+	tables map[TableName][]schemaVersion
+	dirty  map[TableName]bool
+}
+
+func newSchemaTracker() *schemaTracker {
+	return &schemaTracker{tables: map[TableName][]schemaVersion{}, dirty: map[TableName]bool{}}
+}
+
+// at returns the columns of t for an event ending at pos.
+func (s *schemaTracker) at(t TableName, pos Position) ([]string, bool) {
+	vs := s.tables[t]
+	for i := len(vs) - 1; i >= 0; i-- {
+		if vs[i].From.Compare(pos) < 0 {
+			return vs[i].Cols, vs[i].Cols != nil
+		}
+	}
+	return nil, false
+}
+
+// set records t's columns from pos on; setting the same version again (a re-read DDL) changes nothing.
+func (s *schemaTracker) set(t TableName, pos Position, cols []string) {
+	vs := s.tables[t]
+	for _, v := range vs {
+		if v.From.Compare(pos) == 0 {
+			return
+		}
+	}
+	vs = append(vs, schemaVersion{From: pos, Cols: cols})
+	for i := len(vs) - 1; i > 0 && vs[i].From.Compare(vs[i-1].From) < 0; i-- {
+		vs[i], vs[i-1] = vs[i-1], vs[i]
+	}
+	s.tables[t], s.dirty[t] = vs, true
+}
+
+// apply tracks a DDL event (upstream names) that ends at pos.
+func (s *schemaTracker) apply(q, schema string, pos Position) error {
+	changes, err := shardgroup.TrackColumns(q, schema, func(t TableName) ([]string, bool) { return s.at(t, pos) })
+	if err != nil {
+		return err
+	}
+	for t, cols := range changes {
+		s.set(t, pos, cols)
+	}
+	return nil
+}
+
+// prune drops versions no read from resume or later can need.
+func (s *schemaTracker) prune(resume Position) {
+	for t, vs := range s.tables {
+		keep := 0
+		for i := range vs {
+			if vs[i].From.Compare(resume) < 0 {
+				keep = i // the newest version before resume still applies at resume
+			}
+		}
+		if keep > 0 {
+			s.tables[t], s.dirty[t] = vs[keep:], true
+		}
+	}
+}
+
+// takeDirty returns the changed tables' versions as JSON, for the checkpoint.
+func (s *schemaTracker) takeDirty() map[TableName]string {
+	if len(s.dirty) == 0 {
+		return nil
+	}
+	out := map[TableName]string{}
+	for t := range s.dirty {
+		b, _ := json.Marshal(s.tables[t])
+		out[t] = string(b)
+	}
+	s.dirty = map[TableName]bool{}
+	return out
+}
+
+// load restores versions saved in the checkpoint.
+func (s *schemaTracker) load(saved map[TableName]string) error {
+	for t, js := range saved {
+		var vs []schemaVersion
+		if err := json.Unmarshal([]byte(js), &vs); err != nil {
+			return fmt.Errorf("tracked schema of %s: %w", t, err)
+		}
+		s.tables[t] = vs
+	}
+	return nil
+}
+
+// initFromUpstream records the upstream's current columns of t for a task's first start (the binlog
+// is read from the current position, so the current schema is the one at the start).
+func (s *schemaTracker) initFromUpstream(ctx context.Context, db *sql.DB, t TableName) error {
+	if _, ok := s.tables[t]; ok {
+		return nil
+	}
+	cols, err := columnNames(ctx, db, t)
+	if err != nil {
+		return err
+	}
+	s.set(t, Position{}, cols)
+	return nil
+}
+
+func columnNames(ctx context.Context, db *sql.DB, t TableName) ([]string, error) {
+	rows, err := db.QueryContext(ctx, "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", t.Schema, t.Name)
+	if err != nil {
+		return nil, fmt.Errorf("columns of %s: %w", t, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
