@@ -12,17 +12,12 @@ import (
 // touches, for binlogs that carry no column names (binlog_row_metadata other than FULL). lookup gives
 // a table's current columns. The result maps each changed table to its new columns; a nil list means
 // the table is gone. Statements that change no column list give an empty map.
-func TrackColumns(sql, defaultSchema string, lookup func(TableName) ([]string, bool)) (changes map[TableName][]string, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			changes, err = nil, fmt.Errorf("track columns of %q: parser panic: %v", truncate(sql), r)
-		}
-	}()
+func TrackColumns(sql, defaultSchema string, lookup func(TableName) ([]string, bool)) (map[TableName][]string, error) {
 	stmts, err := parse(sql)
 	if err != nil {
 		return nil, fmt.Errorf("track columns of %q: %w", truncate(sql), err)
 	}
-	changes = map[TableName][]string{}
+	changes := map[TableName][]string{}
 	current := func(t TableName) ([]string, bool) {
 		if c, ok := changes[t]; ok {
 			return c, c != nil

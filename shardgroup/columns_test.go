@@ -44,3 +44,17 @@ func TestTrackColumns(t *testing.T) {
 		t.Error("ALTER of an unknown table must be an error")
 	}
 }
+
+func FuzzTrackColumns(f *testing.F) {
+	for _, s := range []string{
+		"ALTER TABLE t ADD COLUMN c INT FIRST, DROP v, CHANGE id id2 INT AFTER c, MODIFY c INT, RENAME COLUMN c TO d",
+		"ALTER TABLE t RENAME TO u", "CREATE TABLE x LIKE t", "RENAME TABLE t TO a, a TO b", "DROP TABLE t, u",
+		"CREATE TABLE y (a INT, b INT)", "ALTER TABLE t ADD (a INT, b INT)",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, sql string) {
+		lookup := func(tb TableName) ([]string, bool) { return []string{"id", "v"}, tb.Name == "t" }
+		_, _ = TrackColumns(sql, "db", lookup) // must return, never panic
+	})
+}

@@ -51,10 +51,18 @@ type Route func(TableName) TableName
 
 var parsers = sync.Pool{New: func() any { return parser.New() }}
 
-func parse(sql string) ([]ast.StmtNode, error) {
+// parse parses with a pooled parser. The parser is third-party code fed with user input: a panic in
+// it becomes an error (and that parser is not reused).
+func parse(sql string) (stmts []ast.StmtNode, err error) {
 	p := parsers.Get().(*parser.Parser)
-	defer parsers.Put(p)
-	stmts, _, err := p.Parse(sql, "", "")
+	defer func() {
+		if r := recover(); r != nil {
+			stmts, err = nil, fmt.Errorf("parser panic: %v", r)
+			return
+		}
+		parsers.Put(p)
+	}()
+	stmts, _, err = p.Parse(sql, "", "")
 	return stmts, err
 }
 
