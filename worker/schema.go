@@ -112,24 +112,32 @@ func (s *schemaTracker) initFromUpstream(ctx context.Context, db *sql.DB, t Tabl
 	if _, ok := s.tables[t]; ok {
 		return nil
 	}
-	cols, err := columnNames(ctx, db, t)
+	defs, err := tableColumns(ctx, db, t)
 	if err != nil {
 		return err
+	}
+	cols := make([]string, len(defs))
+	for i, d := range defs {
+		cols[i] = d.name
 	}
 	s.set(t, Position{}, cols)
 	return nil
 }
 
-func columnNames(ctx context.Context, db *sql.DB, t TableName) ([]string, error) {
-	rows, err := db.QueryContext(ctx, "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", t.Schema, t.Name)
+// columnDef is a column as information_schema describes it.
+type columnDef struct{ name, typ string }
+
+// tableColumns lists a table's columns in order (none if the table does not exist).
+func tableColumns(ctx context.Context, db *sql.DB, t TableName) ([]columnDef, error) {
+	rows, err := db.QueryContext(ctx, "SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", t.Schema, t.Name)
 	if err != nil {
 		return nil, fmt.Errorf("columns of %s: %w", t, err)
 	}
 	defer rows.Close()
-	var out []string
+	var out []columnDef
 	for rows.Next() {
-		var c string
-		if err := rows.Scan(&c); err != nil {
+		var c columnDef
+		if err := rows.Scan(&c.name, &c.typ); err != nil {
 			return nil, err
 		}
 		out = append(out, c)

@@ -320,11 +320,11 @@ func (s *Syncer) discover(ctx context.Context) error {
 // upstream shard routed to it. A different schema is reported with both definitions; the downstream
 // table is never dropped or altered by the tool.
 func (s *Syncer) checkExisting(ctx context.Context, up, target TableName) error {
-	down, err := columns(ctx, s.cfg.Downstream, target)
+	down, err := signature(ctx, s.cfg.Downstream, target)
 	if err != nil || len(down) == 0 {
 		return err // missing: it is created
 	}
-	upCols, err := columns(ctx, s.upstream, up)
+	upCols, err := signature(ctx, s.upstream, up)
 	if err != nil {
 		return err
 	}
@@ -338,22 +338,17 @@ func (s *Syncer) checkExisting(ctx context.Context, up, target TableName) error 
 		s.cfg.Source, target, up, downDef, upDef)
 }
 
-// columns lists a table's columns as "name type", in order (none if the table does not exist).
-func columns(ctx context.Context, db *sql.DB, t TableName) ([]string, error) {
-	rows, err := db.QueryContext(ctx, "SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", t.Schema, t.Name)
+// signature is a table's columns as "name type", lower case, for comparing definitions.
+func signature(ctx context.Context, db *sql.DB, t TableName) ([]string, error) {
+	defs, err := tableColumns(ctx, db, t)
 	if err != nil {
-		return nil, fmt.Errorf("columns of %s: %w", t, err)
+		return nil, err
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var name, typ string
-		if err := rows.Scan(&name, &typ); err != nil {
-			return nil, err
-		}
-		out = append(out, strings.ToLower(name)+" "+strings.ToLower(typ))
+	out := make([]string, len(defs))
+	for i, d := range defs {
+		out[i] = strings.ToLower(d.name) + " " + strings.ToLower(d.typ)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func (s *Syncer) group(target TableName) *shardgroup.ShardingGroup {
