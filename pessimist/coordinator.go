@@ -38,7 +38,13 @@ func WithFence(cmps ...clientv3.Cmp) CoordinatorOption {
 }
 
 // WithLogger sets the logger.
-func WithLogger(l *zap.Logger) CoordinatorOption { return func(c *Coordinator) { c.log = l } }
+func WithLogger(l *zap.Logger) CoordinatorOption {
+	return func(c *Coordinator) {
+		if l != nil {
+			c.log = l
+		}
+	}
+}
 
 // WithRetryInterval sets how soon a write that failed on an etcd error is tried again.
 func WithRetryInterval(d time.Duration) CoordinatorOption {
