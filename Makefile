@@ -26,7 +26,13 @@ FUZZTIME ?= 1m
 fuzz:
 	$(GO) test -run XXX -fuzz FuzzSplit -fuzztime $(FUZZTIME) ./shardgroup/
 
-# Regenerates the committed gRPC code from proto/*.proto (needs protoc, protoc-gen-go, protoc-gen-go-grpc).
+# Regenerates the committed gRPC code from proto/*.proto. Needs protoc (Debian: protobuf-compiler) and
+# the two plugins at the versions the committed code was made with.
+PROTOC_GEN_GO := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.11
+PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.5.1
 proto:
-	@ls proto/*.proto >/dev/null 2>&1 || { echo "no proto/*.proto yet: the gRPC services arrive with dm-master/dm-worker"; exit 0; }
-	protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative proto/*.proto
+	@command -v protoc >/dev/null || { echo "protoc not found: apt-get install -y protobuf-compiler"; exit 1; }
+	GOBIN=$(CURDIR)/bin $(GO) install $(PROTOC_GEN_GO)
+	GOBIN=$(CURDIR)/bin $(GO) install $(PROTOC_GEN_GO_GRPC)
+	PATH="$(CURDIR)/bin:$$PATH" protoc --go_out=. --go_opt=paths=source_relative \
+		--go-grpc_out=. --go-grpc_opt=paths=source_relative proto/*.proto

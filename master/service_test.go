@@ -1,0 +1,108 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/tributary-db/tributary/internal/etcdtest"
+	"github.com/tributary-db/tributary/pessimist"
+	pb "github.com/tributary-db/tributary/proto"
+)
+
+// TestServiceOverGRPC: dmctl's two lock calls over real gRPC against a leader master: a lock shown in
+// DM's shape, a conflict with both DDLs, force-remove, and "no DDL lock exists".
+func TestServiceOverGRPC(t *testing.T) {
+	cli := etcdtest.Client(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	base := fmt.Sprintf("/test/%s/%d/", t.Name(), time.Now().UnixNano())
+	layout := pessimist.NewLayout(base + "pessimist/")
+	if err := pessimist.PutTaskSources(ctx, cli, layout, "test", []string{"s1", "s2"}); err != nil {
+		t.Fatal(err)
+	}
+	svc := &Service{}
+	l := NewLeadership(cli, "m1", base+"election", 5, nil)
+	l.Run = LeaderRun(cli, layout, svc, nil)
+	go l.Campaign(ctx)
+
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	pb.RegisterMasterServer(srv, svc)
+	go srv.Serve(lis)
+	defer srv.Stop()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := pb.NewMasterClient(conn)
+
+	show := func() *pb.ShowDDLLocksResponse {
+		resp, err := client.ShowDDLLocks(ctx, &pb.ShowDDLLocksRequest{Task: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	var resp *pb.ShowDDLLocksResponse
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if resp = show(); resp.Result {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("master never served locks: %+v", resp)
+		}
+	}
+	if resp.Msg != "no DDL lock exists" || len(resp.Locks) != 0 {
+		t.Fatalf("empty: %+v", resp)
+	}
+	a1 := pessimist.NewAgent(cli, layout, "test", "s1", nil)
+	a2 := pessimist.NewAgent(cli, layout, "test", "s2", nil)
+	if _, err := a1.PutInfo(ctx, "`shardddl`.`tb`", []string{"ALTER TABLE `shardddl`.`tb` ADD COLUMN `c` INT"}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(show().Locks) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("lock never shown")
+		}
+	}
+	lk := show().Locks[0]
+	if lk.ID != "test-`shardddl`.`tb`" || lk.Mode != "pessimistic" || lk.Owner != "s1" ||
+		strings.Join(lk.Synced, ",") != "s1" || strings.Join(lk.Unsynced, ",") != "s2" {
+		t.Fatalf("lock %+v", lk)
+	}
+	if _, err := a2.PutInfo(ctx, "`shardddl`.`tb`", []string{"ALTER TABLE `shardddl`.`tb` ADD COLUMN `c` FLOAT"}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); show().Locks[0].Stage != "conflict"; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("conflict never shown")
+		}
+	}
+	if c := show().Locks[0].Conflict; len(c) != 2 || !strings.Contains(c[1].DDLs[0], "FLOAT") {
+		t.Fatalf("conflict %+v", c)
+	}
+	u, err := client.UnlockDDLLock(ctx, &pb.UnlockDDLLockRequest{ID: lk.ID})
+	if err != nil || u.Result || !strings.Contains(u.Msg, "conflicting") {
+		t.Fatalf("plain unlock of a conflict: %+v %v", u, err)
+	}
+	u, err = client.UnlockDDLLock(ctx, &pb.UnlockDDLLockRequest{ID: lk.ID, ForceRemove: true})
+	if err != nil || !u.Result {
+		t.Fatalf("force-remove: %+v %v", u, err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(show().Locks) != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("lock still shown after force-remove")
+		}
+	}
+}
