@@ -1,0 +1,77 @@
+package master
+
+import (
+	"fmt"
+	"net/url"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"google.golang.org/grpc"
+)
+
+// EtcdConfig is the embedded etcd member of a dm-master.
+type EtcdConfig struct {
+	Name             string
+	DataDir          string
+	ClientURL        string // where the member serves etcd clients
+	PeerURL          string // where it talks to the other members
+	AdvertisePeerURL string
+	InitialCluster   string // name=peer-url,...; empty: this member alone
+	LogLevel         string
+	LogFile          string // etcd\'s own log (default: stderr)
+	// Register adds the master\'s own gRPC services to the etcd client server, so that one address
+	// (--master-addr) serves both, as in DM.
+	Register func(*grpc.Server)
+}
+
+// StartEtcd starts the embedded etcd member and waits until it serves.
+func StartEtcd(c EtcdConfig) (*embed.Etcd, error) {
+	cfg := embed.NewConfig()
+	cfg.Name, cfg.Dir = c.Name, c.DataDir
+	cfg.Logger, cfg.LogLevel = "zap", c.LogLevel
+	if cfg.LogLevel == "" {
+		cfg.LogLevel = "warn"
+	}
+	parse := func(field, s string) (url.URL, error) {
+		u, err := url.Parse(s)
+		if err != nil || u.Host == "" {
+			return url.URL{}, fmt.Errorf("%s %q is not a URL like http://127.0.0.1:2379", field, s)
+		}
+		return *u, nil
+	}
+	client, err := parse("client URL", c.ClientURL)
+	if err != nil {
+		return nil, err
+	}
+	peer, err := parse("--peer-urls", c.PeerURL)
+	if err != nil {
+		return nil, err
+	}
+	adv := peer
+	if c.AdvertisePeerURL != "" {
+		if adv, err = parse("--advertise-peer-urls", c.AdvertisePeerURL); err != nil {
+			return nil, err
+		}
+	}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{adv}
+	cfg.ServiceRegister = c.Register
+	if c.LogFile != "" {
+		cfg.LogOutputs = []string{c.LogFile}
+	}
+	cfg.InitialCluster = c.InitialCluster
+	if cfg.InitialCluster == "" {
+		cfg.InitialCluster = cfg.InitialClusterFromName(c.Name)
+	}
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("start embedded etcd %s in %s: %w", c.Name, c.DataDir, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+		return e, nil
+	case <-time.After(60 * time.Second):
+		e.Close()
+		return nil, fmt.Errorf("embedded etcd %s not ready after 60s", c.Name)
+	}
+}
