@@ -4,8 +4,10 @@ PKGS := ./...
 
 .PHONY: build test test-short bench fuzz proto vet
 
+# Binaries into bin/.
 build:
 	$(GO) build $(PKGS)
+	$(GO) build -o bin/ ./cmd/...
 
 vet:
 	$(GO) vet $(PKGS)
