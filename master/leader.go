@@ -12,7 +12,6 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 
-	"github.com/tributary-db/tributary/pessimist"
 )
 
 // ElectionKey is the etcd prefix of the masters' leader election.
@@ -39,13 +38,6 @@ func NewLeadership(cli *clientv3.Client, name, prefix string, ttl int, log *zap.
 		log = zap.NewNop()
 	}
 	return &Leadership{cli: cli, name: name, prefix: prefix, ttl: ttl, log: log.With(zap.String("master", name))}
-}
-
-// CoordinatorRun returns a Run that coordinates pessimistic locks under layout.
-func CoordinatorRun(cli *clientv3.Client, layout pessimist.Layout, log *zap.Logger) func(context.Context, clientv3.Cmp) error {
-	return func(ctx context.Context, fence clientv3.Cmp) error {
-		return pessimist.NewCoordinator(cli, layout, pessimist.WithFence(fence), pessimist.WithLogger(log)).Run(ctx)
-	}
 }
 
 // Campaign loops until ctx ends: wait to be elected, run the leader work until the session is lost,

@@ -42,7 +42,7 @@ func TestLeaderFailoverResolvesLock(t *testing.T) {
 	var fences []clientv3.Cmp
 	start := func(c *clientv3.Client, name string) {
 		l := NewLeadership(c, name, prefix, 1, nil)
-		run := CoordinatorRun(c, layout, nil)
+		run := LeaderRun(c, layout, &Service{}, nil)
 		l.Run = func(ctx context.Context, fence clientv3.Cmp) error {
 			mu.Lock()
 			fences = append(fences, fence)
