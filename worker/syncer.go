@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -70,6 +71,7 @@ type Syncer struct {
 	lastPos       Position // end of the last complete event group handled
 	parts         []*partition
 	rows          int      // rows batched over all partitions
+	peakRows      atomic.Int64
 	persisted     Position // the resume position last committed
 	persistedGTID string
 	resync        *resumePoint
@@ -555,6 +557,7 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 		part.batch = append(part.batch, Change{Kind: kind, Source: src, Target: target, Columns: cols, Row: row, Old: old})
 		s.rows++
 	}
+	defer s.notePeak()
 	switch typ {
 	case replication.WRITE_ROWS_EVENTv0, replication.WRITE_ROWS_EVENTv1, replication.WRITE_ROWS_EVENTv2:
 		for _, r := range e.Rows {
@@ -597,6 +600,17 @@ func (s *Syncer) safeGlobal() Position {
 	}
 	return g
 }
+
+func (s *Syncer) notePeak() {
+	if n := int64(s.rows); n > s.peakRows.Load() {
+		s.peakRows.Store(n)
+	}
+}
+
+// PeakBatchedRows is the largest number of row changes the syncer has held in memory at once: held-back
+// DML is re-read rather than buffered, so it stays within the batch size (plus one rows event) however
+// long a lock waits.
+func (s *Syncer) PeakBatchedRows() int64 { return s.peakRows.Load() }
 
 func (s *Syncer) resetBatch() {
 	for _, p := range s.parts {

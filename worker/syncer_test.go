@@ -130,6 +130,11 @@ func (c *cluster) startPosition(i int) Position {
 
 // startSyncer runs the syncer of source i until the returned stop is called.
 func (c *cluster) startSyncer(i int) (stop func() error) {
+	stop, _ = c.startSyncerGet(i)
+	return stop
+}
+
+func (c *cluster) startSyncerGet(i int) (stop func() error, syncer *Syncer) {
 	src := fmt.Sprintf("s%d", i+1)
 	_, started := c.starts[i]
 	start := c.startPosition(i)
@@ -158,6 +163,7 @@ func (c *cluster) startSyncer(i int) (stop func() error) {
 		return nil
 	}
 	c.t.Cleanup(func() { stop() })
+	syncer = s
 	if !started {
 		// First start: wait until the syncer has read the upstream tables and saved its start.
 		var n int
@@ -167,7 +173,7 @@ func (c *cluster) startSyncer(i int) (stop func() error) {
 			return err == nil && n == 1
 		}, func() string { return fmt.Sprintf("syncer %s did not start: %v", src, err) })
 	}
-	return stop
+	return stop, syncer
 }
 
 func (c *cluster) up(i int, stmts ...string) { c.ups[i].Exec(c.t, c.upDBs[i], stmts...) }
@@ -295,7 +301,7 @@ func insert(table string, from, to int) string {
 // downstream equals the merged upstream and the DDL ran once.
 func TestShardMergeAddColumn(t *testing.T) {
 	c := newCluster(t)
-	c.startSyncer(0)
+	_, s1 := c.startSyncerGet(0)
 	c.startSyncer(1)
 	c.up(0, insert("db_1.t_1", 1, 51), insert("db_1.t_2", 1001, 1051))
 	c.up(1, insert("db_2.t_1", 2001, 2051), insert("db_2.t_2", 3001, 3051))
@@ -311,6 +317,15 @@ func TestShardMergeAddColumn(t *testing.T) {
 	// ...while the row written after the DDL is held back.
 	if c.hasRow(100) {
 		t.Fatal("a row written after the shard's DDL reached the downstream before the DDL")
+	}
+	// Held-back rows are not kept in memory while the lock waits: 3000 of them, then a sync point.
+	for from := 1000000; from < 1003000; from += 500 {
+		c.up(0, fmt.Sprintf("INSERT INTO db_1.t_1 (id, v, c) SELECT seq, 'held', 0 FROM db_1.seq_%d_to_%d", from, from+499))
+	}
+	c.up(0, insert("db_1.t_2", 1101, 1102))
+	c.waitRow(1101)
+	if peak := s1.PeakBatchedRows(); peak > 64 {
+		t.Fatalf("the syncer held %d rows in memory at once; the batch is 64", peak)
 	}
 	c.up(1, "UPDATE db_2.t_1 SET v = 'changed' WHERE id = 2001", "DELETE FROM db_2.t_2 WHERE id = 3001")
 	c.up(0, "ALTER TABLE db_1.t_2 ADD COLUMN c INT", "UPDATE db_1.t_2 SET c = 1 WHERE id = 1001")
