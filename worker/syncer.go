@@ -70,7 +70,7 @@ type Syncer struct {
 	groupStart    Position // start of the current event group (GTID event)
 	lastPos       Position // end of the last complete event group handled
 	parts         []*partition
-	rows          int      // rows batched over all partitions
+	rows          int // rows batched over all partitions
 	peakRows      atomic.Int64
 	persisted     Position // the resume position last committed
 	persistedGTID string
