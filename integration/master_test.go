@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tributary-db/tributary/internal/netutil"
+	"github.com/tributary-db/tributary/master"
 	"github.com/tributary-db/tributary/pessimist"
 )
 
@@ -52,10 +53,10 @@ type masterProc struct {
 	args []string
 }
 
-func startMaster(t *testing.T, bin, name, dataDir, addr, peer string) *masterProc {
+func startMaster(t *testing.T, bin, name, dataDir, addr, peer string, extra ...string) *masterProc {
 	t.Helper()
-	m := &masterProc{addr: addr, args: []string{"--name", name, "--master-addr", addr, "--peer-urls", "http://" + peer,
-		"--data-dir", dataDir, "--log-file", filepath.Join(dataDir+".log")}}
+	m := &masterProc{addr: addr, args: append([]string{"--name", name, "--master-addr", addr, "--peer-urls", "http://" + peer,
+		"--data-dir", dataDir, "--log-file", filepath.Join(dataDir+".log")}, extra...)}
 	m.cmd = exec.Command(filepath.Join(bin, "dm-master"), m.args...)
 	if err := m.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -171,5 +172,80 @@ func TestMasterAndDmctlProcesses(t *testing.T) {
 	}
 	if _, out := dmctl(t, bin, addr, "shard-ddl-lock", "unlock"); !strings.Contains(out, "needs a LOCK-ID") {
 		t.Fatalf("unlock without an ID: %s", out)
+	}
+}
+
+// TestThreeMastersFailover: three dm-master processes form one embedded etcd cluster; dmctl may talk to
+// any of them (followers forward to the leader); kill -9 of the leader elects another, which shows the
+// same lock from etcd, and an unlock sent to a follower is carried out.
+func TestThreeMastersFailover(t *testing.T) {
+	bin := binaries(t)
+	dir := t.TempDir()
+	type member struct{ name, addr, peer string }
+	var ms []member
+	var initial []string
+	for i := 1; i <= 3; i++ {
+		c, _ := netutil.FreePort()
+		p, _ := netutil.FreePort()
+		m := member{fmt.Sprintf("m%d", i), fmt.Sprintf("127.0.0.1:%d", c), fmt.Sprintf("127.0.0.1:%d", p)}
+		ms = append(ms, m)
+		initial = append(initial, m.name+"=http://"+m.peer)
+	}
+	procs := map[string]*masterProc{}
+	for _, m := range ms {
+		procs[m.name] = startMaster(t, bin, m.name, filepath.Join(dir, m.name), m.addr, m.peer, "--initial-cluster", strings.Join(initial, ","))
+	}
+	for _, m := range ms {
+		waitLeader(t, bin, m.addr) // served directly or forwarded
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ms[0].addr, ms[1].addr, ms[2].addr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx := context.Background()
+	layout := pessimist.NewLayout("")
+	if err := pessimist.PutTaskSources(ctx, cli, layout, "test", []string{"s1", "s2"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pessimist.NewAgent(cli, layout, "test", "s1", nil).PutInfo(ctx, "`db`.`t`", []string{"ALTER TABLE `db`.`t` ADD COLUMN `c` INT"}); err != nil {
+		t.Fatal(err)
+	}
+	leader, err := master.Leader(ctx, cli, master.ElectionKey)
+	if err != nil || leader == "" {
+		t.Fatalf("leader %q %v", leader, err)
+	}
+	procs[leader].kill9()
+	var follower string
+	for _, m := range ms {
+		if m.name != leader {
+			follower = m.addr
+		}
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		r, _ := dmctl(t, bin, follower, "shard-ddl-lock", "test")
+		if r.Result && len(r.Locks) == 1 && r.Locks[0].Owner == "s1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			_, out := dmctl(t, bin, follower, "shard-ddl-lock", "test")
+			t.Fatalf("after killing leader %s, %s shows %s", leader, follower, out)
+		}
+	}
+	if newLeader, _ := master.Leader(ctx, cli, master.ElectionKey); newLeader == leader || newLeader == "" {
+		t.Fatalf("leader after failover: %q (was %q)", newLeader, leader)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		r, out := dmctl(t, bin, follower, "shard-ddl-lock", "unlock", "test-`db`.`t`", "--force-remove")
+		if r.Result {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("unlock through %s: %s", follower, out)
+		}
+	}
+	r, out := dmctl(t, bin, follower, "shard-ddl-lock", "test")
+	if !r.Result || len(r.Locks) != 0 {
+		t.Fatalf("after unlock: %s", out)
 	}
 }

@@ -2,20 +2,85 @@ package master
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
 	"sync/atomic"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/tributary-db/tributary/pessimist"
 	pb "github.com/tributary-db/tributary/proto"
 )
 
 // Service is the gRPC Master service dmctl calls. Lock queries and unlocks go to the coordinator,
-// which exists only on the leader.
+// which exists only on the leader; a follower forwards them to the leader, so dmctl may be given any
+// master.
 type Service struct {
 	pb.UnimplementedMasterServer
 	coord atomic.Pointer[pessimist.Coordinator]
+
+	// For forwarding (optional): the etcd client, the election prefix and this master's name.
+	Client   *clientv3.Client
+	Election string
+	Name     string
+
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+// MembersPrefix is where each master records the address dmctl and the other masters reach it at.
+const MembersPrefix = "/tributary/master/members/"
+
+// RegisterMember records a master's advertised address.
+func RegisterMember(ctx context.Context, cli *clientv3.Client, name, addr string) error {
+	_, err := cli.Put(ctx, MembersPrefix+name, addr)
+	return err
+}
+
+// leaderClient returns a client of the leader master, for forwarding.
+func (s *Service) leaderClient(ctx context.Context) (pb.MasterClient, error) {
+	if s.Client == nil {
+		return nil, errors.New("this master is not the leader")
+	}
+	leader, err := Leader(ctx, s.Client, s.Election)
+	if err != nil {
+		return nil, fmt.Errorf("find the leader: %w", err)
+	}
+	if leader == "" || leader == s.Name {
+		return nil, errors.New("no leader elected yet; try again")
+	}
+	resp, err := s.Client.Get(ctx, MembersPrefix+leader)
+	if err != nil || len(resp.Kvs) == 0 {
+		return nil, fmt.Errorf("address of leader %s unknown (%v)", leader, err)
+	}
+	addr := string(resp.Kvs[0].Value)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conns == nil {
+		s.conns = map[string]*grpc.ClientConn{}
+	}
+	conn, ok := s.conns[addr]
+	if !ok {
+		if conn, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+			return nil, err
+		}
+		s.conns[addr] = conn
+	}
+	return pb.NewMasterClient(conn), nil
+}
+
+// Close closes the forwarding connections.
+func (s *Service) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.conns {
+		c.Close()
+	}
+	s.conns = nil
 }
 
 // LeaderRun returns a Leadership Run that coordinates pessimistic locks under layout and serves them
@@ -29,13 +94,15 @@ func LeaderRun(cli *clientv3.Client, layout pessimist.Layout, svc *Service, log 
 	}
 }
 
-const notLeader = "this master is not the leader; ask the leader (dmctl forwarding arrives with dm-master)"
-
 // ShowDDLLocks implements dmctl shard-ddl-lock [task].
 func (s *Service) ShowDDLLocks(ctx context.Context, req *pb.ShowDDLLocksRequest) (*pb.ShowDDLLocksResponse, error) {
 	c := s.coord.Load()
 	if c == nil {
-		return &pb.ShowDDLLocksResponse{Msg: notLeader}, nil
+		lc, err := s.leaderClient(ctx)
+		if err != nil {
+			return &pb.ShowDDLLocksResponse{Msg: err.Error()}, nil
+		}
+		return lc.ShowDDLLocks(ctx, req)
 	}
 	locks, err := c.Locks()
 	if err != nil {
@@ -63,7 +130,11 @@ func (s *Service) ShowDDLLocks(ctx context.Context, req *pb.ShowDDLLocksRequest)
 func (s *Service) UnlockDDLLock(ctx context.Context, req *pb.UnlockDDLLockRequest) (*pb.UnlockDDLLockResponse, error) {
 	c := s.coord.Load()
 	if c == nil {
-		return &pb.UnlockDDLLockResponse{Msg: notLeader}, nil
+		lc, err := s.leaderClient(ctx)
+		if err != nil {
+			return &pb.UnlockDDLLockResponse{Msg: err.Error()}, nil
+		}
+		return lc.UnlockDDLLock(ctx, req)
 	}
 	if err := c.UnlockLock(ctx, req.ID, req.ReplaceOwner, req.ForceRemove); err != nil {
 		return &pb.UnlockDDLLockResponse{Msg: err.Error()}, nil

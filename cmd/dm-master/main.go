@@ -30,6 +30,7 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("dm-master", flag.ContinueOnError)
 	name := fs.String("name", "dm-master", "name of this master (unique in the cluster)")
 	masterAddr := fs.String("master-addr", "127.0.0.1:8261", "address serving dmctl and etcd clients")
+	advAddr := fs.String("advertise-addr", "", "address the other masters and dmctl reach this one at (default: --master-addr)")
 	peerURLs := fs.String("peer-urls", "http://127.0.0.1:8291", "URL for the other masters' etcd peers")
 	advPeer := fs.String("advertise-peer-urls", "", "peer URL advertised to the other masters (default: --peer-urls)")
 	initial := fs.String("initial-cluster", "", "name=peer-url,... of the initial masters (default: this one)")
@@ -50,7 +51,11 @@ func run(args []string) error {
 	if *dataDir == "" {
 		*dataDir = "default." + *name
 	}
-	svc := &master.Service{}
+	if *advAddr == "" {
+		*advAddr = *masterAddr
+	}
+	svc := &master.Service{Name: *name, Election: master.ElectionKey}
+	defer svc.Close()
 	e, err := master.StartEtcd(master.EtcdConfig{
 		Name: *name, DataDir: *dataDir, ClientURL: "http://" + *masterAddr, PeerURL: *peerURLs,
 		AdvertisePeerURL: *advPeer, InitialCluster: *initial, LogFile: *logFile,
@@ -62,6 +67,10 @@ func run(args []string) error {
 	defer e.Close()
 	cli := v3client.New(e.Server)
 	defer cli.Close()
+	svc.Client = cli
+	if err := master.RegisterMember(context.Background(), cli, *name, *advAddr); err != nil {
+		return fmt.Errorf("register member %s: %w", *name, err)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	lead := master.NewLeadership(cli, *name, "", 5, log)
