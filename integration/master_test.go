@@ -56,7 +56,7 @@ type masterProc struct {
 func startMaster(t *testing.T, bin, name, dataDir, addr, peer string, extra ...string) *masterProc {
 	t.Helper()
 	m := &masterProc{addr: addr, args: append([]string{"--name", name, "--master-addr", addr, "--peer-urls", "http://" + peer,
-		"--data-dir", dataDir, "--log-file", filepath.Join(dataDir + ".log")}, extra...)}
+		"--data-dir", dataDir, "--log-file", dataDir + ".log"}, extra...)}
 	m.cmd = exec.Command(filepath.Join(bin, "dm-master"), m.args...)
 	if err := m.cmd.Start(); err != nil {
 		t.Fatal(err)
