@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
@@ -226,7 +227,7 @@ func (s *Sink) apply(ctx context.Context, tx *sql.Tx, cs []Change) (int, error) 
 	switch c.Kind {
 	case Insert:
 		n := 1
-		for n < len(cs) && n < s.maxRows && cs[n].Kind == Insert && cs[n].Target == c.Target && equalCols(cs[n].Columns, c.Columns) {
+		for n < len(cs) && n < s.maxRows && cs[n].Kind == Insert && cs[n].Target == c.Target && slices.Equal(cs[n].Columns, c.Columns) {
 			n++
 		}
 		var sb strings.Builder
@@ -342,18 +343,6 @@ func (s *Sink) ExecDDL(ctx context.Context, ddls []string, up CheckpointUpdate) 
 	}
 	s.ForgetKeys()
 	return s.Flush(ctx, nil, up)
-}
-
-func equalCols(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func quoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
