@@ -72,16 +72,19 @@ func (l *Leadership) term(ctx context.Context) error {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- l.Run(workCtx, fence) }()
+	// Resign so another master can take over at once (also on ErrNotLeader: the key is gone anyway).
+	resign := func() {
+		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer rcancel()
+		_ = election.Resign(rctx)
+	}
 	select {
 	case <-session.Done():
 		cancel()
 		<-done
 		return errors.New("etcd session lost")
 	case err := <-done:
-		// Resign so another master can take over at once (also on ErrNotLeader: the key is gone anyway).
-		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer rcancel()
-		_ = election.Resign(rctx)
+		resign()
 		if err == nil || errors.Is(err, context.Canceled) {
 			return ctx.Err()
 		}
@@ -89,9 +92,7 @@ func (l *Leadership) term(ctx context.Context) error {
 	case <-ctx.Done():
 		cancel()
 		<-done
-		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer rcancel()
-		_ = election.Resign(rctx)
+		resign()
 		return ctx.Err()
 	}
 }
