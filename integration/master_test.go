@@ -93,16 +93,41 @@ func dmctl(t *testing.T, bin, addr string, args ...string) (dmctlResult, string)
 	return r, string(out)
 }
 
-func waitLeader(t *testing.T, bin, addr string) {
+// dmctlUntil runs dmctl until ok accepts its result or timeout passes, then fails with what.
+func dmctlUntil(t *testing.T, bin, addr string, timeout time.Duration, ok func(dmctlResult) bool, what string, args ...string) dmctlResult {
 	t.Helper()
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if r, _ := dmctl(t, bin, addr, "shard-ddl-lock"); r.Result {
-			return
+	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
+		r, out := dmctl(t, bin, addr, args...)
+		if ok(r) {
+			return r
 		}
 		if time.Now().After(deadline) {
-			_, out := dmctl(t, bin, addr, "shard-ddl-lock")
-			t.Fatalf("dm-master at %s never served: %s", addr, out)
+			t.Fatalf("%s: dmctl %v at %s printed %s", what, args, addr, out)
 		}
+	}
+}
+
+func waitLeader(t *testing.T, bin, addr string) {
+	t.Helper()
+	dmctlUntil(t, bin, addr, 60*time.Second, func(r dmctlResult) bool { return r.Result }, "dm-master never served", "shard-ddl-lock")
+}
+
+// halfFormedLock writes, through the masters' etcd, a task's sources and one source's info: a lock
+// waiting for the other sources.
+func halfFormedLock(t *testing.T, endpoints []string, sources []string, target, ddl string) {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx := context.Background()
+	layout := pessimist.NewLayout("")
+	if err := pessimist.PutTaskSources(ctx, cli, layout, "test", sources); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pessimist.NewAgent(cli, layout, "test", sources[0], nil).PutInfo(ctx, target, []string{ddl}); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -122,40 +147,19 @@ func TestMasterAndDmctlProcesses(t *testing.T) {
 		t.Fatalf("no lock: %s", out)
 	}
 
-	// A worker side: task sources and one source's info, written through the master's etcd.
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	ctx := context.Background()
-	layout := pessimist.NewLayout("")
-	if err := pessimist.PutTaskSources(ctx, cli, layout, "test", []string{"mysql-replica-01", "mysql-replica-02"}); err != nil {
-		t.Fatal(err)
-	}
 	ddl := "ALTER TABLE `shardddl`.`tb` ADD COLUMN `c` INT"
-	if _, err := pessimist.NewAgent(cli, layout, "test", "mysql-replica-01", nil).PutInfo(ctx, "`shardddl`.`tb`", []string{ddl}); err != nil {
-		t.Fatal(err)
-	}
+	halfFormedLock(t, []string{addr}, []string{"mysql-replica-01", "mysql-replica-02"}, "`shardddl`.`tb`", ddl)
 	check := func() {
 		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			r, out = dmctl(t, bin, addr, "shard-ddl-lock", "test")
-			if r.Result && len(r.Locks) == 1 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("lock not shown: %s", out)
-			}
-		}
+		r = dmctlUntil(t, bin, addr, 30*time.Second, func(r dmctlResult) bool { return r.Result && len(r.Locks) == 1 },
+			"lock not shown", "shard-ddl-lock", "test")
 		l := r.Locks[0]
 		if l.ID != "test-`shardddl`.`tb`" || l.Task != "test" || l.Mode != "pessimistic" || l.Owner != "mysql-replica-01" ||
 			len(l.DDLs) != 1 || l.DDLs[0] != ddl || strings.Join(l.Synced, ",") != "mysql-replica-01" || strings.Join(l.Unsynced, ",") != "mysql-replica-02" {
-			t.Fatalf("lock shown as %s", out)
+			t.Fatalf("lock shown as %+v", l)
 		}
 	}
 	check()
-	cli.Close()
 
 	m.kill9()
 	startMaster(t, bin, "m1", dataDir, addr, peer)
@@ -198,19 +202,14 @@ func TestThreeMastersFailover(t *testing.T) {
 	for _, m := range ms {
 		waitLeader(t, bin, m.addr) // served directly or forwarded
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ms[0].addr, ms[1].addr, ms[2].addr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	endpoints := []string{ms[0].addr, ms[1].addr, ms[2].addr}
+	halfFormedLock(t, endpoints, []string{"s1", "s2"}, "`db`.`t`", "ALTER TABLE `db`.`t` ADD COLUMN `c` INT")
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cli.Close()
 	ctx := context.Background()
-	layout := pessimist.NewLayout("")
-	if err := pessimist.PutTaskSources(ctx, cli, layout, "test", []string{"s1", "s2"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pessimist.NewAgent(cli, layout, "test", "s1", nil).PutInfo(ctx, "`db`.`t`", []string{"ALTER TABLE `db`.`t` ADD COLUMN `c` INT"}); err != nil {
-		t.Fatal(err)
-	}
 	leader, err := master.Leader(ctx, cli, master.ElectionKey)
 	if err != nil || leader == "" {
 		t.Fatalf("leader %q %v", leader, err)
@@ -222,28 +221,13 @@ func TestThreeMastersFailover(t *testing.T) {
 			follower = m.addr
 		}
 	}
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		r, _ := dmctl(t, bin, follower, "shard-ddl-lock", "test")
-		if r.Result && len(r.Locks) == 1 && r.Locks[0].Owner == "s1" {
-			break
-		}
-		if time.Now().After(deadline) {
-			_, out := dmctl(t, bin, follower, "shard-ddl-lock", "test")
-			t.Fatalf("after killing leader %s, %s shows %s", leader, follower, out)
-		}
-	}
+	dmctlUntil(t, bin, follower, 60*time.Second, func(r dmctlResult) bool { return r.Result && len(r.Locks) == 1 && r.Locks[0].Owner == "s1" },
+		"lock after killing leader "+leader, "shard-ddl-lock", "test")
 	if newLeader, _ := master.Leader(ctx, cli, master.ElectionKey); newLeader == leader || newLeader == "" {
 		t.Fatalf("leader after failover: %q (was %q)", newLeader, leader)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		r, out := dmctl(t, bin, follower, "shard-ddl-lock", "unlock", "test-`db`.`t`", "--force-remove")
-		if r.Result {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("unlock through %s: %s", follower, out)
-		}
-	}
+	dmctlUntil(t, bin, follower, 30*time.Second, func(r dmctlResult) bool { return r.Result },
+		"unlock through a follower", "shard-ddl-lock", "unlock", "test-`db`.`t`", "--force-remove")
 	r, out := dmctl(t, bin, follower, "shard-ddl-lock", "test")
 	if !r.Result || len(r.Locks) != 0 {
 		t.Fatalf("after unlock: %s", out)
