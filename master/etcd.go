@@ -1,9 +1,14 @@
 package master
 
 import (
+	"context"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"go.etcd.io/etcd/server/v3/embed"
 	"google.golang.org/grpc"
@@ -17,6 +22,7 @@ type EtcdConfig struct {
 	PeerURL          string // where it talks to the other members
 	AdvertisePeerURL string
 	InitialCluster   string // name=peer-url,...; empty: this member alone
+	Existing         bool   // join a running cluster (--join) instead of forming a new one
 	LogLevel         string
 	LogFile          string // etcd\'s own log (default: stderr)
 	// Register adds the master\'s own gRPC services to the etcd client server, so that one address
@@ -63,6 +69,9 @@ func StartEtcd(c EtcdConfig) (*embed.Etcd, error) {
 	if cfg.InitialCluster == "" {
 		cfg.InitialCluster = cfg.InitialClusterFromName(c.Name)
 	}
+	if c.Existing {
+		cfg.ClusterState = embed.ClusterStateFlagExisting
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("start embedded etcd %s in %s: %w", c.Name, c.DataDir, err)
@@ -74,4 +83,32 @@ func StartEtcd(c EtcdConfig) (*embed.Etcd, error) {
 		e.Close()
 		return nil, fmt.Errorf("embedded etcd %s not ready after 60s", c.Name)
 	}
+}
+
+// Join adds a member named name with peer URL peerURL to the running cluster reached at join (the
+// --master-addr of running masters) and returns the initial cluster string the new member starts
+// with.
+func Join(ctx context.Context, join []string, name, peerURL string) (string, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: join, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return "", fmt.Errorf("--join %v: %w", join, err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	resp, err := cli.MemberAdd(ctx, []string{peerURL})
+	if err != nil {
+		return "", fmt.Errorf("--join %v: add member %s (%s): %w", join, name, peerURL, err)
+	}
+	var parts []string
+	for _, m := range resp.Members {
+		n := m.Name
+		if m.ID == resp.Member.ID {
+			n = name
+		}
+		for _, u := range m.PeerURLs {
+			parts = append(parts, n+"="+u)
+		}
+	}
+	return strings.Join(parts, ","), nil
 }

@@ -21,7 +21,11 @@ import (
 // master.
 type Service struct {
 	pb.UnimplementedMasterServer
-	coord atomic.Pointer[pessimist.Coordinator]
+	lead atomic.Pointer[leaderState]
+
+	// Layout is where the pessimist keys live (pessimist.NewLayout("") when zero).
+	Layout pessimist.Layout
+	Log    *zap.Logger
 
 	// For forwarding (optional): the etcd client, the election prefix and this master's name.
 	Client   *clientv3.Client
@@ -57,7 +61,15 @@ func (s *Service) leaderClient(ctx context.Context) (pb.MasterClient, error) {
 	if err != nil || len(resp.Kvs) == 0 {
 		return nil, fmt.Errorf("address of leader %s unknown (%v)", leader, err)
 	}
-	addr := string(resp.Kvs[0].Value)
+	conn, err := s.dial(string(resp.Kvs[0].Value))
+	if err != nil {
+		return nil, err
+	}
+	return pb.NewMasterClient(conn), nil
+}
+
+// dial returns a cached connection to a master or worker address.
+func (s *Service) dial(addr string) (*grpc.ClientConn, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.conns == nil {
@@ -65,12 +77,13 @@ func (s *Service) leaderClient(ctx context.Context) (pb.MasterClient, error) {
 	}
 	conn, ok := s.conns[addr]
 	if !ok {
+		var err error
 		if conn, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
 			return nil, err
 		}
 		s.conns[addr] = conn
 	}
-	return pb.NewMasterClient(conn), nil
+	return conn, nil
 }
 
 // Close closes the forwarding connections.
@@ -83,28 +96,44 @@ func (s *Service) Close() {
 	s.conns = nil
 }
 
-// LeaderRun returns a Leadership Run that coordinates pessimistic locks under layout and serves them
-// through svc while this master leads.
+// leaderState is what a master has while it leads: the coordinator and the fence of every write.
+type leaderState struct {
+	coord *pessimist.Coordinator
+	fence clientv3.Cmp
+}
+
+// LeaderRun returns a Leadership Run that, while this master leads, coordinates pessimistic locks
+// under layout, binds sources to workers, and serves both through svc. The first of the two to fail
+// ends the term.
 func LeaderRun(cli *clientv3.Client, layout pessimist.Layout, svc *Service, log *zap.Logger) func(context.Context, clientv3.Cmp) error {
 	return func(ctx context.Context, fence clientv3.Cmp) error {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
 		c := pessimist.NewCoordinator(cli, layout, pessimist.WithFence(fence), pessimist.WithLogger(log))
-		svc.coord.Store(c)
-		defer svc.coord.CompareAndSwap(c, nil)
-		return c.Run(ctx)
+		st := &leaderState{coord: c, fence: fence}
+		svc.lead.Store(st)
+		defer svc.lead.CompareAndSwap(st, nil)
+		errc := make(chan error, 2)
+		go func() { errc <- c.Run(ctx) }()
+		go func() { errc <- RunScheduler(ctx, cli, fence, log) }()
+		err := <-errc
+		cancel()
+		<-errc
+		return err
 	}
 }
 
 // ShowDDLLocks implements dmctl shard-ddl-lock [task].
 func (s *Service) ShowDDLLocks(ctx context.Context, req *pb.ShowDDLLocksRequest) (*pb.ShowDDLLocksResponse, error) {
-	c := s.coord.Load()
-	if c == nil {
+	l := s.lead.Load()
+	if l == nil {
 		lc, err := s.leaderClient(ctx)
 		if err != nil {
 			return &pb.ShowDDLLocksResponse{Msg: err.Error()}, nil
 		}
 		return lc.ShowDDLLocks(ctx, req)
 	}
-	locks, err := c.Locks()
+	locks, err := l.coord.Locks()
 	if err != nil {
 		return &pb.ShowDDLLocksResponse{Msg: err.Error()}, nil
 	}
@@ -128,15 +157,15 @@ func (s *Service) ShowDDLLocks(ctx context.Context, req *pb.ShowDDLLocksRequest)
 
 // UnlockDDLLock implements dmctl shard-ddl-lock unlock.
 func (s *Service) UnlockDDLLock(ctx context.Context, req *pb.UnlockDDLLockRequest) (*pb.UnlockDDLLockResponse, error) {
-	c := s.coord.Load()
-	if c == nil {
+	l := s.lead.Load()
+	if l == nil {
 		lc, err := s.leaderClient(ctx)
 		if err != nil {
 			return &pb.UnlockDDLLockResponse{Msg: err.Error()}, nil
 		}
 		return lc.UnlockDDLLock(ctx, req)
 	}
-	if err := c.UnlockLock(ctx, req.ID, req.ReplaceOwner, req.ForceRemove); err != nil {
+	if err := l.coord.UnlockLock(ctx, req.ID, req.ReplaceOwner, req.ForceRemove); err != nil {
 		return &pb.UnlockDDLLockResponse{Msg: err.Error()}, nil
 	}
 	return &pb.UnlockDDLLockResponse{Result: true}, nil

@@ -80,6 +80,52 @@ type Syncer struct {
 	curGTID       *mysql.MariadbGTID  // GTID of the event group being read
 	gtidAt        map[Position]string // GTID sets at DDL starts and ends, for resume points there
 	schemas       *schemaTracker      // column lists by position, for binlogs without column names
+
+	events   atomic.Int64
+	statusMu sync.Mutex
+	status   Status
+}
+
+// Status is a snapshot of a syncer for query-status, refreshed every flush interval.
+type Status struct {
+	SyncerBinlog Position // committed resume position
+	SyncerGTID   string
+	TotalEvents  int64
+	BlockingDDLs []string // DDLs of the locks this source has put its info for and waits on
+	LockIDs      []string
+	Unresolved   []shardgroup.Unresolved
+}
+
+// Status returns the last snapshot.
+func (s *Syncer) Status() Status {
+	s.statusMu.Lock()
+	defer s.statusMu.Unlock()
+	st := s.status
+	st.TotalEvents = s.events.Load()
+	return st
+}
+
+func (s *Syncer) publishStatus() {
+	st := Status{SyncerBinlog: s.persisted, SyncerGTID: s.persistedGTID}
+	targets := make([]TableName, 0, len(s.groups))
+	for t := range s.groups {
+		targets = append(targets, t)
+	}
+	slices.SortFunc(targets, func(a, b TableName) int { return strings.Compare(a.String(), b.String()) })
+	for _, t := range targets {
+		u, ok := s.groups[t].Unresolved()
+		if !ok {
+			continue
+		}
+		st.Unresolved = append(st.Unresolved, u)
+		if s.pending[t] {
+			st.BlockingDDLs = append(st.BlockingDDLs, u.DDLs...)
+			st.LockIDs = append(st.LockIDs, pessimist.LockID(s.cfg.Task, t.String()))
+		}
+	}
+	s.statusMu.Lock()
+	s.status = st
+	s.statusMu.Unlock()
 }
 
 // partition is one downstream connection's share of the batch.
@@ -188,6 +234,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 			if err := s.flush(ctx); err != nil {
 				return err
 			}
+			s.publishStatus()
 		}
 		if s.resync != nil {
 			from := *s.resync
@@ -488,6 +535,7 @@ func (s *Syncer) gtidFor(pos Position) string {
 
 func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent, gtid *mysql.MariadbGTID) error {
 	h := ev.Header
+	s.events.Add(1)
 	if e, ok := ev.Event.(*replication.RotateEvent); ok {
 		s.file = string(e.NextLogName)
 		return nil
@@ -804,7 +852,16 @@ func (s *Syncer) postInfo(ctx context.Context, target TableName) error {
 // applyOperation executes or skips the DDLs of a resolved lock, saves the checkpoint past them, marks
 // the operation done, and re-reads the DML held back behind them.
 func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
-	if res.err != nil {
+	removed := errors.Is(res.err, pessimist.ErrLockRemoved)
+	switch {
+	case removed:
+		// shard-ddl-lock unlock --force-remove: the user takes the DDLs over. They are skipped here
+		// (recorded as resolved, so a restart does not post them again) and the held-back DML
+		// follows; the downstream schema is the user's to fix by hand.
+		s.log.Warn("lock was force-removed: its DDLs are skipped on this source; apply the right schema downstream by hand",
+			zap.String("lock", res.info.LockID()), zap.Strings("ddls", res.info.DDLs))
+		res.op = pessimist.Operation{Task: s.cfg.Task, Source: s.cfg.Source, Target: res.info.Target, DDLs: res.info.DDLs}
+	case res.err != nil:
 		return fmt.Errorf("source %s waiting for lock %s: %w", s.cfg.Source, res.info.LockID(), res.err)
 	}
 	if err := s.flush(ctx); err != nil {
@@ -855,8 +912,10 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 		s.ckpt.Resolved[t] = p
 	}
 	s.ckpt.Global, s.persisted, s.persistedGTID = up.Global, up.Global, up.GlobalGTID
-	if err := s.cfg.Agent.DoneOperationDeleteInfo(ctx, res.op, res.info); err != nil {
-		return err
+	if !removed {
+		if err := s.cfg.Agent.DoneOperationDeleteInfo(ctx, res.op, res.info); err != nil {
+			return err
+		}
 	}
 	s.forgetKeys()
 	s.log.Info("sharding DDL resolved", zap.String("lock", res.info.LockID()), zap.Bool("exec", res.op.Exec))

@@ -1,19 +1,27 @@
-// dm-master: embedded etcd, leader election, and the pessimist coordinator on the leader, serving
-// dmctl's Master gRPC service on --master-addr (the same address serves etcd clients, as in DM).
+// dm-master: embedded etcd (or an external etcd cluster with --etcd-endpoints), leader election, and
+// on the leader the pessimist coordinator and the source scheduler; it serves dmctl's Master gRPC
+// service on --master-addr (with embedded etcd the same address serves etcd clients, as in DM).
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
+	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/tributary-db/tributary/internal/cli"
 	"github.com/tributary-db/tributary/master"
 	"github.com/tributary-db/tributary/pessimist"
 	pb "github.com/tributary-db/tributary/proto"
@@ -29,21 +37,32 @@ func main() {
 func run(args []string) error {
 	fs := flag.NewFlagSet("dm-master", flag.ContinueOnError)
 	name := fs.String("name", "dm-master", "name of this master (unique in the cluster)")
-	masterAddr := fs.String("master-addr", "127.0.0.1:8261", "address serving dmctl and etcd clients")
-	advAddr := fs.String("advertise-addr", "", "address the other masters and dmctl reach this one at (default: --master-addr)")
+	masterAddr := fs.String("master-addr", "127.0.0.1:8261", "address serving dmctl (and etcd clients, with embedded etcd)")
+	advAddr := fs.String("advertise-addr", "", "address the other masters, workers and dmctl reach this one at (default: --master-addr)")
 	peerURLs := fs.String("peer-urls", "http://127.0.0.1:8291", "URL for the other masters' etcd peers")
 	advPeer := fs.String("advertise-peer-urls", "", "peer URL advertised to the other masters (default: --peer-urls)")
 	initial := fs.String("initial-cluster", "", "name=peer-url,... of the initial masters (default: this one)")
+	join := fs.String("join", "", "master addresses of a running cluster to join as a new member")
 	dataDir := fs.String("data-dir", "", "directory of the embedded etcd (default: default.<name>)")
+	etcdEndpoints := fs.String("etcd-endpoints", "", "client URLs of an external etcd cluster to use instead of the embedded one")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFile := fs.String("log-file", "", "log file (default: stderr)")
+	configFile := fs.String("config", "", "TOML file whose keys are these flags' names (flags given on the command line win)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	log, err := newLogger(*logLevel, *logFile)
+	if *configFile != "" {
+		if err := cli.ApplyConfig(fs, *configFile); err != nil {
+			return err
+		}
+	}
+	if *join != "" && *initial != "" {
+		return errors.New("--join and --initial-cluster are exclusive: a new member learns the cluster from --join")
+	}
+	log, err := cli.NewLogger(*logLevel, *logFile)
 	if err != nil {
 		return err
 	}
@@ -54,40 +73,63 @@ func run(args []string) error {
 	if *advAddr == "" {
 		*advAddr = *masterAddr
 	}
-	svc := &master.Service{Name: *name, Election: master.ElectionKey}
-	defer svc.Close()
-	e, err := master.StartEtcd(master.EtcdConfig{
-		Name: *name, DataDir: *dataDir, ClientURL: "http://" + *masterAddr, PeerURL: *peerURLs,
-		AdvertisePeerURL: *advPeer, InitialCluster: *initial, LogFile: *logFile,
-		Register: func(s *grpc.Server) { pb.RegisterMasterServer(s, svc) },
-	})
-	if err != nil {
-		return err
-	}
-	defer e.Close()
-	cli := v3client.New(e.Server)
-	defer cli.Close()
-	svc.Client = cli
-	if err := master.RegisterMember(context.Background(), cli, *name, *advAddr); err != nil {
-		return fmt.Errorf("register member %s: %w", *name, err)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	lead := master.NewLeadership(cli, *name, "", 5, log)
-	lead.Run = master.LeaderRun(cli, pessimist.NewLayout(""), svc, log)
-	log.Info("dm-master started", zap.String("name", *name), zap.String("master-addr", *masterAddr), zap.String("data-dir", *dataDir))
+	svc := &master.Service{Name: *name, Election: master.ElectionKey, Log: log}
+	defer svc.Close()
+
+	var client *clientv3.Client
+	if *etcdEndpoints != "" {
+		client, err = clientv3.New(clientv3.Config{Endpoints: strings.Split(*etcdEndpoints, ","), DialTimeout: 10 * time.Second, Logger: log.Named("etcd-client")})
+		if err != nil {
+			return fmt.Errorf("--etcd-endpoints %s: %w", *etcdEndpoints, err)
+		}
+		defer client.Close()
+		lis, err := net.Listen("tcp", *masterAddr)
+		if err != nil {
+			return fmt.Errorf("--master-addr: %w", err)
+		}
+		srv := grpc.NewServer()
+		pb.RegisterMasterServer(srv, svc)
+		go srv.Serve(lis)
+		defer srv.Stop()
+	} else {
+		existing := false
+		if *join != "" {
+			if _, err := os.Stat(filepath.Join(*dataDir, "member")); err == nil {
+				log.Info("data directory exists: restarting as a member, --join ignored", zap.String("data-dir", *dataDir))
+			} else {
+				peer := *advPeer
+				if peer == "" {
+					peer = *peerURLs
+				}
+				if *initial, err = master.Join(ctx, strings.Split(*join, ","), *name, peer); err != nil {
+					return err
+				}
+				existing = true
+			}
+		}
+		e, err := master.StartEtcd(master.EtcdConfig{
+			Name: *name, DataDir: *dataDir, ClientURL: "http://" + *masterAddr, PeerURL: *peerURLs,
+			AdvertisePeerURL: *advPeer, InitialCluster: *initial, Existing: existing, LogFile: *logFile,
+			Register: func(s *grpc.Server) { pb.RegisterMasterServer(s, svc) },
+		})
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		client = v3client.New(e.Server)
+		defer client.Close()
+	}
+	svc.Client = client
+	if err := master.RegisterMember(ctx, client, *name, *advAddr); err != nil {
+		return fmt.Errorf("register member %s: %w", *name, err)
+	}
+	lead := master.NewLeadership(client, *name, "", 5, log)
+	lead.Run = master.LeaderRun(client, pessimist.NewLayout(""), svc, log)
+	log.Info("dm-master started", zap.String("name", *name), zap.String("master-addr", *masterAddr), zap.String("data-dir", *dataDir),
+		zap.Bool("external-etcd", *etcdEndpoints != ""))
 	lead.Campaign(ctx)
 	log.Info("dm-master stopping")
 	return nil
-}
-
-func newLogger(level, file string) (*zap.Logger, error) {
-	cfg := zap.NewProductionConfig()
-	if err := cfg.Level.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: %w", level, err)
-	}
-	if file != "" {
-		cfg.OutputPaths, cfg.ErrorOutputPaths = []string{file}, []string{file}
-	}
-	return cfg.Build()
 }

@@ -1,7 +1,6 @@
-// dmctl: the command line of a Tributary cluster, printing DM-shaped JSON.
-//
-//	dmctl --master-addr 127.0.0.1:8261 shard-ddl-lock [TASK]
-//	dmctl --master-addr 127.0.0.1:8261 shard-ddl-lock unlock LOCK-ID [--owner SOURCE] [--force-remove]
+// dmctl: the command line of a Tributary cluster, printing DM-shaped JSON. The exit status is 0 when
+// the master answered (its "result" says whether the command succeeded), 1 when it could not be
+// reached, 2 for a usage error.
 package main
 
 import (
@@ -10,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tributary-db/tributary/config"
 	pb "github.com/tributary-db/tributary/proto"
 )
 
@@ -24,12 +25,26 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, `usage: dmctl --master-addr HOST:PORT COMMAND
+const usageText = `usage: dmctl --master-addr HOST:PORT [--rpc-timeout 10m] COMMAND
 commands:
-  shard-ddl-lock [TASK]                                       show shard DDL locks
-  shard-ddl-lock unlock LOCK-ID [--owner SOURCE] [--force-remove]  resolve a lock by hand`)
-}
+  operate-source create SOURCE-FILE...            create sources (the master binds each to a free dm-worker)
+  operate-source stop SOURCE-ID|SOURCE-FILE...    remove sources no task uses
+  operate-source show [SOURCE-ID...]              show sources and their workers
+  check-task TASK-FILE                            run the prechecks of a task
+  start-task [--remove-meta] TASK-FILE            check and start a task (--remove-meta: forget its checkpoints and locks first)
+  stop-task TASK-NAME|TASK-FILE                   stop a task and remove its shard DDL locks (checkpoints are kept)
+  pause-task TASK-NAME|TASK-FILE                  pause a task
+  resume-task TASK-NAME|TASK-FILE                 resume a paused task (also retries one stopped on an error at once)
+  query-status [TASK-NAME]                        status of every source's subtasks
+  shard-ddl-lock [TASK-NAME]                      show shard DDL locks
+  shard-ddl-lock unlock LOCK-ID [--owner SOURCE] [--force-remove]
+                                                  resolve a lock by hand
+  list-member [--leader] [--master] [--worker] [--name NAME,...]
+  offline-member --type master|worker --name NAME remove a dead master or an offline worker`
+
+type usageError string
+
+func (u usageError) Error() string { return string(u) }
 
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("dmctl", flag.ContinueOnError)
@@ -41,7 +56,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	rest := fs.Args()
 	if *addr == "" || len(rest) == 0 {
-		usage(stderr)
+		fmt.Fprintln(stderr, usageText)
 		return 2
 	}
 	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -50,43 +65,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer conn.Close()
-	client := pb.NewMasterClient(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	var resp proto.Message
-	switch {
-	case rest[0] == "shard-ddl-lock" && len(rest) >= 2 && rest[1] == "unlock":
-		ufs := flag.NewFlagSet("unlock", flag.ContinueOnError)
-		ufs.SetOutput(stderr)
-		owner := ufs.String("owner", "", "source that executes the DDLs (default: the lock's owner)")
-		force := ufs.Bool("force-remove", false, "remove the lock's keys without executing anything")
-		id, flags := "", rest[2:]
-		if len(flags) > 0 && flags[0] != "" && flags[0][0] != '-' {
-			id, flags = flags[0], flags[1:]
-		}
-		if err := ufs.Parse(flags); err != nil {
-			return 2
-		}
-		if id == "" && ufs.NArg() == 1 {
-			id = ufs.Arg(0)
-		} else if ufs.NArg() > 0 {
-			fmt.Fprintf(stderr, "dmctl: unexpected arguments %q\n", ufs.Args())
-			return 2
-		}
-		if id == "" {
-			fmt.Fprintln(stderr, "dmctl: shard-ddl-lock unlock needs a LOCK-ID (see shard-ddl-lock)")
-			return 2
-		}
-		resp, err = client.UnlockDDLLock(ctx, &pb.UnlockDDLLockRequest{ID: id, ReplaceOwner: *owner, ForceRemove: *force})
-	case rest[0] == "shard-ddl-lock" && len(rest) <= 2:
-		task := ""
-		if len(rest) == 2 {
-			task = rest[1]
-		}
-		resp, err = client.ShowDDLLocks(ctx, &pb.ShowDDLLocksRequest{Task: task})
-	default:
-		fmt.Fprintf(stderr, "dmctl: unknown command %q\n", rest)
-		usage(stderr)
+	resp, err := call(ctx, pb.NewMasterClient(conn), rest[0], rest[1:], stderr)
+	if u, ok := err.(usageError); ok {
+		fmt.Fprintf(stderr, "dmctl: %s\n%s\n", u, usageText)
 		return 2
 	}
 	if err != nil {
@@ -100,4 +83,184 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, string(out))
 	return 0
+}
+
+// parse parses a command's flags, which may come before or after its positional arguments.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, usageError(err.Error())
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// taskName accepts a task name or a task file (as DM does).
+func taskName(arg string) (string, error) {
+	if st, err := os.Stat(arg); err == nil && !st.IsDir() {
+		t, err := config.LoadTask(arg)
+		if err != nil {
+			return "", err
+		}
+		return t.Name, nil
+	}
+	return arg, nil
+}
+
+func call(ctx context.Context, c pb.MasterClient, cmd string, args []string, stderr io.Writer) (proto.Message, error) {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	switch cmd {
+	case "operate-source":
+		pos, err := parse(fs, args)
+		if err != nil {
+			return nil, err
+		}
+		if len(pos) == 0 {
+			return nil, usageError("operate-source needs create, stop or show")
+		}
+		req := &pb.OperateSourceRequest{Op: pos[0]}
+		switch pos[0] {
+		case "create":
+			if len(pos) < 2 {
+				return nil, usageError("operate-source create needs source files")
+			}
+			for _, f := range pos[1:] {
+				data, err := os.ReadFile(f)
+				if err != nil {
+					return nil, err
+				}
+				if _, err := config.ParseSource(f, data); err != nil {
+					return nil, err
+				}
+				req.Config = append(req.Config, string(data))
+			}
+		case "stop", "show":
+			for _, a := range pos[1:] {
+				if st, err := os.Stat(a); err == nil && !st.IsDir() {
+					src, err := config.LoadSource(a)
+					if err != nil {
+						return nil, err
+					}
+					a = src.SourceID
+				}
+				req.SourceID = append(req.SourceID, a)
+			}
+			if pos[0] == "stop" && len(req.SourceID) == 0 {
+				return nil, usageError("operate-source stop needs source IDs or files")
+			}
+		default:
+			return nil, usageError(fmt.Sprintf("operate-source: unknown operation %q", pos[0]))
+		}
+		return c.OperateSource(ctx, req)
+	case "check-task", "start-task":
+		removeMeta := fs.Bool("remove-meta", false, "remove the task's checkpoints and shard DDL locks before starting")
+		pos, err := parse(fs, args)
+		if err != nil {
+			return nil, err
+		}
+		if len(pos) != 1 {
+			return nil, usageError(cmd + " needs one task file")
+		}
+		data, err := os.ReadFile(pos[0])
+		if err != nil {
+			return nil, err
+		}
+		if _, err := config.ParseTask(pos[0], data); err != nil {
+			return nil, err
+		}
+		if cmd == "check-task" {
+			return c.CheckTask(ctx, &pb.CheckTaskRequest{Task: string(data)})
+		}
+		return c.StartTask(ctx, &pb.StartTaskRequest{Task: string(data), RemoveMeta: *removeMeta})
+	case "stop-task", "pause-task", "resume-task":
+		pos, err := parse(fs, args)
+		if err != nil {
+			return nil, err
+		}
+		if len(pos) != 1 {
+			return nil, usageError(cmd + " needs a task name or file")
+		}
+		name, err := taskName(pos[0])
+		if err != nil {
+			return nil, err
+		}
+		op := map[string]string{"stop-task": "Stop", "pause-task": "Pause", "resume-task": "Resume"}[cmd]
+		return c.OperateTask(ctx, &pb.OperateTaskRequest{Op: op, Name: name})
+	case "query-status":
+		pos, err := parse(fs, args)
+		if err != nil {
+			return nil, err
+		}
+		if len(pos) > 1 {
+			return nil, usageError("query-status takes at most one task name")
+		}
+		req := &pb.QueryStatusListRequest{}
+		if len(pos) == 1 {
+			if req.Name, err = taskName(pos[0]); err != nil {
+				return nil, err
+			}
+		}
+		return c.QueryStatus(ctx, req)
+	case "shard-ddl-lock":
+		owner := fs.String("owner", "", "source that executes the DDLs (default: the lock's owner)")
+		force := fs.Bool("force-remove", false, "remove the lock's keys without executing anything")
+		pos, err := parse(fs, args)
+		if err != nil {
+			return nil, err
+		}
+		if len(pos) > 0 && pos[0] == "unlock" {
+			if len(pos) != 2 {
+				return nil, usageError("shard-ddl-lock unlock needs one LOCK-ID (see shard-ddl-lock)")
+			}
+			return c.UnlockDDLLock(ctx, &pb.UnlockDDLLockRequest{ID: pos[1], ReplaceOwner: *owner, ForceRemove: *force})
+		}
+		if *owner != "" || *force {
+			return nil, usageError("--owner and --force-remove go with shard-ddl-lock unlock")
+		}
+		if len(pos) > 1 {
+			return nil, usageError("shard-ddl-lock takes at most one task name")
+		}
+		req := &pb.ShowDDLLocksRequest{}
+		if len(pos) == 1 {
+			req.Task = pos[0]
+		}
+		return c.ShowDDLLocks(ctx, req)
+	case "list-member":
+		leader := fs.Bool("leader", false, "only the leader")
+		master := fs.Bool("master", false, "only the masters")
+		worker := fs.Bool("worker", false, "only the workers")
+		names := fs.String("name", "", "only these members (comma-separated)")
+		pos, err := parse(fs, args)
+		if err != nil {
+			return nil, err
+		}
+		if len(pos) > 0 {
+			return nil, usageError(fmt.Sprintf("list-member: unexpected arguments %q", pos))
+		}
+		req := &pb.ListMemberRequest{Leader: *leader, Master: *master, Worker: *worker}
+		if *names != "" {
+			req.Names = strings.Split(*names, ",")
+		}
+		return c.ListMember(ctx, req)
+	case "offline-member":
+		typ := fs.String("type", "", "master or worker")
+		name := fs.String("name", "", "the member's name")
+		pos, err := parse(fs, args)
+		if err != nil {
+			return nil, err
+		}
+		if len(pos) > 0 || *typ == "" || *name == "" {
+			return nil, usageError("offline-member needs --type master|worker and --name NAME")
+		}
+		return c.OfflineMember(ctx, &pb.OfflineMemberRequest{Type: *typ, Name: *name})
+	default:
+		return nil, usageError(fmt.Sprintf("unknown command %q", cmd))
+	}
 }

@@ -100,6 +100,22 @@ func Start(t testing.TB, extra ...string) *Server {
 	return s
 }
 
+// Available reports whether a mariadbd binary is installed.
+func Available() bool { return binary("mariadbd") != "" }
+
+// Launch starts an instance outside a test (make demo); the caller stops it and calls Remove.
+func Launch(extra ...string) (*Server, error) { return start(extra) }
+
+// Remove deletes the instance's directory (after Stop).
+func (s *Server) Remove() error { return os.RemoveAll(s.Dir) }
+
+// RemoveTemplate deletes the template datadir of this process (after the last Launch).
+func RemoveTemplate() {
+	if templateDir != "" {
+		os.RemoveAll(templateDir)
+	}
+}
+
 func start(extra []string) (*Server, error) {
 	tmpl, err := template()
 	if err != nil {

@@ -1,0 +1,88 @@
+// dm-worker: registers with the masters' etcd under a lease and replicates the source the leader
+// binds to it; serves the Worker gRPC service (status) on --worker-addr.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/tributary-db/tributary/internal/cli"
+	pb "github.com/tributary-db/tributary/proto"
+	"github.com/tributary-db/tributary/worker"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "dm-worker:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("dm-worker", flag.ContinueOnError)
+	name := fs.String("name", "", "name of this worker (unique in the cluster)")
+	workerAddr := fs.String("worker-addr", "127.0.0.1:8262", "address serving the masters")
+	advAddr := fs.String("advertise-addr", "", "address the masters reach this worker at (default: --worker-addr)")
+	join := fs.String("join", "127.0.0.1:8261", "master addresses (host:port,...)")
+	ttl := fs.Int("keepalive-ttl", 60, "seconds after this worker's death its source moves to another worker")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logFile := fs.String("log-file", "", "log file (default: stderr)")
+	configFile := fs.String("config", "", "TOML file whose keys are these flags' names (flags given on the command line win)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *configFile != "" {
+		if err := cli.ApplyConfig(fs, *configFile); err != nil {
+			return err
+		}
+	}
+	if *name == "" {
+		return fmt.Errorf("--name is required")
+	}
+	if *ttl < 1 {
+		return fmt.Errorf("--keepalive-ttl %d must be at least 1 second", *ttl)
+	}
+	if *advAddr == "" {
+		*advAddr = *workerAddr
+	}
+	log, err := cli.NewLogger(*logLevel, *logFile)
+	if err != nil {
+		return err
+	}
+	defer log.Sync()
+	client, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(*join, ","), DialTimeout: 10 * time.Second,
+		DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 5 * time.Second, Logger: log.Named("etcd-client")})
+	if err != nil {
+		return fmt.Errorf("--join %s: %w", *join, err)
+	}
+	defer client.Close()
+	lis, err := net.Listen("tcp", *workerAddr)
+	if err != nil {
+		return fmt.Errorf("--worker-addr: %w", err)
+	}
+	srv := worker.NewServer(worker.ServerConfig{Name: *name, Addr: *advAddr, Client: client, KeepaliveTTL: *ttl, Log: log})
+	g := grpc.NewServer()
+	pb.RegisterWorkerServer(g, srv)
+	go g.Serve(lis)
+	defer g.Stop()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log.Info("dm-worker started", zap.String("name", *name), zap.String("worker-addr", *workerAddr), zap.String("join", *join))
+	err = srv.Run(ctx)
+	log.Info("dm-worker stopping")
+	return err
+}

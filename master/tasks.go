@@ -1,0 +1,680 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/tributary-db/tributary/checker"
+	"github.com/tributary-db/tributary/config"
+	"github.com/tributary-db/tributary/ha"
+	"github.com/tributary-db/tributary/pessimist"
+	pb "github.com/tributary-db/tributary/proto"
+	"github.com/tributary-db/tributary/worker"
+)
+
+// How long a command waits for the workers to carry it out before answering with what it saw.
+const applyWait = 20 * time.Second
+
+func (s *Service) logger() *zap.Logger {
+	if s.Log == nil {
+		return zap.NewNop()
+	}
+	return s.Log
+}
+
+func (s *Service) layout() pessimist.Layout {
+	if s.Layout.Root() == "" {
+		return pessimist.NewLayout("")
+	}
+	return s.Layout
+}
+
+// errNoTask is DM's answer for an unknown task.
+func errNoTask(name string) error {
+	return fmt.Errorf("task %s has no source or not exist, please check the task name and status", name)
+}
+
+// OperateSource implements dmctl operate-source create|stop|show.
+func (s *Service) OperateSource(ctx context.Context, req *pb.OperateSourceRequest) (*pb.OperateSourceResponse, error) {
+	l := s.lead.Load()
+	if l == nil {
+		lc, err := s.leaderClient(ctx)
+		if err != nil {
+			return &pb.OperateSourceResponse{Msg: err.Error()}, nil
+		}
+		return lc.OperateSource(ctx, req)
+	}
+	resp, err := s.operateSource(ctx, l, req)
+	if err != nil {
+		return &pb.OperateSourceResponse{Msg: err.Error()}, nil
+	}
+	return resp, nil
+}
+
+func (s *Service) operateSource(ctx context.Context, l *leaderState, req *pb.OperateSourceRequest) (*pb.OperateSourceResponse, error) {
+	st, err := ha.Load(ctx, s.Client)
+	if err != nil {
+		return nil, err
+	}
+	switch strings.ToLower(req.Op) {
+	case "create", "start":
+		if len(req.Config) == 0 {
+			return nil, errors.New("operate-source create needs at least one source file")
+		}
+		var cmps []clientv3.Cmp
+		var ops []clientv3.Op
+		var ids []string
+		var errs []error
+		for i, raw := range req.Config {
+			src, err := config.ParseSource(fmt.Sprintf("source file #%d", i+1), []byte(raw))
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if _, ok := st.Sources[src.SourceID]; ok || slices.Contains(ids, src.SourceID) {
+				errs = append(errs, fmt.Errorf("source %s already exists (dmctl operate-source stop %s first to replace it)", src.SourceID, src.SourceID))
+				continue
+			}
+			if err := ping(ctx, src.From); err != nil {
+				errs = append(errs, fmt.Errorf("source %s: cannot connect to from (%s): %v", src.SourceID, src.From, err))
+				continue
+			}
+			ids = append(ids, src.SourceID)
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(ha.SourceKey(src.SourceID)), "=", 0))
+			ops = append(ops, clientv3.OpPut(ha.SourceKey(src.SourceID), raw))
+		}
+		if err := errors.Join(errs...); err != nil {
+			return nil, fmt.Errorf("nothing created: %w", err)
+		}
+		ok, err := fencedTxn(ctx, s.Client, l.fence, cmps, ops...)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, errors.New("a source of the same ID was created concurrently; nothing created")
+		}
+		s.logger().Info("sources created", zap.Strings("sources", ids))
+		st, _ = s.waitState(ctx, func(st ha.State) bool {
+			for _, id := range ids {
+				if _, ok := st.Bindings[id]; !ok {
+					return false
+				}
+			}
+			return true
+		})
+		return sourcesResponse(st, ids), nil
+	case "stop":
+		if len(req.SourceID) == 0 {
+			return nil, errors.New("operate-source stop needs source IDs")
+		}
+		var ops []clientv3.Op
+		var errs []error
+		for _, id := range req.SourceID {
+			if _, ok := st.Sources[id]; !ok {
+				errs = append(errs, fmt.Errorf("source %s does not exist", id))
+				continue
+			}
+			for _, t := range sortedTasks(st) {
+				if slices.Contains(t.Sources(), id) {
+					errs = append(errs, fmt.Errorf("source %s is used by task %s; stop-task %s first", id, t.Name, t.Name))
+				}
+			}
+			ops = append(ops, clientv3.OpDelete(ha.SourceKey(id)), clientv3.OpDelete(ha.BoundKey(id)))
+		}
+		if err := errors.Join(errs...); err != nil {
+			return nil, fmt.Errorf("nothing stopped: %w", err)
+		}
+		if _, err := fencedTxn(ctx, s.Client, l.fence, nil, ops...); err != nil {
+			return nil, err
+		}
+		resp := &pb.OperateSourceResponse{Result: true}
+		for _, id := range req.SourceID {
+			resp.Sources = append(resp.Sources, &pb.CommonWorkerResponse{Result: true, Source: id, Worker: st.Bindings[id].Worker})
+		}
+		return resp, nil
+	case "show":
+		ids := req.SourceID
+		if len(ids) == 0 {
+			ids = st.SortedSources()
+		}
+		for _, id := range ids {
+			if _, ok := st.Sources[id]; !ok {
+				return nil, fmt.Errorf("source %s does not exist", id)
+			}
+		}
+		return sourcesResponse(st, ids), nil
+	default:
+		return nil, fmt.Errorf("operate-source: unknown operation %q (create, stop or show)", req.Op)
+	}
+}
+
+func ping(ctx context.Context, d config.Database) error {
+	db, err := worker.OpenDB(d)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return db.PingContext(ctx)
+}
+
+func sourcesResponse(st ha.State, ids []string) *pb.OperateSourceResponse {
+	resp := &pb.OperateSourceResponse{Result: true}
+	for _, id := range ids {
+		r := &pb.CommonWorkerResponse{Result: true, Source: id}
+		if b, ok := st.Bindings[id]; ok {
+			r.Worker = b.Worker
+		} else {
+			r.Msg = "no free worker: the source is bound when a dm-worker registers"
+		}
+		resp.Sources = append(resp.Sources, r)
+	}
+	return resp
+}
+
+func sortedTasks(st ha.State) []ha.Task {
+	out := make([]ha.Task, 0, len(st.Tasks))
+	for _, t := range st.Tasks {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// waitState reloads the state until cond holds or applyWait passes, and returns the last state read.
+func (s *Service) waitState(ctx context.Context, cond func(ha.State) bool) (ha.State, bool) {
+	deadline := time.Now().Add(applyWait)
+	for {
+		st, err := ha.Load(ctx, s.Client)
+		if err == nil && cond(st) {
+			return st, true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return st, false
+		}
+		ha.WaitChange(ctx, s.Client, st.Rev, 200*time.Millisecond)
+	}
+}
+
+// checkSources returns the task's source configurations, or an error naming the missing ones.
+func checkSources(task *config.Task, st ha.State) (map[string]*config.Source, error) {
+	srcs := map[string]*config.Source{}
+	var errs []error
+	for i, inst := range task.MySQLInstances {
+		src, ok := st.Sources[inst.SourceID]
+		if !ok {
+			errs = append(errs, fmt.Errorf("mysql-instances[%d].source-id %s: source not created (dmctl operate-source create FILE)", i, inst.SourceID))
+			continue
+		}
+		srcs[inst.SourceID] = src.Parsed
+	}
+	return srcs, errors.Join(errs...)
+}
+
+// StartTask implements dmctl start-task [--remove-meta].
+func (s *Service) StartTask(ctx context.Context, req *pb.StartTaskRequest) (*pb.StartTaskResponse, error) {
+	l := s.lead.Load()
+	if l == nil {
+		lc, err := s.leaderClient(ctx)
+		if err != nil {
+			return &pb.StartTaskResponse{Msg: err.Error()}, nil
+		}
+		return lc.StartTask(ctx, req)
+	}
+	resp, err := s.startTask(ctx, l, req)
+	if err != nil {
+		return &pb.StartTaskResponse{Msg: err.Error()}, nil
+	}
+	return resp, nil
+}
+
+func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTaskRequest) (*pb.StartTaskResponse, error) {
+	task, err := config.ParseTask("task file", []byte(req.Task))
+	if err != nil {
+		return nil, err
+	}
+	if len(req.Sources) > 0 {
+		return nil, errors.New("start-task for some sources only is not supported yet: the task starts on all its mysql-instances")
+	}
+	st, err := ha.Load(ctx, s.Client)
+	if err != nil {
+		return nil, err
+	}
+	if t, ok := st.Tasks[task.Name]; ok {
+		return nil, fmt.Errorf("task %s is already started (stage %s); stop-task %s first, or resume-task it", task.Name, t.Stage, task.Name)
+	}
+	srcs, err := checkSources(task, st)
+	if err != nil {
+		return nil, err
+	}
+	if fs := checker.Check(ctx, task, srcs, req.RemoveMeta); len(fs) > 0 {
+		return &pb.StartTaskResponse{Msg: "precheck failed; nothing started:\n" + checker.Report(fs), CheckResult: checker.Report(fs)}, nil
+	}
+	if req.RemoveMeta {
+		down, err := worker.OpenDB(task.TargetDatabase)
+		if err != nil {
+			return nil, err
+		}
+		err = worker.RemoveCheckpoint(ctx, down, task.MetaSchema, task.Name)
+		down.Close()
+		if err != nil {
+			return nil, fmt.Errorf("remove checkpoint of task %s: %w", task.Name, err)
+		}
+		if err := pessimist.DeleteTask(ctx, s.Client, s.layout(), task.Name); err != nil {
+			return nil, err
+		}
+		s.logger().Info("task meta removed", zap.String("task", task.Name))
+	}
+	var sources []string
+	for _, inst := range task.MySQLInstances {
+		sources = append(sources, inst.SourceID)
+	}
+	if err := pessimist.PutTaskSources(ctx, s.Client, s.layout(), task.Name, sources); err != nil {
+		return nil, err
+	}
+	t := ha.Task{Name: task.Name, Config: req.Task, Stage: ha.StageRunning}
+	ok, err := fencedTxn(ctx, s.Client, l.fence,
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(ha.TaskKey(task.Name)), "=", 0)},
+		clientv3.OpPut(ha.TaskKey(task.Name), ha.Encode(t)))
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("task %s was started concurrently", task.Name)
+	}
+	s.logger().Info("task started", zap.String("task", task.Name), zap.Strings("sources", sources))
+	statuses := s.waitSubtasks(ctx, task.Name, sources, func(sub *pb.SubTaskStatus) bool { return sub != nil && sub.Stage != "" })
+	resp := &pb.StartTaskResponse{Result: true}
+	for _, src := range sources {
+		resp.Sources = append(resp.Sources, commonOf(src, statuses[src]))
+	}
+	return resp, nil
+}
+
+// commonOf summarises one source's status after a task command.
+func commonOf(source string, qs *pb.QueryStatusResponse) *pb.CommonWorkerResponse {
+	r := &pb.CommonWorkerResponse{Result: true, Source: source}
+	if qs == nil {
+		r.Result, r.Msg = false, "no status from the source's worker"
+		return r
+	}
+	if qs.SourceStatus != nil {
+		r.Worker = qs.SourceStatus.Worker
+	}
+	if !qs.Result {
+		r.Result, r.Msg = false, qs.Msg
+	}
+	return r
+}
+
+// waitSubtasks polls the sources' workers until cond holds for the task's subtask on every source
+// (nil: the worker does not run it) or applyWait passes, and returns the last statuses.
+func (s *Service) waitSubtasks(ctx context.Context, task string, sources []string, cond func(*pb.SubTaskStatus) bool) map[string]*pb.QueryStatusResponse {
+	deadline := time.Now().Add(applyWait)
+	for {
+		st, err := ha.Load(ctx, s.Client)
+		if err != nil {
+			return nil
+		}
+		statuses := s.sourceStatuses(ctx, st, task, sources)
+		all := true
+		for _, src := range sources {
+			var sub *pb.SubTaskStatus
+			if qs := statuses[src]; qs != nil {
+				for _, ss := range qs.SubTaskStatus {
+					if ss.Name == task {
+						sub = ss
+					}
+				}
+			}
+			if !cond(sub) {
+				all = false
+			}
+		}
+		if all || time.Now().After(deadline) || ctx.Err() != nil {
+			return statuses
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// sourceStatuses asks each source's worker, in parallel, for its subtasks of task ("" for all).
+func (s *Service) sourceStatuses(ctx context.Context, st ha.State, task string, sources []string) map[string]*pb.QueryStatusResponse {
+	out := map[string]*pb.QueryStatusResponse{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, src := range sources {
+		b, ok := st.Bindings[src]
+		w, known := st.Workers[b.Worker]
+		switch {
+		case !ok:
+			out[src] = &pb.QueryStatusResponse{Msg: fmt.Sprintf("source %s is not bound to any worker (no free dm-worker)", src),
+				SourceStatus: &pb.SourceStatus{Source: src}}
+			continue
+		case !known || !st.Alive[b.Worker]:
+			out[src] = &pb.QueryStatusResponse{Msg: fmt.Sprintf("worker %s of source %s is offline", b.Worker, src),
+				SourceStatus: &pb.SourceStatus{Source: src, Worker: b.Worker}}
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			qs, err := s.queryWorker(ctx, w.Addr, task)
+			if err != nil {
+				qs = &pb.QueryStatusResponse{Msg: fmt.Sprintf("worker %s (%s): %v", w.Name, w.Addr, err)}
+			}
+			if qs.SourceStatus == nil {
+				qs.SourceStatus = &pb.SourceStatus{}
+			}
+			qs.SourceStatus.Source, qs.SourceStatus.Worker = src, w.Name
+			mu.Lock()
+			out[src] = qs
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func (s *Service) queryWorker(ctx context.Context, addr, task string) (*pb.QueryStatusResponse, error) {
+	conn, err := s.dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return pb.NewWorkerClient(conn).QueryStatus(ctx, &pb.QueryStatusRequest{Name: task})
+}
+
+// OperateTask implements dmctl stop-task, pause-task and resume-task.
+func (s *Service) OperateTask(ctx context.Context, req *pb.OperateTaskRequest) (*pb.OperateTaskResponse, error) {
+	l := s.lead.Load()
+	if l == nil {
+		lc, err := s.leaderClient(ctx)
+		if err != nil {
+			return &pb.OperateTaskResponse{Op: req.Op, Msg: err.Error()}, nil
+		}
+		return lc.OperateTask(ctx, req)
+	}
+	resp, err := s.operateTask(ctx, l, req)
+	if err != nil {
+		return &pb.OperateTaskResponse{Op: req.Op, Msg: err.Error()}, nil
+	}
+	return resp, nil
+}
+
+func (s *Service) operateTask(ctx context.Context, l *leaderState, req *pb.OperateTaskRequest) (*pb.OperateTaskResponse, error) {
+	if len(req.Sources) > 0 {
+		return nil, errors.New("operating a task on some sources only is not supported yet")
+	}
+	st, err := ha.Load(ctx, s.Client)
+	if err != nil {
+		return nil, err
+	}
+	t, ok := st.Tasks[req.Name]
+	if !ok {
+		return nil, errNoTask(req.Name)
+	}
+	sources := t.Sources()
+	var cond func(*pb.SubTaskStatus) bool
+	key := ha.TaskKey(t.Name)
+	guard := []clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", ha.Encode(t))}
+	switch strings.ToLower(req.Op) {
+	case "stop":
+		if ok, err := fencedTxn(ctx, s.Client, l.fence, guard, clientv3.OpDelete(key)); err != nil || !ok {
+			return nil, errors.Join(err, errConcurrent(ok, t.Name))
+		}
+		cond = func(sub *pb.SubTaskStatus) bool { return sub == nil }
+	case "pause":
+		t.Stage = ha.StagePaused
+		if ok, err := fencedTxn(ctx, s.Client, l.fence, guard, clientv3.OpPut(key, ha.Encode(t))); err != nil || !ok {
+			return nil, errors.Join(err, errConcurrent(ok, t.Name))
+		}
+		cond = func(sub *pb.SubTaskStatus) bool { return sub != nil && sub.Stage == ha.StagePaused }
+	case "resume":
+		t.Stage = ha.StageRunning
+		t.Resumed++
+		if ok, err := fencedTxn(ctx, s.Client, l.fence, guard, clientv3.OpPut(key, ha.Encode(t))); err != nil || !ok {
+			return nil, errors.Join(err, errConcurrent(ok, t.Name))
+		}
+		cond = func(sub *pb.SubTaskStatus) bool { return sub != nil && sub.Stage == ha.StageRunning }
+	default:
+		return nil, fmt.Errorf("unknown task operation %q (Stop, Pause or Resume)", req.Op)
+	}
+	s.logger().Info("task operated", zap.String("task", t.Name), zap.String("op", req.Op))
+	statuses := s.waitSubtasks(ctx, t.Name, sources, cond)
+	resp := &pb.OperateTaskResponse{Op: req.Op, Result: true}
+	for _, src := range sources {
+		resp.Sources = append(resp.Sources, commonOf(src, statuses[src]))
+	}
+	if strings.EqualFold(req.Op, "stop") {
+		// Only once the workers have stopped it: a running subtask could otherwise put an info
+		// after its keys were removed.
+		if err := pessimist.DeleteTask(ctx, s.Client, s.layout(), t.Name); err != nil {
+			return nil, fmt.Errorf("task %s stopped, but removing its shard DDL keys failed (run stop-task again): %w", t.Name, err)
+		}
+	}
+	return resp, nil
+}
+
+func errConcurrent(ok bool, task string) error {
+	if ok {
+		return nil
+	}
+	return fmt.Errorf("task %s changed concurrently; try again", task)
+}
+
+// QueryStatus implements dmctl query-status [task].
+func (s *Service) QueryStatus(ctx context.Context, req *pb.QueryStatusListRequest) (*pb.QueryStatusListResponse, error) {
+	l := s.lead.Load()
+	if l == nil {
+		lc, err := s.leaderClient(ctx)
+		if err != nil {
+			return &pb.QueryStatusListResponse{Msg: err.Error()}, nil
+		}
+		return lc.QueryStatus(ctx, req)
+	}
+	st, err := ha.Load(ctx, s.Client)
+	if err != nil {
+		return &pb.QueryStatusListResponse{Msg: err.Error()}, nil
+	}
+	var sources []string
+	if req.Name != "" {
+		t, ok := st.Tasks[req.Name]
+		if !ok {
+			return &pb.QueryStatusListResponse{Msg: errNoTask(req.Name).Error()}, nil
+		}
+		sources = t.Sources()
+	} else {
+		sources = st.SortedSources()
+	}
+	if len(req.Sources) > 0 {
+		sources = slices.DeleteFunc(sources, func(s string) bool { return !slices.Contains(req.Sources, s) })
+	}
+	sort.Strings(sources)
+	statuses := s.sourceStatuses(ctx, st, req.Name, sources)
+	resp := &pb.QueryStatusListResponse{Result: true}
+	for _, src := range sources {
+		resp.Sources = append(resp.Sources, statuses[src])
+	}
+	return resp, nil
+}
+
+// CheckTask implements dmctl check-task.
+func (s *Service) CheckTask(ctx context.Context, req *pb.CheckTaskRequest) (*pb.CheckTaskResponse, error) {
+	task, err := config.ParseTask("task file", []byte(req.Task))
+	if err != nil {
+		return &pb.CheckTaskResponse{Msg: err.Error()}, nil
+	}
+	st, err := ha.Load(ctx, s.Client)
+	if err != nil {
+		return &pb.CheckTaskResponse{Msg: err.Error()}, nil
+	}
+	srcs, err := checkSources(task, st)
+	if err != nil {
+		return &pb.CheckTaskResponse{Msg: err.Error()}, nil
+	}
+	if fs := checker.Check(ctx, task, srcs, false); len(fs) > 0 {
+		return &pb.CheckTaskResponse{Msg: "precheck failed:\n" + checker.Report(fs)}, nil
+	}
+	return &pb.CheckTaskResponse{Result: true, Msg: "pre-check is passed. "}, nil
+}
+
+// ListMember implements dmctl list-member.
+func (s *Service) ListMember(ctx context.Context, req *pb.ListMemberRequest) (*pb.ListMemberResponse, error) {
+	all := !req.Leader && !req.Master && !req.Worker
+	resp := &pb.ListMemberResponse{Result: true}
+	want := func(name string) bool { return len(req.Names) == 0 || slices.Contains(req.Names, name) }
+	if all || req.Leader {
+		lm := &pb.ListLeaderMember{}
+		name, err := Leader(ctx, s.Client, s.Election)
+		if err != nil {
+			lm.Msg = err.Error()
+		} else if name == "" {
+			lm.Msg = "no leader elected yet"
+		} else {
+			lm.Name = name
+			if r, err := s.Client.Get(ctx, MembersPrefix+name); err == nil && len(r.Kvs) > 0 {
+				lm.Addr = string(r.Kvs[0].Value)
+			}
+		}
+		resp.Members = append(resp.Members, &pb.Members{Member: &pb.Members_Leader{Leader: lm}})
+	}
+	if all || req.Master {
+		mm := &pb.ListMasterMember{}
+		ml, err := s.Client.MemberList(ctx)
+		if err != nil {
+			mm.Msg = err.Error()
+		} else {
+			for _, m := range ml.Members {
+				if !want(m.Name) {
+					continue
+				}
+				mm.Masters = append(mm.Masters, &pb.MasterInfo{Name: m.Name, MemberID: m.ID, Alive: s.alive(ctx, m.ClientURLs),
+					PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs})
+			}
+			sort.Slice(mm.Masters, func(i, j int) bool { return mm.Masters[i].Name < mm.Masters[j].Name })
+		}
+		resp.Members = append(resp.Members, &pb.Members{Member: &pb.Members_Master{Master: mm}})
+	}
+	if all || req.Worker {
+		wm := &pb.ListWorkerMember{}
+		st, err := ha.Load(ctx, s.Client)
+		if err != nil {
+			wm.Msg = err.Error()
+		} else {
+			for _, w := range st.Workers {
+				if !want(w.Name) {
+					continue
+				}
+				wi := &pb.WorkerInfo{Name: w.Name, Addr: w.Addr, Stage: "offline"}
+				if st.Alive[w.Name] {
+					wi.Stage = "free"
+				}
+				if b, ok := st.BoundTo(w.Name); ok {
+					wi.Source = b.Source
+					if st.Alive[w.Name] {
+						wi.Stage = "bound"
+					}
+				}
+				wm.Workers = append(wm.Workers, wi)
+			}
+			sort.Slice(wm.Workers, func(i, j int) bool { return wm.Workers[i].Name < wm.Workers[j].Name })
+		}
+		resp.Members = append(resp.Members, &pb.Members{Member: &pb.Members_Worker{Worker: wm}})
+	}
+	return resp, nil
+}
+
+// alive reports whether an etcd member answers on one of its client URLs.
+func (s *Service) alive(ctx context.Context, urls []string) bool {
+	for _, u := range urls {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := s.Client.Status(ctx, u)
+		cancel()
+		if err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// OfflineMember implements dmctl offline-member: it removes a worker that is not alive (its
+// registration and binding), or a master that does not answer (its etcd membership).
+func (s *Service) OfflineMember(ctx context.Context, req *pb.OfflineMemberRequest) (*pb.OfflineMemberResponse, error) {
+	l := s.lead.Load()
+	if l == nil {
+		lc, err := s.leaderClient(ctx)
+		if err != nil {
+			return &pb.OfflineMemberResponse{Msg: err.Error()}, nil
+		}
+		return lc.OfflineMember(ctx, req)
+	}
+	if err := s.offlineMember(ctx, l, req); err != nil {
+		return &pb.OfflineMemberResponse{Msg: err.Error()}, nil
+	}
+	return &pb.OfflineMemberResponse{Result: true}, nil
+}
+
+func (s *Service) offlineMember(ctx context.Context, l *leaderState, req *pb.OfflineMemberRequest) error {
+	switch req.Type {
+	case "worker":
+		st, err := ha.Load(ctx, s.Client)
+		if err != nil {
+			return err
+		}
+		if _, ok := st.Workers[req.Name]; !ok {
+			return fmt.Errorf("worker %s is not registered", req.Name)
+		}
+		if st.Alive[req.Name] {
+			return fmt.Errorf("worker %s is alive; stop it before offline-member", req.Name)
+		}
+		ops := []clientv3.Op{clientv3.OpDelete(ha.WorkerKey(req.Name))}
+		if b, ok := st.BoundTo(req.Name); ok {
+			ops = append(ops, clientv3.OpDelete(ha.BoundKey(b.Source)))
+		}
+		ok, err := fencedTxn(ctx, s.Client, l.fence,
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(ha.KeepaliveKey(req.Name)), "=", 0)}, ops...)
+		if err == nil && !ok {
+			err = fmt.Errorf("worker %s came back; not removed", req.Name)
+		}
+		return err
+	case "master":
+		if req.Name == s.Name {
+			return fmt.Errorf("master %s is the one answering; offline-member removes only dead masters", req.Name)
+		}
+		ml, err := s.Client.MemberList(ctx)
+		if err != nil {
+			return err
+		}
+		for _, m := range ml.Members {
+			if m.Name != req.Name {
+				continue
+			}
+			if s.alive(ctx, m.ClientURLs) {
+				return fmt.Errorf("master %s is alive; stop it before offline-member", req.Name)
+			}
+			if _, err := s.Client.MemberRemove(ctx, m.ID); err != nil {
+				return fmt.Errorf("remove master %s from the etcd cluster: %w", req.Name, err)
+			}
+			_, err := s.Client.Delete(ctx, MembersPrefix+req.Name)
+			return err
+		}
+		return fmt.Errorf("master %s is not a member", req.Name)
+	default:
+		return fmt.Errorf("offline-member --type must be master or worker, not %q", req.Type)
+	}
+}

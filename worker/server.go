@@ -1,0 +1,419 @@
+package worker
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
+
+	"github.com/tributary-db/tributary/config"
+	"github.com/tributary-db/tributary/ha"
+	"github.com/tributary-db/tributary/pessimist"
+	pb "github.com/tributary-db/tributary/proto"
+)
+
+// ServerConfig configures a dm-worker.
+type ServerConfig struct {
+	Name         string
+	Addr         string // advertised gRPC address the masters query status at
+	Client       *clientv3.Client
+	KeepaliveTTL int // seconds; the source moves to another worker this long after this one dies
+	Layout       pessimist.Layout
+	Log          *zap.Logger
+}
+
+// Server is a dm-worker: it registers in etcd with a lease, and runs one subtask (a Syncer) per task
+// of the source the leader master bound to it. Everything it does follows the state in etcd; when it
+// loses its lease (etcd unreachable longer than the TTL) it stops every subtask at once, because
+// its source may already be bound to another worker, and starts again from the state once etcd
+// answers.
+type Server struct {
+	pb.UnimplementedWorkerServer
+	cfg ServerConfig
+	log *zap.Logger
+
+	mu       sync.Mutex
+	subtasks map[string]*subtask // by task name
+	source   string
+}
+
+// NewServer returns a worker; Run starts it.
+func NewServer(cfg ServerConfig) *Server {
+	if cfg.KeepaliveTTL <= 0 {
+		cfg.KeepaliveTTL = 60
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	if cfg.Layout.Root() == "" {
+		cfg.Layout = pessimist.NewLayout("")
+	}
+	return &Server{cfg: cfg, log: cfg.Log.With(zap.String("worker", cfg.Name)), subtasks: map[string]*subtask{}}
+}
+
+// Run registers the worker and follows the cluster state until ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	if _, err := s.cfg.Client.Put(ctx, ha.WorkerKey(s.cfg.Name), ha.Encode(ha.Worker{Name: s.cfg.Name, Addr: s.cfg.Addr})); err != nil {
+		return fmt.Errorf("register worker %s: %w", s.cfg.Name, err)
+	}
+	defer s.stopAll("worker stopping")
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		err := s.term(ctx)
+		s.stopAll("lost the etcd lease")
+		if ctx.Err() != nil {
+			break
+		}
+		wait := min(time.Duration(attempt+1)*500*time.Millisecond, 5*time.Second)
+		s.log.Warn("etcd session ended; subtasks stopped until it is back", zap.Error(err), zap.Duration("retry-in", wait))
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+	return nil
+}
+
+// term is one lease: keepalive key, then reconcile on every change until the lease is lost.
+func (s *Server) term(ctx context.Context) error {
+	session, err := concurrency.NewSession(s.cfg.Client, concurrency.WithTTL(s.cfg.KeepaliveTTL), concurrency.WithContext(ctx))
+	if err != nil {
+		return err
+	}
+	defer session.Close()
+	if _, err := s.cfg.Client.Put(ctx, ha.KeepaliveKey(s.cfg.Name), "", clientv3.WithLease(session.Lease())); err != nil {
+		return err
+	}
+	s.log.Info("worker alive", zap.Int("keepalive-ttl", s.cfg.KeepaliveTTL))
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-session.Done():
+			cancel()
+		case <-tctx.Done():
+		}
+	}()
+	for tctx.Err() == nil {
+		st, err := ha.Load(tctx, s.cfg.Client)
+		if err != nil {
+			if tctx.Err() == nil {
+				s.log.Warn("read cluster state", zap.Error(err))
+				ha.WaitChange(tctx, s.cfg.Client, 0, time.Second)
+			}
+			continue
+		}
+		s.reconcile(tctx, st)
+		ha.WaitChange(tctx, s.cfg.Client, st.Rev, 5*time.Second)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return errors.New("etcd lease lost")
+}
+
+// spec is what a subtask should be.
+type spec struct {
+	task   *config.Task
+	inst   config.Instance
+	source *config.Source
+	epoch  int64
+	stage  string
+	key    string // everything but the stage: a change restarts the subtask
+}
+
+func (s *Server) desired(st ha.State) (string, map[string]spec) {
+	b, ok := st.BoundTo(s.cfg.Name)
+	if !ok {
+		return "", nil
+	}
+	src, ok := st.Sources[b.Source]
+	if !ok {
+		return "", nil
+	}
+	out := map[string]spec{}
+	for _, t := range st.Tasks {
+		cfg, err := t.Parse()
+		if err != nil {
+			s.log.Error("stored task does not parse", zap.String("task", t.Name), zap.Error(err))
+			continue
+		}
+		for _, inst := range cfg.MySQLInstances {
+			if inst.SourceID != b.Source {
+				continue
+			}
+			out[t.Name] = spec{task: cfg, inst: inst, source: src.Parsed, epoch: b.Epoch, stage: t.Stage,
+				key: fmt.Sprintf("%d\x00%d\x00%s\x00%s", b.Epoch, t.Resumed, t.Config, src.Config)}
+		}
+	}
+	return b.Source, out
+}
+
+func (s *Server) reconcile(ctx context.Context, st ha.State) {
+	source, want := s.desired(st)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.source = source
+	for name, sub := range s.subtasks {
+		sp, ok := want[name]
+		if !ok || sp.key != sub.spec.key {
+			sub.stop()
+			delete(s.subtasks, name)
+			s.log.Info("subtask removed", zap.String("task", name), zap.Bool("replaced", ok))
+		}
+	}
+	for name, sp := range want {
+		sub, ok := s.subtasks[name]
+		if !ok {
+			sub = newSubtask(sp, s.cfg, s.log)
+			s.subtasks[name] = sub
+		}
+		sub.setStage(ctx, sp.stage)
+	}
+}
+
+func (s *Server) stopAll(why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, sub := range s.subtasks {
+		sub.stop()
+		delete(s.subtasks, name)
+		s.log.Info("subtask stopped", zap.String("task", name), zap.String("why", why))
+	}
+	s.source = ""
+}
+
+// QueryStatus reports the worker's subtasks of one task ("" for all).
+func (s *Server) QueryStatus(ctx context.Context, req *pb.QueryStatusRequest) (*pb.QueryStatusResponse, error) {
+	s.mu.Lock()
+	subs := make([]*subtask, 0, len(s.subtasks))
+	for name, sub := range s.subtasks {
+		if req.Name == "" || req.Name == name {
+			subs = append(subs, sub)
+		}
+	}
+	source := s.source
+	s.mu.Unlock()
+	sort.Slice(subs, func(i, j int) bool { return subs[i].spec.task.Name < subs[j].spec.task.Name })
+	resp := &pb.QueryStatusResponse{Result: true, SourceStatus: &pb.SourceStatus{Source: source, Worker: s.cfg.Name}}
+	for _, sub := range subs {
+		resp.SubTaskStatus = append(resp.SubTaskStatus, sub.status(ctx))
+	}
+	return resp, nil
+}
+
+// subtask runs one task's syncer for the bound source, resuming by itself after an error (with
+// backoff, the error shown meanwhile) until it is stopped or paused.
+type subtask struct {
+	spec spec
+	cfg  ServerConfig
+	log  *zap.Logger
+
+	mu      sync.Mutex
+	stage   string
+	lastErr error
+	syncer  *Syncer
+	cancel  context.CancelFunc
+	done    chan struct{}
+	upDB    *sql.DB // for the source's own position in status
+}
+
+func newSubtask(sp spec, cfg ServerConfig, log *zap.Logger) *subtask {
+	return &subtask{spec: sp, cfg: cfg, log: log.With(zap.String("task", sp.task.Name), zap.String("source", sp.inst.SourceID), zap.Int64("epoch", sp.epoch))}
+}
+
+// setStage starts or pauses the subtask.
+func (t *subtask) setStage(ctx context.Context, stage string) {
+	t.mu.Lock()
+	running := t.cancel != nil
+	t.mu.Unlock()
+	switch {
+	case stage == ha.StageRunning && !running:
+		rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan struct{})
+		t.mu.Lock()
+		t.stage, t.lastErr, t.cancel, t.done = ha.StageRunning, nil, cancel, done
+		t.mu.Unlock()
+		go func() {
+			defer close(done)
+			t.run(rctx)
+		}()
+		t.log.Info("subtask running")
+	case stage == ha.StagePaused:
+		t.stop()
+		t.mu.Lock()
+		t.stage = ha.StagePaused
+		t.mu.Unlock()
+	}
+}
+
+// stop cancels the syncer and waits until it has returned, so no write of it can follow.
+func (t *subtask) stop() {
+	t.mu.Lock()
+	cancel, done := t.cancel, t.done
+	t.cancel, t.done = nil, nil
+	t.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+	t.mu.Lock()
+	if t.upDB != nil {
+		t.upDB.Close()
+		t.upDB = nil
+	}
+	t.mu.Unlock()
+}
+
+func (t *subtask) run(ctx context.Context) {
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		err := t.runOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		wait := min(time.Duration(1<<min(attempt, 4))*2*time.Second, 30*time.Second)
+		t.log.Error("subtask stopped on an error; resuming automatically", zap.Error(err), zap.Duration("backoff", wait))
+		t.mu.Lock()
+		t.stage, t.lastErr, t.syncer = ha.StagePaused, err, nil
+		t.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		t.mu.Lock()
+		t.stage = ha.StageRunning
+		t.mu.Unlock()
+	}
+}
+
+func (t *subtask) runOnce(ctx context.Context) error {
+	sp := t.spec
+	ba, rules := sp.task.Rules(sp.inst)
+	router, err := NewRouter(ba, rules)
+	if err != nil {
+		return err
+	}
+	down, err := OpenDB(sp.task.TargetDatabase)
+	if err != nil {
+		return err
+	}
+	defer down.Close()
+	flavor, err := detectFlavor(ctx, sp.source)
+	if err != nil {
+		return err
+	}
+	sc := sp.task.SyncerOf(sp.inst)
+	cfg := SyncerConfig{
+		Task: sp.task.Name, Source: sp.inst.SourceID, Flavor: flavor,
+		Host: sp.source.From.Host, Port: uint16(sp.source.From.Port), User: sp.source.From.User, Password: sp.source.From.Password,
+		ServerID: sp.source.ServerID, EnableGTID: sp.source.EnableGTID, Router: router, Downstream: down,
+		MetaSchema: sp.task.MetaSchema, Agent: pessimist.NewAgent(t.cfg.Client, t.cfg.Layout, sp.task.Name, sp.inst.SourceID, t.log),
+		BatchRows: sc.Batch, WorkerCount: sc.WorkerCount, Log: t.log,
+	}
+	if cfg.ServerID == 0 {
+		h := fnv.New32a()
+		h.Write([]byte(sp.task.Name + "\x00" + sp.inst.SourceID))
+		cfg.ServerID = 0x20000000 | h.Sum32()&0x0fffffff
+	}
+	if m := sp.inst.Meta; m != nil {
+		cfg.Start = Position{File: m.BinlogName, Pos: max(m.BinlogPos, 4)}
+		if m.BinlogName == "" {
+			cfg.Start = Position{}
+		}
+		cfg.StartGTID = m.BinlogGTID
+	}
+	syncer := NewSyncer(cfg)
+	t.mu.Lock()
+	t.syncer = syncer
+	t.mu.Unlock()
+	return syncer.Run(ctx)
+}
+
+// detectFlavor returns "mariadb" when the source says it is MariaDB, else the configured flavor.
+func detectFlavor(ctx context.Context, src *config.Source) (string, error) {
+	db, err := OpenDB(src.From)
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	var version string
+	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return "", fmt.Errorf("source %s (%s): %w", src.SourceID, src.From, err)
+	}
+	if strings.Contains(strings.ToLower(version), "mariadb") {
+		return mysql.MariaDBFlavor, nil
+	}
+	return src.Flavor, nil
+}
+
+func (t *subtask) status(ctx context.Context) *pb.SubTaskStatus {
+	t.mu.Lock()
+	stage, lastErr, syncer := t.stage, t.lastErr, t.syncer
+	t.mu.Unlock()
+	out := &pb.SubTaskStatus{Name: t.spec.task.Name, Stage: stage, Unit: "Sync"}
+	if lastErr != nil {
+		out.Result = &pb.ProcessResult{Errors: []*pb.ProcessError{{ErrCode: 36069, ErrClass: "sync-unit", ErrScope: "internal", ErrLevel: "high",
+			Message: "the subtask stopped on an error and resumes automatically; resume-task retries at once", RawCause: lastErr.Error()}}}
+	}
+	if syncer == nil || stage != ha.StageRunning {
+		return out
+	}
+	st := syncer.Status()
+	sync := &pb.SyncStatus{TotalEvents: st.TotalEvents, SyncerBinlog: st.SyncerBinlog.String(), SyncerBinlogGtid: st.SyncerGTID,
+		BlockingDDLs: st.BlockingDDLs, BinlogType: "remote"}
+	if len(st.LockIDs) > 0 {
+		out.UnresolvedDDLLockID = st.LockIDs[0]
+	}
+	for _, u := range st.Unresolved {
+		g := &pb.ShardingGroup{Target: u.Target.String(), DDLs: u.DDLs, FirstLocation: u.FirstPosition.String()}
+		for _, tb := range u.Synced {
+			g.Synced = append(g.Synced, tb.String())
+		}
+		for _, tb := range u.Unsynced {
+			g.Unsynced = append(g.Unsynced, tb.String())
+		}
+		sync.UnresolvedGroups = append(sync.UnresolvedGroups, g)
+	}
+	if pos, gtid, err := t.masterStatus(ctx); err == nil {
+		sync.MasterBinlog, sync.MasterBinlogGtid = pos.String(), gtid
+		sync.Synced = len(st.Unresolved) == 0 && pos.Compare(st.SyncerBinlog) == 0
+	} else {
+		t.log.Warn("read source position for status", zap.Error(err))
+	}
+	out.Sync = sync
+	return out
+}
+
+func (t *subtask) masterStatus(ctx context.Context) (Position, string, error) {
+	t.mu.Lock()
+	if t.upDB == nil {
+		db, err := OpenDB(t.spec.source.From)
+		if err != nil {
+			t.mu.Unlock()
+			return Position{}, "", err
+		}
+		t.upDB = db
+	}
+	db := t.upDB
+	t.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	var p Position
+	var doDB, ignoreDB any
+	if err := db.QueryRowContext(ctx, "SHOW MASTER STATUS").Scan(&p.File, &p.Pos, &doDB, &ignoreDB); err != nil {
+		return Position{}, "", err
+	}
+	var gtid sql.NullString
+	_ = db.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&gtid)
+	return p, gtid.String, nil
+}
