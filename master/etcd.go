@@ -62,6 +62,7 @@ func StartEtcd(c EtcdConfig) (*embed.Etcd, error) {
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{adv}
 	cfg.ServiceRegister = c.Register
+	cfg.WarningUnaryRequestDuration = embed.DefaultWarningUnaryRequestDuration
 	if c.LogFile != "" {
 		cfg.LogOutputs = []string{c.LogFile}
 	}

@@ -1,0 +1,540 @@
+// Package e2e runs a whole Tributary cluster as real processes on one machine: throw-away mariadbd
+// upstreams and downstream, dm-master, dm-workers, and dmctl for every command. The integration
+// tests and `make demo` share it.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tributary-db/tributary/internal/mariadbtest"
+	"github.com/tributary-db/tributary/internal/netutil"
+)
+
+// Build compiles dm-master, dm-worker and dmctl into dir. root is the module's directory.
+func Build(root, dir string) error {
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/dm-master", "./cmd/dm-worker", "./cmd/dmctl")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// Proc is one dm-master or dm-worker process.
+type Proc struct {
+	Name, Addr string
+	args       []string
+	bin        string
+	LogFile    string
+	mu         sync.Mutex
+	cmd        *exec.Cmd
+	exited     chan struct{}
+}
+
+func (p *Proc) start() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cmd = exec.Command(p.bin, p.args...)
+	out, err := os.OpenFile(p.LogFile+".out", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	p.cmd.Stdout, p.cmd.Stderr = out, out
+	if err := p.cmd.Start(); err != nil {
+		out.Close()
+		return err
+	}
+	exited := make(chan struct{})
+	p.exited = exited
+	go func() { p.cmd.Wait(); out.Close(); close(exited) }()
+	return nil
+}
+
+// Kill9 kills the process with SIGKILL and waits for it.
+func (p *Proc) Kill9() { p.signal(syscall.SIGKILL) }
+
+// Stop stops the process with SIGTERM and waits for it.
+func (p *Proc) Stop() { p.signal(syscall.SIGTERM) }
+
+func (p *Proc) signal(sig syscall.Signal) {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	select {
+	case <-exited:
+		return
+	default:
+	}
+	cmd.Process.Signal(sig)
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-exited
+	}
+}
+
+// Restart starts the process again with the same arguments.
+func (p *Proc) Restart() error { return p.start() }
+
+// Options shape a cluster.
+type Options struct {
+	Root         string // module root (for building); the binaries are built into Dir/bin
+	Bin          string // prebuilt binaries' directory (skips building)
+	Workers      int    // dm-workers to start (default 2)
+	KeepaliveTTL int    // workers' --keepalive-ttl (default 3)
+	Upstreams    int    // upstream mariadbd instances (default 2)
+}
+
+// Cluster is a running cluster.
+type Cluster struct {
+	Dir     string
+	Bin     string
+	Ups     []*mariadbtest.Server
+	UpDBs   []*sql.DB
+	Down    *mariadbtest.Server
+	DownDB  *sql.DB
+	Master  *Proc
+	Workers []*Proc
+	ttl     int
+}
+
+// Start launches the databases, one dm-master and the workers, and waits until the master leads.
+func Start(o Options) (_ *Cluster, err error) {
+	if !mariadbtest.Available() {
+		return nil, errors.New("mariadbd not found: install mariadb-server (apt-get install -y mariadb-server)")
+	}
+	if o.Workers == 0 {
+		o.Workers = 2
+	}
+	if o.KeepaliveTTL == 0 {
+		o.KeepaliveTTL = 3
+	}
+	if o.Upstreams == 0 {
+		o.Upstreams = 2
+	}
+	dir, err := os.MkdirTemp("", "tributary-e2e-")
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Dir: dir, Bin: o.Bin, ttl: o.KeepaliveTTL}
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+	if c.Bin == "" {
+		c.Bin = filepath.Join(dir, "bin")
+		if err := Build(o.Root, c.Bin); err != nil {
+			return nil, err
+		}
+	}
+	servers := make([]*mariadbtest.Server, o.Upstreams+1)
+	errs := make([]error, len(servers))
+	var wg sync.WaitGroup
+	for i := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			servers[i], errs[i] = mariadbtest.Launch()
+		}()
+	}
+	wg.Wait()
+	for i, s := range servers {
+		if s != nil {
+			if i < o.Upstreams {
+				c.Ups = append(c.Ups, s)
+			} else {
+				c.Down = s
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	for _, s := range c.Ups {
+		db, err := sql.Open("mysql", s.DSN(""))
+		if err != nil {
+			return nil, err
+		}
+		c.UpDBs = append(c.UpDBs, db)
+	}
+	if c.DownDB, err = sql.Open("mysql", c.Down.DSN("")); err != nil {
+		return nil, err
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	peer, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	c.Master = &Proc{Name: "master1", Addr: addr, bin: filepath.Join(c.Bin, "dm-master"), LogFile: filepath.Join(dir, "master1.log"),
+		args: []string{"--name", "master1", "--master-addr", addr, "--peer-urls", "http://" + peer,
+			"--data-dir", filepath.Join(dir, "master1"), "--log-file", filepath.Join(dir, "master1.log")}}
+	if err := c.Master.start(); err != nil {
+		return nil, err
+	}
+	if _, err := c.Until(60*time.Second, func(r Result) bool { return r.Bool("result") }, "list-member", "--leader"); err != nil {
+		return nil, fmt.Errorf("dm-master did not come up: %w", err)
+	}
+	for i := 1; i <= o.Workers; i++ {
+		if _, err := c.StartWorker(fmt.Sprintf("worker%d", i)); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func freeAddr() (string, error) {
+	port, err := netutil.FreePort()
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("127.0.0.1:%d", port), nil
+}
+
+// StartWorker starts a new dm-worker and waits until it is registered and alive.
+func (c *Cluster) StartWorker(name string) (*Proc, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	w := &Proc{Name: name, Addr: addr, bin: filepath.Join(c.Bin, "dm-worker"), LogFile: filepath.Join(c.Dir, name+".log"),
+		args: []string{"--name", name, "--worker-addr", addr, "--join", c.Master.Addr,
+			"--keepalive-ttl", fmt.Sprint(c.ttl), "--log-file", filepath.Join(c.Dir, name+".log")}}
+	if err := w.start(); err != nil {
+		return nil, err
+	}
+	c.Workers = append(c.Workers, w)
+	if err := c.WaitWorker(name, func(stage string) bool { return stage == "free" || stage == "bound" }); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Worker returns the worker named name.
+func (c *Cluster) Worker(name string) *Proc {
+	for _, w := range c.Workers {
+		if w.Name == name {
+			return w
+		}
+	}
+	return nil
+}
+
+// WaitWorker waits until list-member shows worker name in a stage ok accepts.
+func (c *Cluster) WaitWorker(name string, ok func(stage string) bool) error {
+	_, err := c.Until(60*time.Second, func(r Result) bool {
+		for _, m := range r.List("members") {
+			for _, w := range m.Get("worker").List("workers") {
+				if w.Str("name") == name && ok(w.Str("stage")) {
+					return true
+				}
+			}
+		}
+		return false
+	}, "list-member", "--worker")
+	return err
+}
+
+// Close stops every process and database and removes the directory.
+func (c *Cluster) Close() {
+	for _, w := range c.Workers {
+		w.Kill9()
+	}
+	if c.Master != nil {
+		c.Master.Kill9()
+	}
+	for _, db := range append(c.UpDBs, c.DownDB) {
+		if db != nil {
+			db.Close()
+		}
+	}
+	for _, s := range append(c.Ups, c.Down) {
+		if s != nil {
+			s.Kill()
+			s.Remove()
+		}
+	}
+	if os.Getenv("TRIBUTARY_KEEP") == "" {
+		os.RemoveAll(c.Dir)
+	}
+}
+
+// Result is dmctl's JSON output.
+type Result map[string]any
+
+// Bool, Str, Get and List read a field (zero when missing).
+func (r Result) Bool(k string) bool { b, _ := r[k].(bool); return b }
+func (r Result) Str(k string) string {
+	s, _ := r[k].(string)
+	return s
+}
+func (r Result) Get(k string) Result {
+	m, _ := r[k].(map[string]any)
+	return m
+}
+func (r Result) List(k string) []Result {
+	l, _ := r[k].([]any)
+	out := make([]Result, 0, len(l))
+	for _, e := range l {
+		if m, ok := e.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+func (r Result) Strings(k string) []string {
+	l, _ := r[k].([]any)
+	out := make([]string, 0, len(l))
+	for _, e := range l {
+		if s, ok := e.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Dmctl runs dmctl against the master and returns its parsed JSON and its raw output.
+func (c *Cluster) Dmctl(args ...string) (Result, string, error) {
+	return Dmctl(c.Bin, c.Master.Addr, args...)
+}
+
+// Dmctl runs dmctl against the master at addr.
+func Dmctl(bin, addr string, args ...string) (Result, string, error) {
+	cmd := exec.Command(filepath.Join(bin, "dmctl"), append([]string{"--master-addr", addr, "--rpc-timeout", "60s"}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	out := stdout.String() + stderr.String()
+	if err != nil {
+		return nil, out, fmt.Errorf("dmctl %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	var r Result
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		return nil, out, fmt.Errorf("dmctl %s printed no JSON: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return r, out, nil
+}
+
+// Until runs dmctl until ok accepts its output or timeout passes.
+func (c *Cluster) Until(timeout time.Duration, ok func(Result) bool, args ...string) (Result, error) {
+	var last string
+	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
+		r, out, err := c.Dmctl(args...)
+		if err == nil && ok(r) {
+			return r, nil
+		}
+		last = out
+		if time.Now().After(deadline) {
+			return r, fmt.Errorf("dmctl %s: not as expected after %s; last output:\n%s", strings.Join(args, " "), timeout, last)
+		}
+	}
+}
+
+// SourceFile writes the source file of upstream i (source-id "mysql-replica-0<i+1>") and returns its path.
+func (c *Cluster) SourceFile(i int) (string, error) {
+	path := filepath.Join(c.Dir, fmt.Sprintf("source%d.yaml", i+1))
+	body := fmt.Sprintf(`source-id: %s
+enable-gtid: false
+flavor: mariadb
+from:
+  host: 127.0.0.1
+  port: %d
+  user: root
+  password: ""
+`, SourceID(i), c.Ups[i].Port)
+	return path, os.WriteFile(path, []byte(body), 0o644)
+}
+
+// SourceID is the ID of upstream i.
+func SourceID(i int) string { return fmt.Sprintf("mysql-replica-%02d", i+1) }
+
+// TaskFile writes a shard-merge task named name: db_*.t_* on every upstream into db.t.
+func (c *Cluster) TaskFile(name string) (string, error) {
+	var inst strings.Builder
+	for i := range c.Ups {
+		fmt.Fprintf(&inst, "  - source-id: %s\n    block-allow-list: bw-rule-1\n    route-rules: [route-table, route-schema]\n    syncer-config-name: global\n", SourceID(i))
+	}
+	body := fmt.Sprintf(`name: %s
+task-mode: incremental
+shard-mode: pessimistic
+meta-schema: dm_meta
+target-database:
+  host: 127.0.0.1
+  port: %d
+  user: root
+  password: ""
+mysql-instances:
+%sblock-allow-list:
+  bw-rule-1:
+    do-dbs: ["db_*"]
+routes:
+  route-table:
+    schema-pattern: "db_*"
+    table-pattern: "t_*"
+    target-schema: db
+    target-table: t
+  route-schema:
+    schema-pattern: "db_*"
+    target-schema: db
+syncers:
+  global:
+    worker-count: 4
+    batch: 256
+`, name, c.Down.Port, inst.String())
+	path := filepath.Join(c.Dir, name+".yaml")
+	return path, os.WriteFile(path, []byte(body), 0o644)
+}
+
+// Exec runs statements on upstream i.
+func (c *Cluster) Exec(i int, stmts ...string) error {
+	for _, q := range stmts {
+		if _, err := c.UpDBs[i].Exec(q); err != nil {
+			return fmt.Errorf("upstream %d: %s: %w", i+1, q, err)
+		}
+	}
+	return nil
+}
+
+// Rows returns a query's rows as sorted strings.
+func Rows(db *sql.DB, q string) ([]string, error) {
+	rows, err := db.Query(q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		parts := make([]string, len(cols))
+		for i, v := range vals {
+			parts[i] = "NULL"
+			if v.Valid {
+				parts[i] = v.String
+			}
+		}
+		out = append(out, strings.Join(parts, "|"))
+	}
+	sort.Strings(out)
+	return out, rows.Err()
+}
+
+// Merged returns the rows of every upstream shard table (db_*.t_*), columns cols, sorted.
+func (c *Cluster) Merged(cols string) ([]string, error) {
+	var all []string
+	for _, db := range c.UpDBs {
+		tables, err := Rows(db, "SELECT CONCAT('`', TABLE_SCHEMA, '`.`', TABLE_NAME, '`') FROM information_schema.TABLES WHERE TABLE_SCHEMA LIKE 'db\\_%' AND TABLE_NAME LIKE 't\\_%'")
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range tables {
+			rows, err := Rows(db, "SELECT "+cols+" FROM "+t)
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, rows...)
+		}
+	}
+	sort.Strings(all)
+	return all, nil
+}
+
+// Converge waits until the downstream db.t equals the merged upstream shards (columns cols) and
+// returns the number of rows, or an error showing the first difference.
+func (c *Cluster) Converge(cols string, timeout time.Duration) (int, error) {
+	var want, got []string
+	var err error
+	for deadline := time.Now().Add(timeout); ; time.Sleep(200 * time.Millisecond) {
+		if want, err = c.Merged(cols); err == nil {
+			if got, err = Rows(c.DownDB, "SELECT "+cols+" FROM db.t"); err == nil && equal(got, want) {
+				return len(got), nil
+			}
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return 0, err
+			}
+			return 0, fmt.Errorf("downstream db.t has %d rows, merged upstream %d: %s", len(got), len(want), firstDiff(got, want))
+		}
+	}
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func firstDiff(got, want []string) string {
+	for i := 0; i < len(got) || i < len(want); i++ {
+		var g, w string
+		if i < len(got) {
+			g = got[i]
+		}
+		if i < len(want) {
+			w = want[i]
+		}
+		if g != w {
+			return fmt.Sprintf("first difference at row %d: downstream %q, upstream %q", i, g, w)
+		}
+	}
+	return "none"
+}
+
+// Checksum is a CHECKSUM of the downstream table, for printing.
+func Checksum(ctx context.Context, db *sql.DB, table string) (int64, error) {
+	var name string
+	var sum sql.NullInt64
+	err := db.QueryRowContext(ctx, "CHECKSUM TABLE "+table).Scan(&name, &sum)
+	return sum.Int64, err
+}
+
+// Tail returns the last n lines of a process's log, for failure messages.
+func Tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
