@@ -211,7 +211,8 @@ type Schedule struct {
 
 // Plan binds every source without a live worker to a free live worker (sorted by name, so the plan
 // is deterministic) and unbinds sources whose worker is no longer alive or which no longer exist.
-// A worker holds at most one source.
+// A worker holds at most one source (a second binding to it, which only a damaged state could hold, is
+// removed).
 func Plan(st State) Schedule {
 	var s Schedule
 	busy := map[string]bool{}
@@ -219,7 +220,7 @@ func Plan(st State) Schedule {
 	for _, id := range st.SortedSources() {
 		b, ok := st.Bindings[id]
 		switch {
-		case ok && st.Alive[b.Worker]:
+		case ok && st.Alive[b.Worker] && !busy[b.Worker]:
 			busy[b.Worker] = true
 		case ok:
 			s.Unbind = append(s.Unbind, b)

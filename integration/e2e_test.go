@@ -222,3 +222,215 @@ func downColumns(t *testing.T, c *e2eCluster) int {
 	return n
 }
 
+
+// Two successive DDLs reached in a different order across tables: t_1 runs both before t_2 runs any
+// on one source, the other source interleaves them. Each runs downstream once, in order.
+func TestE2ESuccessiveDDLs(t *testing.T) {
+	c := startE2E(t, 2)
+	c.up(0, insertRows("db_1.t_1", 0, 10, ""), insertRows("db_1.t_2", 10, 20, ""))
+	c.up(1, insertRows("db_2.t_1", 20, 30, ""), insertRows("db_2.t_2", 30, 40, ""))
+	c.up(0, "ALTER TABLE db_1.t_1 ADD COLUMN c1 INT", insertRows("db_1.t_1", 100, 110, ", 1"),
+		"ALTER TABLE db_1.t_1 ADD COLUMN c2 INT", insertRows("db_1.t_1", 110, 120, ", 1, 2"),
+		insertRows("db_1.t_2", 120, 130, ""),
+		"ALTER TABLE db_1.t_2 ADD COLUMN c1 INT", insertRows("db_1.t_2", 130, 140, ", 3"),
+		"ALTER TABLE db_1.t_2 ADD COLUMN c2 INT", insertRows("db_1.t_2", 140, 150, ", 3, 4"))
+	c.up(1, "ALTER TABLE db_2.t_2 ADD COLUMN c1 INT", insertRows("db_2.t_2", 200, 210, ", 5"),
+		"ALTER TABLE db_2.t_1 ADD COLUMN c1 INT", insertRows("db_2.t_1", 210, 220, ", 6"),
+		"ALTER TABLE db_2.t_1 ADD COLUMN c2 INT", insertRows("db_2.t_1", 220, 230, ", 6, 7"),
+		insertRows("db_2.t_2", 230, 240, ", 8"),
+		"ALTER TABLE db_2.t_2 ADD COLUMN c2 INT", insertRows("db_2.t_2", 240, 250, ", 8, 9"))
+	if n := c.converge("id, v, c1, c2"); n != 140 {
+		t.Fatalf("%d rows, want 140", n)
+	}
+	c.waitSynced()
+	if cols := downColumns(t, c); cols != 4 {
+		t.Fatalf("downstream db.t has %d columns, want 4", cols)
+	}
+}
+
+// A shard table created mid-task joins its group: its rows arrive and the next DDL waits for it too.
+func TestE2ENewShardTable(t *testing.T) {
+	c := startE2E(t, 2)
+	c.up(0, insertRows("db_1.t_1", 0, 10, ""))
+	c.up(1, "CREATE TABLE db_2.t_3 (id INT PRIMARY KEY, v VARCHAR(32))", insertRows("db_2.t_3", 10, 20, ""))
+	c.converge("id, v")
+	for i, db := range []string{"db_1", "db_2"} {
+		c.up(i, "ALTER TABLE "+db+".t_1 ADD COLUMN c INT", "ALTER TABLE "+db+".t_2 ADD COLUMN c INT")
+	}
+	// db_2.t_3 has not reached the DDL: the lock waits for source 2.
+	c.waitLock([]string{s1}, []string{s2})
+	c.up(1, insertRows("db_2.t_3", 30, 40, ""), "ALTER TABLE db_2.t_3 ADD COLUMN c INT", insertRows("db_2.t_3", 40, 50, ", 5"))
+	if n := c.converge("id, v, c"); n != 40 {
+		t.Fatalf("%d rows, want 40", n)
+	}
+	c.waitSynced()
+}
+
+// halfForm runs the DDL on source 1's shards only, with rows around it, and waits for the lock to
+// show source 1 synced and source 2 not.
+func (c *e2eCluster) halfForm() {
+	c.t.Helper()
+	c.up(0, insertRows("db_1.t_1", 0, 50, ""), insertRows("db_1.t_2", 50, 100, ""))
+	c.up(1, insertRows("db_2.t_1", 100, 150, ""), insertRows("db_2.t_2", 150, 200, ""))
+	c.up(0, "ALTER TABLE db_1.t_1 ADD COLUMN c INT", insertRows("db_1.t_1", 1000, 1020, ", 1"),
+		"ALTER TABLE db_1.t_2 ADD COLUMN c INT", insertRows("db_1.t_2", 1020, 1040, ", 2"))
+	c.waitLock([]string{s1}, []string{s2})
+}
+
+// finishLock runs the DDL on source 2 with rows around it and checks everything converges.
+func (c *e2eCluster) finishLock() {
+	c.t.Helper()
+	c.up(1, insertRows("db_2.t_1", 2000, 2020, ""), "ALTER TABLE db_2.t_1 ADD COLUMN c INT", insertRows("db_2.t_1", 2020, 2040, ", 3"),
+		"ALTER TABLE db_2.t_2 ADD COLUMN c INT", insertRows("db_2.t_2", 2040, 2060, ", 4"))
+	c.up(0, insertRows("db_1.t_1", 3000, 3020, ", 5"))
+	if n := c.converge("id, v, c"); n != 340 {
+		c.t.Fatalf("%d rows, want 340", n)
+	}
+	c.waitSynced()
+	if cols := downColumns(c.t, c); cols != 3 {
+		c.t.Fatalf("downstream db.t has %d columns, want 3", cols)
+	}
+}
+
+func TestE2EPauseResumeWhileLockHalfFormed(t *testing.T) {
+	c := startE2E(t, 2)
+	c.halfForm()
+	c.ok("pause-task", c.task)
+	c.waitStage("Paused")
+	// Writes while paused, on both sources, are picked up after resume.
+	c.up(1, insertRows("db_2.t_1", 1500, 1510, ""))
+	c.ok("resume-task", c.task)
+	c.waitStage("Running")
+	c.waitLock([]string{s1}, []string{s2})
+	c.finishLockPlus(10)
+}
+
+func TestE2EStopStartWhileLockHalfFormed(t *testing.T) {
+	c := startE2E(t, 2)
+	c.halfForm()
+	c.ok("stop-task", c.task)
+	c.until("task gone", func(r e2e.Result) bool { return !r.Bool("result") }, "query-status", c.task)
+	if r := c.ok("shard-ddl-lock"); len(r.List("locks")) != 0 {
+		t.Fatalf("stop-task left a lock: %v", r)
+	}
+	c.up(1, insertRows("db_2.t_1", 1500, 1510, ""))
+	f, err := c.TaskFile(c.task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The checkpoints were kept: the task resumes, source 1 meets its DDL again and the lock re-forms.
+	c.ok("start-task", f)
+	c.waitLock([]string{s1}, []string{s2})
+	c.finishLockPlus(10)
+}
+
+// finishLockPlus is finishLock when extra more rows were written meanwhile.
+func (c *e2eCluster) finishLockPlus(extra int) {
+	c.t.Helper()
+	c.up(1, "ALTER TABLE db_2.t_1 ADD COLUMN c INT", insertRows("db_2.t_1", 2020, 2040, ", 3"),
+		"ALTER TABLE db_2.t_2 ADD COLUMN c INT", insertRows("db_2.t_2", 2040, 2060, ", 4"))
+	if n := c.converge("id, v, c"); n != 280+extra {
+		c.t.Fatalf("%d rows, want %d", n, 280+extra)
+	}
+	c.waitSynced()
+}
+
+// Different DDLs from the two sources: shard-ddl-lock shows the conflict with both DDLs; the user
+// force-removes the lock, fixes the downstream by hand, and the held-back rows arrive.
+func TestE2EConflictForceRemoveAndManualFix(t *testing.T) {
+	c := startE2E(t, 2)
+	c.up(0, insertRows("db_1.t_1", 0, 10, ""), "ALTER TABLE db_1.t_1 ADD COLUMN c INT", "ALTER TABLE db_1.t_2 ADD COLUMN c INT",
+		insertRows("db_1.t_1", 100, 110, ", 1"))
+	c.up(1, insertRows("db_2.t_1", 10, 20, ""), "ALTER TABLE db_2.t_1 ADD COLUMN c BIGINT", "ALTER TABLE db_2.t_2 ADD COLUMN c BIGINT",
+		insertRows("db_2.t_1", 200, 210, ", 2"))
+	r := c.until("conflict shown", func(r e2e.Result) bool {
+		locks := r.List("locks")
+		return len(locks) == 1 && len(locks[0].List("conflict")) == 2
+	}, "shard-ddl-lock", c.task)
+	lock := r.List("locks")[0]
+	var all []string
+	for _, cf := range lock.List("conflict") {
+		all = append(all, cf.Str("source")+": "+strings.Join(cf.Strings("DDLs"), ";"))
+	}
+	joined := strings.Join(all, "\n")
+	if !strings.Contains(joined, s1+": ALTER TABLE `db`.`t` ADD COLUMN `c` INT") || !strings.Contains(joined, s2+": ALTER TABLE `db`.`t` ADD COLUMN `c` BIGINT") {
+		t.Fatalf("conflict does not name both DDLs and sources:\n%s", joined)
+	}
+	if cols := downColumns(t, c); cols != 2 {
+		t.Fatalf("a conflicting DDL ran downstream: %d columns", cols)
+	}
+	c.ok("shard-ddl-lock", "unlock", lock.Str("ID"), "--force-remove")
+	if r := c.ok("shard-ddl-lock"); len(r.List("locks")) != 0 {
+		t.Fatalf("lock left after force-remove: %v", r)
+	}
+	// The manual fix: the user chooses BIGINT downstream. Held-back rows then arrive (the subtasks
+	// retry by themselves; resume-task makes it immediate).
+	if _, err := c.DownDB.Exec("ALTER TABLE db.t ADD COLUMN c BIGINT"); err != nil {
+		t.Fatal(err)
+	}
+	c.ok("resume-task", c.task)
+	if n := c.converge("id, v, c"); n != 40 {
+		t.Fatalf("%d rows, want 40", n)
+	}
+	c.waitSynced()
+}
+
+// kill -9 of a worker while its source is part of a half-formed lock, then restart it: its source
+// stays bound to it (or moves back), the lock completes, nothing is lost or applied twice.
+func TestE2EKillWorkerWhileLockHalfFormed(t *testing.T) {
+	c := startE2E(t, 2)
+	c.halfForm()
+	w := c.Worker("worker1") // bound to source 1, which has put its info
+	w.Kill9()
+	c.up(0, insertRows("db_1.t_2", 1500, 1510, ", 9"))
+	if err := w.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	c.waitStage("Running")
+	c.waitLock([]string{s1}, []string{s2})
+	c.finishLockPlus(10)
+}
+
+// Worker failover: with a spare worker registered, stopping a bound worker moves its source to the
+// spare, which resumes from the downstream checkpoint.
+func TestE2EWorkerFailover(t *testing.T) {
+	c := startE2E(t, 3)
+	c.up(0, insertRows("db_1.t_1", 0, 100, ""))
+	c.up(1, insertRows("db_2.t_1", 100, 200, ""))
+	c.converge("id, v")
+	r := c.ok("query-status", c.task)
+	var victim string
+	for _, s := range r.List("sources") {
+		if s.Get("sourceStatus").Str("source") == s1 {
+			victim = s.Get("sourceStatus").Str("worker")
+		}
+	}
+	c.Worker(victim).Kill9()
+	c.up(0, insertRows("db_1.t_2", 300, 400, ""))
+	c.until("source 1 moved to the spare", func(r e2e.Result) bool {
+		for _, s := range r.List("sources") {
+			ss := s.Get("sourceStatus")
+			if ss.Str("source") == s1 && ss.Str("worker") != victim && ss.Str("worker") != "" && len(s.List("subTaskStatus")) == 1 {
+				return true
+			}
+		}
+		return false
+	}, "query-status", c.task)
+	c.up(0, "ALTER TABLE db_1.t_1 ADD COLUMN c INT", "ALTER TABLE db_1.t_2 ADD COLUMN c INT", insertRows("db_1.t_1", 500, 510, ", 1"))
+	c.up(1, "ALTER TABLE db_2.t_1 ADD COLUMN c INT", "ALTER TABLE db_2.t_2 ADD COLUMN c INT", insertRows("db_2.t_1", 600, 610, ", 2"))
+	if n := c.converge("id, v, c"); n != 320 {
+		t.Fatalf("%d rows, want 320", n)
+	}
+	c.waitSynced()
+	c.until("dead worker offline", func(r e2e.Result) bool {
+		for _, m := range r.List("members") {
+			for _, w := range m.Get("worker").List("workers") {
+				if w.Str("name") == victim {
+					return w.Str("stage") == "offline"
+				}
+			}
+		}
+		return false
+	}, "list-member", "--worker")
+	c.ok("offline-member", "--type", "worker", "--name", victim)
+}

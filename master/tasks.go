@@ -293,12 +293,37 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 		return nil, fmt.Errorf("task %s was started concurrently", task.Name)
 	}
 	s.logger().Info("task started", zap.String("task", task.Name), zap.Strings("sources", sources))
-	statuses := s.waitSubtasks(ctx, task.Name, sources, func(sub *pb.SubTaskStatus) bool { return sub != nil && sub.Stage != "" })
+	// Wait until every subtask has fixed its start (a task without meta starts at the position of
+	// that moment) or stopped on an error, so writes made after start-task returns are replicated.
+	statuses := s.waitSubtasks(ctx, task.Name, sources, func(sub *pb.SubTaskStatus) bool {
+		return sub != nil && (sub.Stage == ha.StageRunning || sub.Result != nil)
+	})
 	resp := &pb.StartTaskResponse{Result: true}
 	for _, src := range sources {
-		resp.Sources = append(resp.Sources, commonOf(src, statuses[src]))
+		r := commonOf(src, statuses[src])
+		if sub := subtaskOf(statuses[src], task.Name); sub == nil || sub.Stage != ha.StageRunning {
+			r.Result = false
+			if sub != nil && sub.Result != nil && len(sub.Result.Errors) > 0 {
+				r.Msg = sub.Result.Errors[0].RawCause
+			} else if r.Msg == "" {
+				r.Msg = "the subtask has not started yet; see query-status"
+			}
+		}
+		resp.Sources = append(resp.Sources, r)
 	}
 	return resp, nil
+}
+
+func subtaskOf(qs *pb.QueryStatusResponse, task string) *pb.SubTaskStatus {
+	if qs == nil {
+		return nil
+	}
+	for _, sub := range qs.SubTaskStatus {
+		if sub.Name == task {
+			return sub
+		}
+	}
+	return nil
 }
 
 // commonOf summarises one source's status after a task command.

@@ -336,7 +336,18 @@ func (t *subtask) runOnce(ctx context.Context) error {
 	t.mu.Lock()
 	t.syncer = syncer
 	t.mu.Unlock()
-	return syncer.Run(ctx)
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-syncer.Started(): // the previous error is over
+			t.mu.Lock()
+			t.lastErr = nil
+			t.mu.Unlock()
+		case <-rctx.Done():
+		}
+	}()
+	return syncer.Run(rctx)
 }
 
 // detectFlavor returns "mariadb" when the source says it is MariaDB, else the configured flavor.
@@ -366,6 +377,12 @@ func (t *subtask) status(ctx context.Context) *pb.SubTaskStatus {
 			Message: "the subtask stopped on an error and resumes automatically; resume-task retries at once", RawCause: lastErr.Error()}}}
 	}
 	if syncer == nil || stage != ha.StageRunning {
+		return out
+	}
+	select {
+	case <-syncer.Started():
+	default:
+		out.Stage = "New" // still reading its checkpoint and the upstream tables
 		return out
 	}
 	st := syncer.Status()

@@ -82,6 +82,7 @@ type Syncer struct {
 	schemas       *schemaTracker      // column lists by position, for binlogs without column names
 
 	events   atomic.Int64
+	started  chan struct{}
 	statusMu sync.Mutex
 	status   Status
 }
@@ -95,6 +96,10 @@ type Status struct {
 	LockIDs      []string
 	Unresolved   []shardgroup.Unresolved
 }
+
+// Started is closed once the syncer has saved where it starts (a first start's position is fixed from
+// then on) and begins to read the binlog.
+func (s *Syncer) Started() <-chan struct{} { return s.started }
 
 // Status returns the last snapshot.
 func (s *Syncer) Status() Status {
@@ -170,7 +175,7 @@ func NewSyncer(cfg SyncerConfig) *Syncer {
 	if cfg.Flavor == "" {
 		cfg.Flavor = mysql.MariaDBFlavor
 	}
-	s := &Syncer{cfg: cfg, log: cfg.Log.With(zap.String("task", cfg.Task), zap.String("source", cfg.Source))}
+	s := &Syncer{cfg: cfg, log: cfg.Log.With(zap.String("task", cfg.Task), zap.String("source", cfg.Source)), started: make(chan struct{})}
 	for i := 0; i < cfg.WorkerCount; i++ {
 		s.parts = append(s.parts, &partition{sink: NewSink(cfg.Downstream, cfg.MetaSchema, cfg.Task, cfg.Source)})
 	}
@@ -186,6 +191,8 @@ func (s *Syncer) Run(ctx context.Context) error {
 		return err
 	}
 	defer s.upstream.Close()
+	s.publishStatus()
+	close(s.started)
 	r, err := s.startReader(ctx, resumePoint{s.ckpt.Global, s.ckpt.GlobalGTID})
 	if err != nil {
 		return err
