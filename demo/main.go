@@ -248,6 +248,14 @@ func run(bin string) error {
 	}
 	fmt.Printf("downstream db.t:\n%s\n", ddl)
 	fmt.Printf("\nOK: downstream db.t equals the merge of the 4 upstream shards: %d rows, row by row (CHECKSUM TABLE db.t = %d).\n", n, sum)
-	fmt.Println("Each DDL ran downstream once, after every shard had reached it; the rows written meanwhile all arrived.")
+	alters, err := c.DownstreamStatements("ALTER TABLE `db`.`t`")
+	if err != nil {
+		return err
+	}
+	if alters != 2 {
+		return fmt.Errorf("the downstream received %d ALTER TABLE statements for db.t, want 2", alters)
+	}
+	fmt.Println("The downstream's general log shows 2 ALTER TABLE statements for db.t: each DDL ran once, after every")
+	fmt.Println("shard had reached it, and the rows written meanwhile all arrived.")
 	return nil
 }

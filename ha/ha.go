@@ -83,6 +83,9 @@ type Task struct {
 	Stage  string `json:"stage"`
 	// Resumed counts resume-task calls, so a resume restarts subtasks that stopped on an error.
 	Resumed int `json:"resumed,omitempty"`
+	// Starts are the sources' binlog positions when start-task ran, for sources without meta and
+	// checkpoint: the task starts there even if its first attempt fails and a later one succeeds.
+	Starts map[string]config.Meta `json:"starts,omitempty"`
 }
 
 // Parse returns the task's configuration.

@@ -211,6 +211,19 @@ func TestE2EAddColumn(t *testing.T) {
 	if cols := downColumns(t, c); cols != 3 {
 		t.Fatalf("downstream db.t has %d columns, want 3", cols)
 	}
+	c.ddlsRun(1)
+}
+
+// ddlsRun checks that exactly n ALTER TABLE statements reached the downstream table db.t.
+func (c *e2eCluster) ddlsRun(n int) {
+	c.t.Helper()
+	got, err := c.DownstreamStatements("ALTER TABLE `db`.`t`")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if got != n {
+		c.t.Fatalf("%d ALTER TABLE statements ran downstream, want %d", got, n)
+	}
 }
 
 func downColumns(t *testing.T, c *e2eCluster) int {
@@ -246,6 +259,7 @@ func TestE2ESuccessiveDDLs(t *testing.T) {
 	if cols := downColumns(t, c); cols != 4 {
 		t.Fatalf("downstream db.t has %d columns, want 4", cols)
 	}
+	c.ddlsRun(2)
 }
 
 // A shard table created mid-task joins its group: its rows arrive and the next DDL waits for it too.
@@ -333,6 +347,7 @@ func (c *e2eCluster) finishLockPlus(extra int) {
 		c.t.Fatalf("%d rows, want %d", n, 280+extra)
 	}
 	c.waitSynced()
+	c.ddlsRun(1)
 }
 
 // Different DDLs from the two sources: shard-ddl-lock shows the conflict with both DDLs; the user
@@ -422,6 +437,7 @@ func TestE2EWorkerFailover(t *testing.T) {
 		t.Fatalf("%d rows, want 320", n)
 	}
 	c.waitSynced()
+	c.ddlsRun(1)
 	c.until("dead worker offline", func(r e2e.Result) bool {
 		for _, m := range r.List("members") {
 			for _, w := range m.Get("worker").List("workers") {

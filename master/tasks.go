@@ -275,6 +275,10 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 		}
 		s.logger().Info("task meta removed", zap.String("task", task.Name))
 	}
+	starts, err := startPositions(ctx, task, srcs, req.RemoveMeta)
+	if err != nil {
+		return nil, err
+	}
 	var sources []string
 	for _, inst := range task.MySQLInstances {
 		sources = append(sources, inst.SourceID)
@@ -282,7 +286,7 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 	if err := pessimist.PutTaskSources(ctx, s.Client, s.layout(), task.Name, sources); err != nil {
 		return nil, err
 	}
-	t := ha.Task{Name: task.Name, Config: req.Task, Stage: ha.StageRunning}
+	t := ha.Task{Name: task.Name, Config: req.Task, Stage: ha.StageRunning, Starts: starts}
 	ok, err := fencedTxn(ctx, s.Client, l.fence,
 		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(ha.TaskKey(task.Name)), "=", 0)},
 		clientv3.OpPut(ha.TaskKey(task.Name), ha.Encode(t)))
@@ -324,6 +328,48 @@ func subtaskOf(qs *pb.QueryStatusResponse, task string) *pb.SubTaskStatus {
 		}
 	}
 	return nil
+}
+
+// startPositions reads the current binlog position (and GTID set) of every source that has neither
+// meta nor checkpoint: "start from the current position" means the position at start-task.
+func startPositions(ctx context.Context, task *config.Task, srcs map[string]*config.Source, fresh bool) (map[string]config.Meta, error) {
+	down, err := worker.OpenDB(task.TargetDatabase)
+	if err != nil {
+		return nil, err
+	}
+	defer down.Close()
+	out := map[string]config.Meta{}
+	for _, inst := range task.MySQLInstances {
+		if m := inst.Meta; m != nil && (m.BinlogName != "" || m.BinlogGTID != "") {
+			continue
+		}
+		if !fresh {
+			has, err := worker.HasCheckpoint(ctx, down, task.MetaSchema, task.Name, inst.SourceID)
+			if err != nil {
+				return nil, fmt.Errorf("read checkpoint of task %s: %w", task.Name, err)
+			}
+			if has {
+				continue
+			}
+		}
+		src := srcs[inst.SourceID]
+		db, err := worker.OpenDB(src.From)
+		if err != nil {
+			return nil, err
+		}
+		var m config.Meta
+		var doDB, ignoreDB any
+		err = db.QueryRowContext(ctx, "SHOW MASTER STATUS").Scan(&m.BinlogName, &m.BinlogPos, &doDB, &ignoreDB)
+		if err == nil && src.EnableGTID {
+			err = db.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&m.BinlogGTID)
+		}
+		db.Close()
+		if err != nil {
+			return nil, fmt.Errorf("source %s (%s): read binlog position: %w", inst.SourceID, src.From, err)
+		}
+		out[inst.SourceID] = m
+	}
+	return out, nil
 }
 
 // commonOf summarises one source's status after a task command.

@@ -128,7 +128,8 @@ type spec struct {
 	source *config.Source
 	epoch  int64
 	stage  string
-	key    string // everything but the stage: a change restarts the subtask
+	start  *config.Meta // where start-task found the source when the task has no meta
+	key    string       // everything but the stage: a change restarts the subtask
 }
 
 func (s *Server) desired(st ha.State) (string, map[string]spec) {
@@ -151,7 +152,11 @@ func (s *Server) desired(st ha.State) (string, map[string]spec) {
 			if inst.SourceID != b.Source {
 				continue
 			}
-			out[t.Name] = spec{task: cfg, inst: inst, source: src.Parsed, epoch: b.Epoch, stage: t.Stage,
+			var start *config.Meta
+			if m, ok := t.Starts[b.Source]; ok {
+				start = &m
+			}
+			out[t.Name] = spec{task: cfg, inst: inst, source: src.Parsed, epoch: b.Epoch, stage: t.Stage, start: start,
 				key: fmt.Sprintf("%d\x00%d\x00%s\x00%s", b.Epoch, t.Resumed, t.Config, src.Config)}
 		}
 	}
@@ -325,7 +330,11 @@ func (t *subtask) runOnce(ctx context.Context) error {
 		h.Write([]byte(sp.task.Name + "\x00" + sp.inst.SourceID))
 		cfg.ServerID = 0x20000000 | h.Sum32()&0x0fffffff
 	}
-	if m := sp.inst.Meta; m != nil {
+	m := sp.inst.Meta
+	if m == nil || (m.BinlogName == "" && m.BinlogGTID == "") {
+		m = sp.start
+	}
+	if m != nil {
 		cfg.Start = Position{File: m.BinlogName, Pos: max(m.BinlogPos, 4)}
 		if m.BinlogName == "" {
 			cfg.Start = Position{}
@@ -376,7 +385,11 @@ func (t *subtask) status(ctx context.Context) *pb.SubTaskStatus {
 		out.Result = &pb.ProcessResult{Errors: []*pb.ProcessError{{ErrCode: 36069, ErrClass: "sync-unit", ErrScope: "internal", ErrLevel: "high",
 			Message: "the subtask stopped on an error and resumes automatically; resume-task retries at once", RawCause: lastErr.Error()}}}
 	}
-	if syncer == nil || stage != ha.StageRunning {
+	if stage != ha.StageRunning {
+		return out
+	}
+	if syncer == nil {
+		out.Stage = "New"
 		return out
 	}
 	select {

@@ -178,6 +178,10 @@ func Start(o Options) (_ *Cluster, err error) {
 	if c.DownDB, err = sql.Open("mysql", c.Down.DSN("")); err != nil {
 		return nil, err
 	}
+	// The downstream's general log counts the DDLs that reached it.
+	if _, err := c.DownDB.Exec("SET GLOBAL log_output = 'TABLE', GLOBAL general_log = 1"); err != nil {
+		return nil, err
+	}
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -515,6 +519,14 @@ func firstDiff(got, want []string) string {
 		}
 	}
 	return "none"
+}
+
+// DownstreamStatements counts the statements the downstream received that start with prefix (from
+// its general log).
+func (c *Cluster) DownstreamStatements(prefix string) (int, error) {
+	var n int
+	err := c.DownDB.QueryRow("SELECT COUNT(*) FROM mysql.general_log WHERE command_type IN ('Query', 'Execute') AND argument LIKE CONCAT(?, '%')", prefix).Scan(&n)
+	return n, err
 }
 
 // Checksum is a CHECKSUM of the downstream table, for printing.
