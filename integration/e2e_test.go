@@ -23,6 +23,12 @@ type e2eCluster struct {
 
 func startE2E(t *testing.T, workers int) *e2eCluster {
 	t.Helper()
+	return startCluster(t, workers, true)
+}
+
+// startCluster is startE2E without starting the task when startTask is false.
+func startCluster(t *testing.T, workers int, startTask bool) *e2eCluster {
+	t.Helper()
 	if !mariadbtest.Available() {
 		t.Skip("mariadbd not found: install mariadb-server (apt-get install -y mariadb-server) to run this test")
 	}
@@ -53,6 +59,9 @@ func startE2E(t *testing.T, workers int) *e2eCluster {
 		ec.ok("operate-source", "create", f)
 	}
 	ec.task = "shard"
+	if !startTask {
+		return ec
+	}
 	f, err := c.TaskFile(ec.task)
 	if err != nil {
 		t.Fatal(err)

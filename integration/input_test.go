@@ -1,0 +1,140 @@
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// fails runs dmctl and returns its output, failing the test unless the command was refused (exit
+// status non-zero, or "result": false).
+func (c *e2eCluster) fails(args ...string) string {
+	c.t.Helper()
+	r, out, err := c.Dmctl(args...)
+	if err == nil && r.Bool("result") {
+		c.t.Fatalf("dmctl %s succeeded:\n%s", strings.Join(args, " "), out)
+	}
+	return out
+}
+
+func contains(t *testing.T, out string, subs ...string) {
+	t.Helper()
+	for _, s := range subs {
+		if !strings.Contains(out, s) {
+			t.Fatalf("output does not mention %q:\n%s", s, out)
+		}
+	}
+}
+
+func (c *e2eCluster) noTask() {
+	c.t.Helper()
+	out := c.fails("query-status", c.task)
+	contains(c.t, out, "has no source or not exist")
+}
+
+func (c *e2eCluster) writeFile(name, body string) string {
+	c.t.Helper()
+	path := filepath.Join(c.Dir, name)
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+	return path
+}
+
+// Bad task and source files, missing sources, unreachable databases and failing prechecks are
+// refused with the file, field or check item named, and nothing is started or changed.
+func TestE2EBadInputIsRefusedAndChangesNothing(t *testing.T) {
+	c := startCluster(t, 2, false)
+	good, err := c.TaskFile(c.task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := os.ReadFile(good)
+
+	// A typo in a key: refused by dmctl before anything is sent, naming the file and the key.
+	typo := c.writeFile("typo.yaml", strings.Replace(string(body), "meta-schema:", "meta-shema:", 1))
+	out := c.fails("start-task", typo)
+	contains(t, out, "typo.yaml", "meta-shema")
+	// A route rule that does not exist.
+	norule := c.writeFile("norule.yaml", strings.Replace(string(body), "route-rules: [route-table, route-schema]", "route-rules: [route-tabel]", 1))
+	contains(t, c.fails("start-task", norule), "norule.yaml", "mysql-instances[0].route-rules", "route-tabel")
+	// task-mode all is not supported yet.
+	all := c.writeFile("all.yaml", strings.Replace(string(body), "task-mode: incremental", "task-mode: all", 1))
+	contains(t, c.fails("start-task", all), "task-mode all is not supported yet")
+	// A source that was never created.
+	nosrc := c.writeFile("nosrc.yaml", strings.Replace(string(body), "source-id: "+s2, "source-id: mysql-replica-09", 1))
+	contains(t, c.fails("start-task", nosrc), "mysql-instances[1].source-id mysql-replica-09", "operate-source create")
+	// An unreachable downstream.
+	down := c.writeFile("down.yaml", strings.Replace(string(body), "port: "+strconv.Itoa(c.Down.Port), "port: 1", 1))
+	contains(t, c.fails("start-task", down), "[connection] downstream", "target-database")
+	c.noTask()
+
+	// Failing prechecks name the item and the source; ignore-checking-items skips an item.
+	c.up(1, "SET GLOBAL binlog_format = 'STATEMENT'")
+	contains(t, c.fails("check-task", good), "[binlog_format] source "+s2, "STATEMENT")
+	contains(t, c.fails("start-task", good), "[binlog_format] source "+s2)
+	c.noTask()
+	ignore := c.writeFile("ignore.yaml", string(body)+"ignore-checking-items: [\"binlog_format\"]\n")
+	if r := c.ok("check-task", ignore); !strings.Contains(r.Str("msg"), "pre-check is passed") {
+		t.Fatalf("check-task with ignore-checking-items: %v", r)
+	}
+	c.up(1, "SET GLOBAL binlog_format = 'ROW'")
+
+	// Shards of one target with different schemas.
+	c.up(1, "ALTER TABLE db_2.t_2 ADD COLUMN extra INT")
+	contains(t, c.fails("check-task", good), "[schema_of_shard_tables] source "+s2, "`db_2`.`t_2`", "extra")
+	c.up(1, "ALTER TABLE db_2.t_2 DROP COLUMN extra")
+
+	// An existing downstream table of another schema is reported and left as it is.
+	if _, err := c.DownDB.Exec("CREATE DATABASE db"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DownDB.Exec("CREATE TABLE db.t (id INT PRIMARY KEY, name TEXT)"); err != nil {
+		t.Fatal(err)
+	}
+	contains(t, c.fails("start-task", good), "[table_schema] downstream", "`db`.`t`", "left untouched")
+	c.noTask()
+	if n := downColumnsNamed(t, c, "name"); n != 1 {
+		t.Fatal("the existing downstream table was changed")
+	}
+	if _, err := c.DownDB.Exec("DROP TABLE db.t"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Sources: an unreachable one is not created; one in use cannot be stopped.
+	bad := c.writeFile("badsrc.yaml", "source-id: mysql-replica-03\nflavor: mariadb\nfrom:\n  host: 127.0.0.1\n  port: 1\n  user: root\n")
+	contains(t, c.fails("operate-source", "create", bad), "mysql-replica-03", "cannot connect")
+	if r := c.ok("operate-source", "show"); len(r.List("sources")) != 2 {
+		t.Fatalf("operate-source show after a refused create: %v", r)
+	}
+	contains(t, c.fails("operate-source", "create", c.writeFile("typo-src.yaml", "source-id: x\nfrom:\n  host: h\n  port: 3306\n  user: u\n  pasword: p\n")),
+		"typo-src.yaml", "pasword")
+
+	// Now the good task starts; its source cannot be stopped under it; unknown tasks are named.
+	c.ok("start-task", good)
+	contains(t, c.fails("operate-source", "stop", s1), "used by task shard")
+	contains(t, c.fails("start-task", good), "already started")
+	contains(t, c.fails("pause-task", "nosuchtask"), "nosuchtask has no source or not exist")
+	c.up(0, insertRows("db_1.t_1", 0, 10, ""))
+	c.converge("id, v")
+
+	// A dmctl usage error exits 2 with the usage.
+	cmd := exec.Command(filepath.Join(c.Bin, "dmctl"), "--master-addr", c.Master.Addr, "shard-ddl-lock", "unlock")
+	outb, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(outb), "LOCK-ID") {
+		t.Fatalf("dmctl usage error: %v\n%s", err, outb)
+	}
+}
+
+func downColumnsNamed(t *testing.T, c *e2eCluster, col string) int {
+	t.Helper()
+	var n int
+	if err := c.DownDB.QueryRow("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'db' AND TABLE_NAME = 't' AND COLUMN_NAME = ?", col).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
