@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,6 +29,23 @@ func TestExamplesParse(t *testing.T) {
 	}
 	if src.SourceID != "mysql-replica-01" || src.Flavor != "mariadb" || src.From.Port != 3307 {
 		t.Fatalf("source %+v", src)
+	}
+	// The docker-compose files.
+	task, err = LoadTask(filepath.Join("..", "examples", "compose", "task.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.TargetDatabase.Host != "downstream" || task.MySQLInstances[0].Meta != nil {
+		t.Fatalf("compose task %+v", task)
+	}
+	for i, host := range []string{"mysql1", "mysql2"} {
+		src, err := LoadSource(filepath.Join("..", "examples", "compose", fmt.Sprintf("source%d.yaml", i+1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if src.From.Host != host || src.Flavor != "mysql" {
+			t.Fatalf("compose source %+v", src)
+		}
 	}
 }
 

@@ -169,11 +169,12 @@ func run(bin string) error {
 	defer stopWriters()
 	time.Sleep(time.Second)
 
-	for _, d := range []struct{ stmt, what string }{
+	for n, d := range []struct{ stmt, what string }{
 		{"ALTER TABLE TBL ADD COLUMN c INT", "DDL 1"},
 		{"ALTER TABLE TBL ADD INDEX idx_c (c)", "DDL 2"},
 	} {
 		step("%s, shard by shard, while the writes go on", d.what)
+		first := n == 0
 		for i, s := range shards {
 			if err := s.ddl(c, d.stmt, 3); err != nil {
 				return err
@@ -190,6 +191,17 @@ func run(bin string) error {
 				}
 				if _, err := show(c, "shard-ddl-lock", "demo"); err != nil {
 					return err
+				}
+				if first {
+					fmt.Println("\nquery-status shows what upstream 1 is blocked on (its rows after the DDL wait for the lock):")
+					if _, err := c.Until(10*time.Second, func(r e2e.Result) bool {
+						return strings.Contains(fmt.Sprint(r), "unresolvedDDLLockID:demo-")
+					}, "query-status", "demo"); err != nil {
+						return err
+					}
+					if _, err := show(c, "query-status", "demo"); err != nil {
+						return err
+					}
 				}
 				fmt.Println()
 			}

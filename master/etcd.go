@@ -16,15 +16,16 @@ import (
 
 // EtcdConfig is the embedded etcd member of a dm-master.
 type EtcdConfig struct {
-	Name             string
-	DataDir          string
-	ClientURL        string // where the member serves etcd clients
-	PeerURL          string // where it talks to the other members
-	AdvertisePeerURL string
-	InitialCluster   string // name=peer-url,...; empty: this member alone
-	Existing         bool   // join a running cluster (--join) instead of forming a new one
-	LogLevel         string
-	LogFile          string // etcd\'s own log (default: stderr)
+	Name               string
+	DataDir            string
+	ClientURL          string // where the member serves etcd clients
+	AdvertiseClientURL string // where clients reach it (default: ClientURL)
+	PeerURL            string // where it talks to the other members
+	AdvertisePeerURL   string
+	InitialCluster     string // name=peer-url,...; empty: this member alone
+	Existing           bool   // join a running cluster (--join) instead of forming a new one
+	LogLevel           string
+	LogFile            string // etcd\'s own log (default: stderr)
 	// Register adds the master\'s own gRPC services to the etcd client server, so that one address
 	// (--master-addr) serves both, as in DM.
 	Register func(*grpc.Server)
@@ -59,7 +60,13 @@ func StartEtcd(c EtcdConfig) (*embed.Etcd, error) {
 			return nil, err
 		}
 	}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+	advClient := client
+	if c.AdvertiseClientURL != "" {
+		if advClient, err = parse("--advertise-addr", c.AdvertiseClientURL); err != nil {
+			return nil, err
+		}
+	}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{advClient}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{adv}
 	cfg.ServiceRegister = c.Register
 	cfg.WarningUnaryRequestDuration = embed.DefaultWarningUnaryRequestDuration

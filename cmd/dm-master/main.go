@@ -110,7 +110,7 @@ func run(args []string) error {
 			}
 		}
 		e, err := master.StartEtcd(master.EtcdConfig{
-			Name: *name, DataDir: *dataDir, ClientURL: "http://" + *masterAddr, PeerURL: *peerURLs,
+			Name: *name, DataDir: *dataDir, ClientURL: "http://" + *masterAddr, AdvertiseClientURL: "http://" + *advAddr, PeerURL: *peerURLs,
 			AdvertisePeerURL: *advPeer, InitialCluster: *initial, Existing: existing, LogFile: *logFile,
 			Register: func(s *grpc.Server) { pb.RegisterMasterServer(s, svc) },
 		})

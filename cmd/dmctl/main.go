@@ -4,7 +4,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -76,12 +78,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "dmctl: %s: %v\n", *addr, err)
 		return 1
 	}
-	out, err := protojson.MarshalOptions{Multiline: true, Indent: "    ", UseProtoNames: true, EmitUnpopulated: true}.Marshal(resp)
+	// protojson varies its whitespace on purpose; json.Indent makes the output stable.
+	raw, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(resp)
+	var out bytes.Buffer
+	if err == nil {
+		err = json.Indent(&out, raw, "", "    ")
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "dmctl:", err)
 		return 1
 	}
-	fmt.Fprintln(stdout, string(out))
+	fmt.Fprintln(stdout, out.String())
 	return 0
 }
 
