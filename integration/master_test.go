@@ -174,7 +174,7 @@ func TestMasterAndDmctlProcesses(t *testing.T) {
 	if !r.Result || len(r.Locks) != 0 {
 		t.Fatalf("after force-remove: %s", out)
 	}
-	if _, out := dmctl(t, bin, addr, "shard-ddl-lock", "unlock"); !strings.Contains(out, "needs a LOCK-ID") {
+	if _, out := dmctl(t, bin, addr, "shard-ddl-lock", "unlock"); !strings.Contains(out, "LOCK-ID") {
 		t.Fatalf("unlock without an ID: %s", out)
 	}
 }
@@ -231,5 +231,59 @@ func TestThreeMastersFailover(t *testing.T) {
 	r, out := dmctl(t, bin, follower, "shard-ddl-lock", "test")
 	if !r.Result || len(r.Locks) != 0 {
 		t.Fatalf("after unlock: %s", out)
+	}
+
+	// The dead leader is removed from the etcd cluster, and a new master joins with --join, its
+	// settings read from a TOML --config file.
+	if r, out := dmctl(t, bin, follower, "offline-member", "--type", "master", "--name", leader); !r.Result {
+		t.Fatalf("offline-member %s: %s", leader, out)
+	}
+	c4, _ := netutil.FreePort()
+	p4, _ := netutil.FreePort()
+	addr4 := fmt.Sprintf("127.0.0.1:%d", c4)
+	cfg := filepath.Join(dir, "m4.toml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("name = \"m4\"\nmaster-addr = %q\npeer-urls = \"http://127.0.0.1:%d\"\njoin = %q\ndata-dir = %q\nlog-file = %q\n",
+		addr4, p4, follower, filepath.Join(dir, "m4"), filepath.Join(dir, "m4.log"))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m4 := exec.Command(filepath.Join(bin, "dm-master"), "--config", cfg)
+	if err := m4.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m4.Process.Kill(); m4.Wait() })
+	waitLeader(t, bin, addr4)
+	out = dmctlUntilOut(t, bin, addr4, 30*time.Second, func(out string) bool {
+		return strings.Count(out, `"alive": true`) == 3 && strings.Contains(out, `"name": "m4"`) && !strings.Contains(out, `"name": "`+leader+`"`)
+	}, "masters after offline-member and --join", "list-member", "--master")
+
+	// A master on an external etcd (here: the cluster's own) serves dmctl too.
+	c5, _ := netutil.FreePort()
+	addr5 := fmt.Sprintf("127.0.0.1:%d", c5)
+	m5 := exec.Command(filepath.Join(bin, "dm-master"), "--name", "m5", "--master-addr", addr5, "--etcd-endpoints", "http://"+addr4,
+		"--log-file", filepath.Join(dir, "m5.log"))
+	if err := m5.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m5.Process.Kill(); m5.Wait() })
+	waitLeader(t, bin, addr5)
+
+	// A key that is not a flag is refused, naming it.
+	bad := filepath.Join(dir, "bad.toml")
+	os.WriteFile(bad, []byte("name = \"x\"\nmaster-adr = \"127.0.0.1:1\"\n"), 0o644)
+	if out, err := exec.Command(filepath.Join(bin, "dm-master"), "--config", bad).CombinedOutput(); err == nil || !strings.Contains(string(out), "master-adr") {
+		t.Fatalf("bad --config: %v %s", err, out)
+	}
+}
+
+func dmctlUntilOut(t *testing.T, bin, addr string, timeout time.Duration, ok func(string) bool, what string, args ...string) string {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); ; time.Sleep(200 * time.Millisecond) {
+		_, out := dmctl(t, bin, addr, args...)
+		if ok(out) {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: dmctl %v at %s printed %s", what, args, addr, out)
+		}
 	}
 }

@@ -671,10 +671,19 @@ func (s *Service) ListMember(ctx context.Context, req *pb.ListMemberRequest) (*p
 }
 
 // alive reports whether an etcd member answers on one of its client URLs.
+// A client of its own is dialed: the master's own client may be bound to the local member.
 func (s *Service) alive(ctx context.Context, urls []string) bool {
+	if len(urls) == 0 {
+		return false
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: urls, DialTimeout: time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return false
+	}
+	defer cli.Close()
 	for _, u := range urls {
 		ctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := s.Client.Status(ctx, u)
+		_, err := cli.Status(ctx, u)
 		cancel()
 		if err == nil {
 			return true
