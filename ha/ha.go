@@ -89,7 +89,9 @@ type Task struct {
 }
 
 // Parse returns the task's configuration.
-func (t Task) Parse() (*config.Task, error) { return config.ParseTask("task "+t.Name, []byte(t.Config)) }
+func (t Task) Parse() (*config.Task, error) {
+	return config.ParseTask("task "+t.Name, []byte(t.Config))
+}
 
 // Sources returns the source IDs of the task.
 func (t Task) Sources() []string {

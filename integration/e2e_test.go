@@ -244,7 +244,6 @@ func downColumns(t *testing.T, c *e2eCluster) int {
 	return n
 }
 
-
 // Two successive DDLs reached in a different order across tables: t_1 runs both before t_2 runs any
 // on one source, the other source interleaves them. Each runs downstream once, in order.
 func TestE2ESuccessiveDDLs(t *testing.T) {

@@ -137,4 +137,3 @@ func downColumnsNamed(t *testing.T, c *e2eCluster, col string) int {
 	}
 	return n
 }
-

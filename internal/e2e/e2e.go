@@ -549,4 +549,3 @@ func Tail(path string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
-
