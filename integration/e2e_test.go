@@ -458,3 +458,44 @@ func TestE2EWorkerFailover(t *testing.T) {
 	}, "list-member", "--worker")
 	c.ok("offline-member", "--type", "worker", "--name", victim)
 }
+
+// stop-task keeps the checkpoints (start-task resumes); start-task --remove-meta drops the task's
+// checkpoint table and etcd keys, only those, and starts from the sources' positions of that moment.
+func TestE2ERemoveMeta(t *testing.T) {
+	c := startE2E(t, 2)
+	c.up(0, insertRows("db_1.t_1", 0, 10, ""))
+	c.converge("id, v")
+	if _, err := c.DownDB.Exec("CREATE TABLE dm_meta.keep (id INT PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	c.ok("stop-task", c.task)
+	c.up(0, insertRows("db_1.t_1", 10, 20, "")) // while stopped
+	f, err := c.TaskFile(c.task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ok("start-task", f)
+	c.converge("id, v") // resumed from the checkpoint: the rows written while stopped arrived
+	c.ok("stop-task", c.task)
+	c.up(0, insertRows("db_1.t_1", 20, 30, "")) // while stopped: lost to a fresh start, by definition
+	var before int
+	if err := c.DownDB.QueryRow("SELECT COUNT(*) FROM dm_meta.shard_checkpoint").Scan(&before); err != nil || before == 0 {
+		t.Fatalf("checkpoint rows before --remove-meta: %d %v", before, err)
+	}
+	c.ok("start-task", "--remove-meta", f)
+	c.up(0, insertRows("db_1.t_1", 30, 40, ""))
+	c.until("rows after the fresh start", func(e2e.Result) bool {
+		var n int
+		c.DownDB.QueryRow("SELECT COUNT(*) FROM db.t WHERE id >= 30").Scan(&n)
+		return n == 10
+	}, "query-status", c.task)
+	var n20 int
+	if err := c.DownDB.QueryRow("SELECT COUNT(*) FROM db.t WHERE id >= 20 AND id < 30").Scan(&n20); err != nil || n20 != 0 {
+		t.Fatalf("rows written before the fresh start were replicated: %d %v", n20, err)
+	}
+	var keep int
+	if err := c.DownDB.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'dm_meta' AND TABLE_NAME = 'keep'").Scan(&keep); err != nil || keep != 1 {
+		t.Fatalf("--remove-meta touched another table in dm_meta: %d %v", keep, err)
+	}
+	c.waitSynced()
+}
