@@ -36,7 +36,7 @@ func binaries(t *testing.T) string {
 		if buildErr != nil {
 			return
 		}
-		out, err := exec.Command("go", "build", "-o", binDir+"/", "../cmd/dm-master", "../cmd/dm-worker", "../cmd/dmctl").CombinedOutput()
+		out, err := exec.Command("go", "build", "-tags", "failpoints", "-o", binDir+"/", "../cmd/dm-master", "../cmd/dm-worker", "../cmd/dmctl").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

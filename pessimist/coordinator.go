@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/tributary-db/tributary/internal/failpoint"
 )
 
 // Coordinator is the master-side loop around the Keeper: it reads every pessimist key, watches for
@@ -154,6 +157,12 @@ func (c *Coordinator) decideAndWrite(ctx context.Context) (bool, error) {
 	c.mu.Unlock()
 	pending := false
 	for _, t := range txns {
+		switch {
+		case strings.HasPrefix(t.Reason, "exec by owner"):
+			failpoint.Inject("master-before-exec") // every source's info is in; no exec yet
+		case strings.HasPrefix(t.Reason, "skip after owner"):
+			failpoint.Inject("master-before-skip") // the owner is done; no skip yet
+		}
 		ok, err := apply(ctx, c.cli, t, c.fence)
 		switch {
 		case errors.Is(err, ErrNotLeader):

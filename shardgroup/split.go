@@ -304,3 +304,40 @@ func CreateIfNotExists(sql string) (string, error) {
 	ct.IfNotExists = true
 	return restore(ct)
 }
+
+// TablesOf returns the tables a statement names (qualified with defaultSchema where it names none),
+// sorted and without duplicates: what a DDL can change.
+func TablesOf(sql, defaultSchema string) ([]TableName, error) {
+	stmts, err := parse(sql)
+	if err != nil {
+		return nil, err
+	}
+	c := &tableCollector{schema: defaultSchema, seen: map[TableName]bool{}}
+	for _, st := range stmts {
+		st.Accept(c)
+	}
+	out := make([]TableName, 0, len(c.seen))
+	for t := range c.seen {
+		out = append(out, t)
+	}
+	sortTables(out)
+	return out, nil
+}
+
+type tableCollector struct {
+	schema string
+	seen   map[TableName]bool
+}
+
+func (c *tableCollector) Enter(n ast.Node) (ast.Node, bool) {
+	if tn, ok := n.(*ast.TableName); ok {
+		t := TableName{Schema: tn.Schema.O, Name: tn.Name.O}
+		if t.Schema == "" {
+			t.Schema = c.schema
+		}
+		c.seen[t] = true
+	}
+	return n, false
+}
+
+func (c *tableCollector) Leave(n ast.Node) (ast.Node, bool) { return n, true }

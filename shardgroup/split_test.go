@@ -1,6 +1,7 @@
 package shardgroup
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -179,5 +180,25 @@ func TestCreateIfNotExists(t *testing.T) {
 	}
 	if _, err := CreateIfNotExists("DROP TABLE t"); err == nil {
 		t.Fatal("not a CREATE TABLE")
+	}
+}
+
+func TestTablesOf(t *testing.T) {
+	for _, c := range []struct{ sql, want string }{
+		{"ALTER TABLE `db`.`t` ADD COLUMN c INT", "[`db`.`t`]"},
+		{"RENAME TABLE db.a TO db.a_old", "[`db`.`a` `db`.`a_old`]"},
+		{"CREATE TABLE t2 LIKE t1", "[`d`.`t1` `d`.`t2`]"},
+		{"ALTER TABLE t ADD FOREIGN KEY (a) REFERENCES p (id)", "[`d`.`p` `d`.`t`]"},
+	} {
+		got, err := TablesOf(c.sql, "d")
+		if err != nil {
+			t.Fatalf("%s: %v", c.sql, err)
+		}
+		if s := fmt.Sprint(got); s != c.want {
+			t.Fatalf("%s: %s, want %s", c.sql, s, c.want)
+		}
+	}
+	if _, err := TablesOf("ALTER TABLE", "d"); err == nil {
+		t.Fatal("no error for a broken statement")
 	}
 }

@@ -41,6 +41,11 @@ func CheckpointTable(metaSchema, task string) TableName {
 	return TableName{Schema: metaSchema, Name: task + "_checkpoint"}
 }
 
+// MarkerTable is the downstream table of a task's DDL markers (exactly-once DDL across crashes).
+func MarkerTable(metaSchema, task string) TableName {
+	return TableName{Schema: metaSchema, Name: task + "_ddl_marker"}
+}
+
 // HasCheckpoint reports whether the task has saved a resume position for source: a start then
 // resumes there instead of at the task's meta.
 func HasCheckpoint(ctx context.Context, db *sql.DB, metaSchema, task, source string) (bool, error) {
@@ -53,10 +58,10 @@ func HasCheckpoint(ctx context.Context, db *sql.DB, metaSchema, task, source str
 	return n > 0, err
 }
 
-// RemoveCheckpoint drops the task's checkpoint table (start-task --remove-meta). It is a table this
-// system created for this task alone; nothing else is touched.
+// RemoveCheckpoint drops the task's checkpoint and DDL marker tables (start-task --remove-meta).
+// They are tables this system created for this task alone; nothing else is touched.
 func RemoveCheckpoint(ctx context.Context, db *sql.DB, metaSchema, task string) error {
-	_, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+CheckpointTable(metaSchema, task).String())
+	_, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+CheckpointTable(metaSchema, task).String()+", "+MarkerTable(metaSchema, task).String())
 	return err
 }
 

@@ -323,7 +323,7 @@ func (t *subtask) runOnce(ctx context.Context) error {
 		Host: sp.source.From.Host, Port: uint16(sp.source.From.Port), User: sp.source.From.User, Password: sp.source.From.Password,
 		ServerID: sp.source.ServerID, EnableGTID: sp.source.EnableGTID, Router: router, Downstream: down,
 		MetaSchema: sp.task.MetaSchema, Agent: pessimist.NewAgent(t.cfg.Client, t.cfg.Layout, sp.task.Name, sp.inst.SourceID, t.log),
-		BatchRows: sc.Batch, WorkerCount: sc.WorkerCount, Log: t.log,
+		BatchRows: sc.Batch, WorkerCount: sc.WorkerCount, Epoch: sp.epoch, Log: t.log,
 	}
 	if cfg.ServerID == 0 {
 		h := fnv.New32a()

@@ -2,15 +2,18 @@ package worker
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/tributary-db/tributary/internal/failpoint"
 	"github.com/tributary-db/tributary/shardgroup"
 )
 
@@ -54,19 +57,68 @@ type Checkpoint struct {
 // Sink writes changes to the downstream. Every transaction commits the rows together with the
 // checkpoint rows of the events they came from, so a restart applies nothing twice.
 type Sink struct {
-	db         *sql.DB
-	source     string
-	ckptTable  string // quoted `meta`.`task_checkpoint`
+	db          *sql.DB
+	source      string
+	markerTable string // quoted `meta`.`task_ddl_marker`
+	ckptTable   string // quoted `meta`.`task_checkpoint`
 	metaSchema string
 	keys       map[TableName][]string
 	maxRows    int
+	epoch      int64 // binding epoch fencing the checkpoint (0: no fencing)
+}
+
+// ErrFenced means a newer binding of the source owns its checkpoint: this worker's binding was taken
+// away, and nothing it writes may commit.
+var ErrFenced = errors.New("the source is bound to another worker now (checkpoint fenced by a newer binding epoch)")
+
+// epochID is the checkpoint row holding the epoch (in binlog_pos) of the binding that owns the
+// source's checkpoint. Table rows have JSON ids, so it cannot collide.
+const epochID = "epoch"
+
+// SetEpoch makes every transaction of this sink check that the source's checkpoint belongs to the
+// binding of this epoch (Init claims it).
+func (s *Sink) SetEpoch(epoch int64) { s.epoch = epoch }
+
+// claimEpoch records this sink's epoch as the owner of the checkpoint unless a newer one did; it waits
+// for the transactions of an older owner in flight (they hold the row in share mode).
+func (s *Sink) claimEpoch(ctx context.Context) error {
+	if s.epoch == 0 {
+		return nil
+	}
+	if _, err := s.db.ExecContext(ctx, "INSERT INTO "+s.ckptTable+" (source, id, binlog_pos) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE binlog_pos = GREATEST(binlog_pos, VALUES(binlog_pos))",
+		s.source, epochID, s.epoch); err != nil {
+		return fmt.Errorf("claim checkpoint of %s: %w", s.source, err)
+	}
+	return s.checkEpoch(ctx, s.db, "")
+}
+
+type queryer interface {
+	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
+}
+
+// checkEpoch fails with ErrFenced when a newer binding owns the checkpoint. lock is appended to the
+// read ("LOCK IN SHARE MODE" inside a transaction: the newer owner's claim waits for it to end, and
+// it sees a claim committed before it).
+func (s *Sink) checkEpoch(ctx context.Context, q queryer, lock string) error {
+	if s.epoch == 0 {
+		return nil
+	}
+	var owner int64
+	if err := q.QueryRowContext(ctx, "SELECT binlog_pos FROM "+s.ckptTable+" WHERE source = ? AND id = ? "+lock, s.source, epochID).Scan(&owner); err != nil {
+		return fmt.Errorf("read checkpoint owner of %s: %w", s.source, err)
+	}
+	if owner > s.epoch {
+		return fmt.Errorf("source %s, binding epoch %d (checkpoint owned by epoch %d): %w", s.source, s.epoch, owner, ErrFenced)
+	}
+	return nil
 }
 
 // NewSink returns the sink of one source of a task.
 func NewSink(db *sql.DB, metaSchema, task, source string) *Sink {
 	return &Sink{
 		db: db, source: source, metaSchema: metaSchema,
-		ckptTable: TableName{Schema: metaSchema, Name: task + "_checkpoint"}.String(),
+		ckptTable:   CheckpointTable(metaSchema, task).String(),
+		markerTable: MarkerTable(metaSchema, task).String(),
 		keys:      map[TableName][]string{}, maxRows: 256,
 	}
 }
@@ -84,12 +136,22 @@ func (s *Sink) Init(ctx context.Context) error {
 			ddls TEXT NULL,
 			updated_at TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
 			PRIMARY KEY (source, id))`,
+		"CREATE TABLE IF NOT EXISTS " + s.markerTable + ` (
+			lock_id VARCHAR(700) NOT NULL COMMENT 'the shard DDL lock (or source:<id> for DDL of unsharded tables)',
+			ddl_hash CHAR(64) NOT NULL COMMENT 'SHA-256 of the DDL',
+			ddl TEXT NOT NULL,
+			state VARCHAR(16) NOT NULL COMMENT 'started: about to run; done: ran',
+			before_def MEDIUMTEXT NULL COMMENT 'definition of the DDL''s tables before it ran',
+			after_def MEDIUMTEXT NULL COMMENT 'and after',
+			source VARCHAR(128) NOT NULL,
+			updated_at TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+			PRIMARY KEY (lock_id, ddl_hash))`,
 	} {
 		if _, err := s.db.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("create checkpoint table %s: %w", s.ckptTable, err)
 		}
 	}
-	return nil
+	return s.claimEpoch(ctx)
 }
 
 // Load reads the source's checkpoint (zero positions when there is none).
@@ -110,6 +172,7 @@ func (s *Sink) Load(ctx context.Context) (Checkpoint, error) {
 		}
 		p := shardgroup.Position{File: name, Pos: pos}
 		switch {
+		case id == epochID:
 		case id == "":
 			cp.Global, cp.GlobalGTID = p, gtid.String
 		case strings.HasPrefix(id, "schema:"):
@@ -164,6 +227,9 @@ func (s *Sink) Flush(ctx context.Context, changes []Change, up CheckpointUpdate)
 		return err
 	}
 	defer tx.Rollback()
+	if err := s.checkEpoch(ctx, tx, "LOCK IN SHARE MODE"); err != nil {
+		return err
+	}
 	for i := 0; i < len(changes); {
 		n, err := s.apply(ctx, tx, changes[i:])
 		if err != nil {
@@ -329,20 +395,116 @@ func (s *Sink) ForgetKeys() { s.keys = map[TableName][]string{} }
 // (1007), duplicate foreign key (1826), dropping a missing database (1008) or table (1051).
 var alreadyApplied = map[uint16]bool{1060: true, 1061: true, 1050: true, 1091: true, 1007: true, 1826: true, 1008: true, 1051: true}
 
-// ExecDDL runs DDLs downstream, treating "already applied" errors as success (a DDL re-run after a
-// crash between the DDL and its checkpoint), then commits the checkpoint update.
+// ExecDDL runs DDLs that are idempotent by themselves (CREATE ... IF NOT EXISTS), treating "already
+// applied" errors as success, then commits the checkpoint update.
 func (s *Sink) ExecDDL(ctx context.Context, ddls []string, up CheckpointUpdate) error {
+	return s.ExecDDLOnce(ctx, "", ddls, up)
+}
+
+// ExecDDLOnce runs each DDL downstream exactly once for lockID, across crashes, then commits the
+// checkpoint update. A DDL is not transactional, so a marker row brackets it: "started" with the
+// definition of the tables it names before it runs, "done" with their definition after. On a re-run,
+// a DDL marked done whose tables still have the after-definition is skipped; one marked started
+// whose tables no longer have the before-definition took effect before a crash and is only marked
+// done; otherwise it runs. This holds because only the lock's owner changes those tables while the
+// lock is held. "Already applied" errors are still accepted as a last resort. An empty lockID runs
+// the DDLs without markers.
+func (s *Sink) ExecDDLOnce(ctx context.Context, lockID string, ddls []string, up CheckpointUpdate) error {
+	if err := s.checkEpoch(ctx, s.db, ""); err != nil {
+		return err
+	}
 	for _, q := range ddls {
-		if _, err := s.db.ExecContext(ctx, q); err != nil {
-			var me *mysql.MySQLError
-			if errors.As(err, &me) && alreadyApplied[me.Number] {
-				continue
-			}
-			return fmt.Errorf("execute DDL %q downstream: %w", q, err)
+		if err := s.execOnce(ctx, lockID, q); err != nil {
+			return err
 		}
 	}
 	s.ForgetKeys()
 	return s.Flush(ctx, nil, up)
+}
+
+type marker struct {
+	state, before, after string
+}
+
+func (s *Sink) execOnce(ctx context.Context, lockID, q string) error {
+	var tables []TableName
+	if lockID != "" {
+		var err error
+		if tables, err = shardgroup.TablesOf(q, ""); err != nil {
+			return fmt.Errorf("DDL %q: %w", q, err)
+		}
+	}
+	hash := fmt.Sprintf("%x", sha256.Sum256([]byte(q)))
+	var cur string
+	if len(tables) > 0 {
+		var err error
+		if cur, err = s.definition(ctx, tables); err != nil {
+			return err
+		}
+		var m marker
+		var before, after sql.NullString
+		err = s.db.QueryRowContext(ctx, "SELECT state, before_def, after_def FROM "+s.markerTable+" WHERE lock_id = ? AND ddl_hash = ?", lockID, hash).Scan(&m.state, &before, &after)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return fmt.Errorf("read DDL marker of %s: %w", lockID, err)
+		case m.state == "done" && after.String == cur:
+			return nil // ran before a restart; its tables are as it left them
+		case m.state == "started" && before.String != cur:
+			return s.mark(ctx, lockID, hash, q, "done", before.String, cur) // took effect before a crash
+		}
+		if err := s.mark(ctx, lockID, hash, q, "started", cur, ""); err != nil {
+			return err
+		}
+	}
+	if _, err := s.db.ExecContext(ctx, q); err != nil {
+		var me *mysql.MySQLError
+		if !errors.As(err, &me) || !alreadyApplied[me.Number] {
+			return fmt.Errorf("execute DDL %q downstream: %w", q, err)
+		}
+	}
+	if len(tables) == 0 {
+		return nil
+	}
+	if !strings.HasPrefix(lockID, "source:") {
+		failpoint.Inject("worker-after-ddl") // a lock's DDL ran downstream; no marker, checkpoint or done yet
+	}
+	after, err := s.definition(ctx, tables)
+	if err != nil {
+		return err
+	}
+	return s.mark(ctx, lockID, hash, q, "done", cur, after)
+}
+
+func (s *Sink) mark(ctx context.Context, lockID, hash, q, state, before, after string) error {
+	_, err := s.db.ExecContext(ctx, "INSERT INTO "+s.markerTable+" (lock_id, ddl_hash, ddl, state, before_def, after_def, source) VALUES (?, ?, ?, ?, ?, ?, ?) "+
+		"ON DUPLICATE KEY UPDATE ddl = VALUES(ddl), state = VALUES(state), before_def = VALUES(before_def), after_def = VALUES(after_def), source = VALUES(source)",
+		lockID, hash, q, state, before, after, s.source)
+	if err != nil {
+		return fmt.Errorf("write DDL marker of %s: %w", lockID, err)
+	}
+	return nil
+}
+
+var autoIncrement = regexp.MustCompile(` AUTO_INCREMENT=\d+`)
+
+// definition is the SHOW CREATE TABLE of each table (without the AUTO_INCREMENT counter, which DML
+// moves), or "absent".
+func (s *Sink) definition(ctx context.Context, tables []TableName) (string, error) {
+	var sb strings.Builder
+	for _, t := range tables {
+		var name, def string
+		err := s.db.QueryRowContext(ctx, "SHOW CREATE TABLE "+t.String()).Scan(&name, &def)
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && (me.Number == 1146 || me.Number == 1049) {
+			def, err = "absent", nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("definition of %s: %w", t, err)
+		}
+		sb.WriteString(t.String() + ": " + autoIncrement.ReplaceAllString(def, "") + "\n")
+	}
+	return sb.String(), nil
 }
 
 func quoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }

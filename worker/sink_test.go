@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"testing"
 
 	"github.com/tributary-db/tributary/internal/mariadbtest"
@@ -43,5 +45,72 @@ func TestExecDDLTwiceIsIdempotent(t *testing.T) {
 	cp, err := sink.Load(ctx)
 	if err != nil || cp.Global != pos {
 		t.Fatalf("checkpoint %+v %v", cp, err)
+	}
+}
+
+// TestExecDDLOnceAcrossCrashes: the DDL markers make a lock's DDL run exactly once whatever step a
+// crash interrupted; counted with the server's Com_alter_table.
+func TestExecDDLOnceAcrossCrashes(t *testing.T) {
+	s := mariadbtest.Start(t)
+	db := s.DB(t)
+	ctx := context.Background()
+	sink := NewSink(db, "meta", "task", "s1")
+	if err := sink.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Exec(t, db, "CREATE DATABASE d", "CREATE TABLE d.t (id INT PRIMARY KEY AUTO_INCREMENT)")
+	alters := func() int {
+		var name string
+		var n int
+		if err := db.QueryRow("SHOW GLOBAL STATUS LIKE 'Com_alter_table'").Scan(&name, &n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	add := "ALTER TABLE `d`.`t` ADD COLUMN `c` INT"
+	hash := fmt.Sprintf("%x", sha256.Sum256([]byte(add)))
+	tables := []TableName{{Schema: "d", Name: "t"}}
+	once := func(want int, why string) {
+		t.Helper()
+		before := alters()
+		if err := sink.ExecDDLOnce(ctx, "L", []string{add}, CheckpointUpdate{}); err != nil {
+			t.Fatalf("%s: %v", why, err)
+		}
+		if got := alters() - before; got != want {
+			t.Fatalf("%s: %d ALTERs ran, want %d", why, got, want)
+		}
+	}
+	once(1, "first run")
+	s.Exec(t, db, "INSERT INTO d.t (c) VALUES (1), (2)") // moves AUTO_INCREMENT, which must not matter
+	once(0, "re-run after done (crash before the checkpoint or etcd done)")
+
+	// A crash between the DDL and its done marker: the marker says started, the table changed.
+	s.Exec(t, db, "ALTER TABLE d.t DROP COLUMN c")
+	def, err := sink.definition(ctx, tables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.mark(ctx, "L", hash, add, "started", def, ""); err != nil {
+		t.Fatal(err)
+	}
+	s.Exec(t, db, add)
+	once(0, "re-run after a crash right after the DDL")
+
+	// A crash between the started marker and the DDL: the table did not change, the DDL runs.
+	s.Exec(t, db, "ALTER TABLE d.t DROP COLUMN c")
+	if def, err = sink.definition(ctx, tables); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.mark(ctx, "L", hash, add, "started", def, ""); err != nil {
+		t.Fatal(err)
+	}
+	once(1, "re-run after a crash before the DDL")
+
+	// A later round of the same lock with the same DDL text (the column was dropped since): it runs.
+	s.Exec(t, db, "ALTER TABLE d.t DROP COLUMN c")
+	once(1, "the same DDL in a later round")
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'd' AND TABLE_NAME = 't' AND COLUMN_NAME = 'c'").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("column c: %d %v", n, err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 	"go.uber.org/zap"
 
+	"github.com/tributary-db/tributary/internal/failpoint"
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/shardgroup"
 )
@@ -48,7 +49,10 @@ type SyncerConfig struct {
 	// partitioned by upstream table, so the rows of one key (which live in one shard table) keep
 	// their binlog order.
 	WorkerCount int
-	Log         *zap.Logger
+	// Epoch is the binding's epoch: the checkpoint is claimed for it at start, and every downstream
+	// transaction fails with ErrFenced once a newer binding has claimed it (0: no fencing).
+	Epoch int64
+	Log   *zap.Logger
 }
 
 // Syncer reads one source's binlog and writes the routed changes downstream, coordinating sharding
@@ -177,7 +181,9 @@ func NewSyncer(cfg SyncerConfig) *Syncer {
 	}
 	s := &Syncer{cfg: cfg, log: cfg.Log.With(zap.String("task", cfg.Task), zap.String("source", cfg.Source)), started: make(chan struct{})}
 	for i := 0; i < cfg.WorkerCount; i++ {
-		s.parts = append(s.parts, &partition{sink: NewSink(cfg.Downstream, cfg.MetaSchema, cfg.Task, cfg.Source)})
+		sink := NewSink(cfg.Downstream, cfg.MetaSchema, cfg.Task, cfg.Source)
+		sink.SetEpoch(cfg.Epoch)
+		s.parts = append(s.parts, &partition{sink: sink})
 	}
 	s.sink = s.parts[0].sink
 	return s
@@ -770,7 +776,7 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 			if end.Compare(s.ckpt.Tables[p.Source]) <= 0 && p.Source.Name != "" {
 				continue
 			}
-			if err := s.sink.ExecDDL(ctx, []string{p.SQL}, CheckpointUpdate{Tables: tables}); err != nil {
+			if err := s.sink.ExecDDLOnce(ctx, "source:"+s.cfg.Source, []string{p.SQL}, CheckpointUpdate{Tables: tables}); err != nil {
 				return err
 			}
 			s.setTables(tables)
@@ -908,12 +914,17 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 	global := s.safeGlobal()
 	up := CheckpointUpdate{Global: global, GlobalGTID: s.gtidFor(global), Resolved: resolution.Positions, ResolvedTarget: &target, ResolvedDDLs: res.op.DDLs}
 	if res.op.Exec {
-		err = s.sink.ExecDDL(ctx, res.op.DDLs, up)
+		failpoint.Inject("worker-before-exec") // the owner has its exec operation, nothing ran yet
+		err = s.sink.ExecDDLOnce(ctx, res.info.LockID(), res.op.DDLs, up)
 	} else {
+		failpoint.Inject("worker-before-skip") // a non-owner has its skip, nothing re-synced yet
 		err = s.sink.Flush(ctx, nil, up)
 	}
 	if err != nil {
 		return err
+	}
+	if res.op.Exec {
+		failpoint.Inject("worker-before-done") // DDL and checkpoint committed downstream, done not yet in etcd
 	}
 	for t, p := range resolution.Positions {
 		s.ckpt.Resolved[t] = p

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math/rand"
 	"os"
@@ -52,6 +53,7 @@ type cluster struct {
 	log    *zap.Logger
 	gtid   bool // GTID mode: start from a GTID set and resume by GTID
 	gtids  map[int]string
+	epoch  int64 // binding epoch of the last syncer started (each start is a new binding)
 }
 
 func newCluster(t *testing.T) *cluster { return newClusterTB(t) }
@@ -147,6 +149,7 @@ func (c *cluster) startSyncerGet(i int) (stop func() error, syncer *Syncer) {
 		Task: c.task, Source: src, Host: "127.0.0.1", Port: uint16(c.ups[i].Port), User: "root",
 		ServerID: 9000 + uint32(i), Router: c.router, Downstream: c.downDB, MetaSchema: "dm_meta",
 		Agent: pessimist.NewAgent(c.cli, c.layout, c.task, src, nil), BatchRows: 64, Log: c.logger(),
+		Epoch: c.nextEpoch(),
 	})
 	errc := make(chan error, 1)
 	go func() { errc <- s.Run(ctx) }()
@@ -174,6 +177,11 @@ func (c *cluster) startSyncerGet(i int) (stop func() error, syncer *Syncer) {
 		}, func() string { return fmt.Sprintf("syncer %s did not start: %v", src, err) })
 	}
 	return stop, syncer
+}
+
+func (c *cluster) nextEpoch() int64 {
+	c.epoch++
+	return c.epoch
 }
 
 func (c *cluster) up(i int, stmts ...string) { c.ups[i].Exec(c.t, c.upDBs[i], stmts...) }
@@ -563,4 +571,48 @@ func TestSourceRestartIsSurvived(t *testing.T) {
 	c.up(0, insert("db_1.t_1", 11, 21), "ALTER TABLE db_1.t_1 ADD COLUMN c INT", "ALTER TABLE db_1.t_2 ADD COLUMN c INT")
 	c.up(1, "ALTER TABLE db_2.t_1 ADD COLUMN c INT", "ALTER TABLE db_2.t_2 ADD COLUMN c INT", insert("db_2.t_2", 30, 40))
 	c.converge("id, v, c")
+}
+
+// TestStaleBindingIsFenced: once a syncer of a newer binding (higher epoch) has claimed the source's
+// checkpoint, the older one, still running, cannot commit anything and stops with ErrFenced; the newer
+// one carries on and nothing is lost.
+func TestStaleBindingIsFenced(t *testing.T) {
+	c := newCluster(t)
+	c.startPosition(0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	old := NewSyncer(SyncerConfig{Start: c.startPosition(0), Task: c.task, Source: "s1", Host: "127.0.0.1", Port: uint16(c.ups[0].Port),
+		User: "root", ServerID: 9200, Router: c.router, Downstream: c.downDB, MetaSchema: "dm_meta",
+		Agent: pessimist.NewAgent(c.cli, c.layout, c.task, "s1", nil), Epoch: c.nextEpoch(), Log: c.logger()})
+	oldErr := make(chan error, 1)
+	go func() { oldErr <- old.Run(ctx) }()
+	<-old.Started()
+	c.up(0, insert("db_1.t_1", 0, 10))
+	c.converge("id, v")
+	// The binding moves: a new syncer claims the checkpoint while the old one still runs.
+	stopNew := c.startSyncer(0)
+	defer stopNew()
+	c.up(0, insert("db_1.t_1", 10, 20))
+	select {
+	case err := <-oldErr:
+		if !errors.Is(err, ErrFenced) {
+			t.Fatalf("old syncer stopped with %v, want ErrFenced", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the old syncer kept running after a newer binding claimed the checkpoint")
+	}
+	c.converge("id, v")
+	var owner int64
+	if err := c.downDB.QueryRow("SELECT binlog_pos FROM dm_meta.test_checkpoint WHERE source = 's1' AND id = 'epoch'").Scan(&owner); err != nil || owner != c.epoch {
+		t.Fatalf("checkpoint owner %d (%v), want %d", owner, err, c.epoch)
+	}
+	// A sink of an old epoch can neither claim nor commit.
+	sink := NewSink(c.downDB, "dm_meta", c.task, "s1")
+	sink.SetEpoch(c.epoch - 1)
+	if err := sink.Init(context.Background()); !errors.Is(err, ErrFenced) {
+		t.Fatalf("claim of a stale epoch: %v", err)
+	}
+	if err := sink.Flush(context.Background(), nil, CheckpointUpdate{Global: Position{File: "mysql-bin.000001", Pos: 4}}); !errors.Is(err, ErrFenced) {
+		t.Fatalf("flush of a stale epoch: %v", err)
+	}
 }
