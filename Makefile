@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: build test bench fuzz proto vet demo
+.PHONY: build test test-faults bench fuzz proto vet demo
 
 # Binaries into bin/.
 build:
@@ -16,6 +16,15 @@ vet:
 # worker's integration tests on throw-away mariadbd instances (20 seeded restart runs).
 test: vet
 	$(GO) test -count=1 -timeout 20m $(PKGS)
+
+# The whole fault matrix: kill -9 of the leader master, the owner worker and the non-owner worker at
+# each of 7 steps of a lock (21 cells, TRIBUTARY_FAULT_RUNS runs each), plus the partition and failover
+# tests. `make test` runs one cell per step.
+FAULT_RUNS ?= 1
+test-faults:
+	TRIBUTARY_FAULTS=all TRIBUTARY_FAULT_RUNS=$(FAULT_RUNS) $(GO) test -count=1 -timeout 60m -v \
+		-run 'TestFaultMatrix|TestE2EPartition|TestE2EThreeMasters|TestE2EWorkerFailover|TestE2EKillWorker' ./integration/ 2>&1 \
+		| grep -E '^(=== RUN|--- |\s+--- |PASS|FAIL|ok)'
 
 # Lock resolution on embedded etcd with 2, 8, 64 and 256 sources; binlog catch-up of 4 x 250k rows
 # against a plain batched INSERT into the same downstream (TRIBUTARY_BENCH_ROWS to change).

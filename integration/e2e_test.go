@@ -29,19 +29,26 @@ func startE2E(t *testing.T, workers int) *e2eCluster {
 // startCluster is startE2E without starting the task when startTask is false.
 func startCluster(t *testing.T, workers int, startTask bool) *e2eCluster {
 	t.Helper()
+	return startWith(t, e2e.Options{Workers: workers}, startTask)
+}
+
+// startWith starts a cluster with options o.
+func startWith(t *testing.T, o e2e.Options, startTask bool) *e2eCluster {
+	t.Helper()
 	if !mariadbtest.Available() {
 		t.Skip("mariadbd not found: install mariadb-server (apt-get install -y mariadb-server) to run this test")
 	}
 	root, _ := filepath.Abs("..")
 	bin := binaries(t)
-	c, err := e2e.Start(e2e.Options{Root: root, Bin: bin, Workers: workers})
+	o.Root, o.Bin = root, bin
+	c, err := e2e.Start(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ec := &e2eCluster{Cluster: c, t: t}
 	t.Cleanup(func() {
 		if t.Failed() {
-			for _, p := range append([]*e2e.Proc{c.Master}, c.Workers...) {
+			for _, p := range append(append([]*e2e.Proc{}, c.Masters...), c.Workers...) {
 				t.Logf("--- %s log (last lines):\n%s\n%s", p.Name, e2e.Tail(p.LogFile, 40), e2e.Tail(p.LogFile+".out", 10))
 			}
 		}

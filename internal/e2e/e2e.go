@@ -39,6 +39,7 @@ type Proc struct {
 	args       []string
 	bin        string
 	LogFile    string
+	env        []string
 	mu         sync.Mutex
 	cmd        *exec.Cmd
 	exited     chan struct{}
@@ -48,6 +49,7 @@ func (p *Proc) start() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cmd = exec.Command(p.bin, p.args...)
+	p.cmd.Env = append(os.Environ(), p.env...)
 	out, err := os.OpenFile(p.LogFile+".out", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -100,6 +102,10 @@ type Options struct {
 	Workers      int    // dm-workers to start (default 2)
 	KeepaliveTTL int    // workers' --keepalive-ttl (default 3)
 	Upstreams    int    // upstream mariadbd instances (default 2)
+	Masters      int    // dm-masters forming one etcd cluster (default 1)
+	// Failpoints names the points (internal/failpoint) where processes pause once; the binaries
+	// must be built with -tags failpoints. See Reached and Release.
+	Failpoints []string
 }
 
 // Cluster is a running cluster.
@@ -110,9 +116,12 @@ type Cluster struct {
 	UpDBs   []*sql.DB
 	Down    *mariadbtest.Server
 	DownDB  *sql.DB
-	Master  *Proc
+	Master  *Proc   // the first master; every command goes to it unless it is down
+	Masters []*Proc // all masters
 	Workers []*Proc
 	ttl     int
+	env     []string
+	fpDir   string
 }
 
 // Start launches the databases, one dm-master and the workers, and waits until the master leads.
@@ -182,20 +191,39 @@ func Start(o Options) (_ *Cluster, err error) {
 	if _, err := c.DownDB.Exec("SET GLOBAL log_output = 'TABLE', GLOBAL general_log = 1"); err != nil {
 		return nil, err
 	}
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, err
+	if len(o.Failpoints) > 0 {
+		c.fpDir = filepath.Join(dir, "failpoints")
+		if err := os.MkdirAll(c.fpDir, 0o755); err != nil {
+			return nil, err
+		}
+		c.env = []string{"TRIBUTARY_FAILPOINTS=" + strings.Join(o.Failpoints, ","), "TRIBUTARY_FAILPOINT_DIR=" + c.fpDir}
 	}
-	peer, err := freeAddr()
-	if err != nil {
-		return nil, err
+	if o.Masters == 0 {
+		o.Masters = 1
 	}
-	c.Master = &Proc{Name: "master1", Addr: addr, bin: filepath.Join(c.Bin, "dm-master"), LogFile: filepath.Join(dir, "master1.log"),
-		args: []string{"--name", "master1", "--master-addr", addr, "--peer-urls", "http://" + peer,
-			"--data-dir", filepath.Join(dir, "master1"), "--log-file", filepath.Join(dir, "master1.log")}}
-	if err := c.Master.start(); err != nil {
-		return nil, err
+	var initial []string
+	for i := 1; i <= o.Masters; i++ {
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		peer, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		name := fmt.Sprintf("master%d", i)
+		initial = append(initial, name+"=http://"+peer)
+		c.Masters = append(c.Masters, &Proc{Name: name, Addr: addr, bin: filepath.Join(c.Bin, "dm-master"), LogFile: filepath.Join(dir, name+".log"), env: c.env,
+			args: []string{"--name", name, "--master-addr", addr, "--peer-urls", "http://" + peer,
+				"--data-dir", filepath.Join(dir, name), "--log-file", filepath.Join(dir, name+".log")}})
 	}
+	for _, m := range c.Masters {
+		m.args = append(m.args, "--initial-cluster", strings.Join(initial, ","))
+		if err := m.start(); err != nil {
+			return nil, err
+		}
+	}
+	c.Master = c.Masters[0]
 	if _, err := c.Until(60*time.Second, func(r Result) bool { return r.Bool("result") }, "list-member", "--leader"); err != nil {
 		return nil, fmt.Errorf("dm-master did not come up: %w", err)
 	}
@@ -221,8 +249,12 @@ func (c *Cluster) StartWorker(name string) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Proc{Name: name, Addr: addr, bin: filepath.Join(c.Bin, "dm-worker"), LogFile: filepath.Join(c.Dir, name+".log"),
-		args: []string{"--name", name, "--worker-addr", addr, "--join", c.Master.Addr,
+	var join []string
+	for _, m := range c.Masters {
+		join = append(join, m.Addr)
+	}
+	w := &Proc{Name: name, Addr: addr, bin: filepath.Join(c.Bin, "dm-worker"), LogFile: filepath.Join(c.Dir, name+".log"), env: c.env,
+		args: []string{"--name", name, "--worker-addr", addr, "--join", strings.Join(join, ","),
 			"--keepalive-ttl", fmt.Sprint(c.ttl), "--log-file", filepath.Join(c.Dir, name+".log")}}
 	if err := w.start(); err != nil {
 		return nil, err
@@ -264,8 +296,8 @@ func (c *Cluster) Close() {
 	for _, w := range c.Workers {
 		w.Kill9()
 	}
-	if c.Master != nil {
-		c.Master.Kill9()
+	for _, m := range c.Masters {
+		m.Kill9()
 	}
 	for _, db := range append(c.UpDBs, c.DownDB) {
 		if db != nil {
@@ -281,6 +313,23 @@ func (c *Cluster) Close() {
 	if os.Getenv("TRIBUTARY_KEEP") == "" {
 		os.RemoveAll(c.Dir)
 	}
+}
+
+// Reached waits until a process has paused at failpoint name.
+func (c *Cluster) Reached(name string, timeout time.Duration) error {
+	for deadline := time.Now().Add(timeout); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(c.fpDir, name+".reached")); err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no process reached failpoint %s within %s", name, timeout)
+		}
+	}
+}
+
+// Release lets a process paused at failpoint name go on.
+func (c *Cluster) Release(name string) error {
+	return os.WriteFile(filepath.Join(c.fpDir, name+".release"), nil, 0o644)
 }
 
 // Result is dmctl's JSON output.

@@ -1,0 +1,121 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/tributary-db/tributary/internal/e2e"
+)
+
+// The fault matrix: kill -9 of the leader master, the owner worker or the non-owner worker at each
+// step of a lock, then restart it. Each cell checks that the downstream converges to the merged
+// upstream, that the DDL reached the downstream exactly once (its general log), that no lock is left
+// and that the task is Running and synced. `make test-faults` (TRIBUTARY_FAULTS=all) runs every cell
+// TRIBUTARY_FAULT_RUNS times (default 1); `make test` runs one cell per step, the victim rotating.
+
+type faultStep struct {
+	name      string
+	failpoint string // where a process is held while the victim is killed ("" : no failpoint needed)
+}
+
+var faultSteps = []faultStep{
+	{"info put by some sources", ""},
+	{"all infos put", "master-before-exec"},
+	{"exec op written", "worker-before-exec"},
+	{"DDL executed downstream before done", "worker-after-ddl"},
+	{"DDL and checkpoint committed before done", "worker-before-done"},
+	{"done written before skips", "master-before-skip"},
+	{"skips written before re-sync", "worker-before-skip"},
+}
+
+var faultVictims = []string{"leader master", "owner worker", "non-owner worker"}
+
+func TestFaultMatrix(t *testing.T) {
+	all := os.Getenv("TRIBUTARY_FAULTS") == "all"
+	runs := 1
+	if n, err := fmt.Sscan(os.Getenv("TRIBUTARY_FAULT_RUNS"), &runs); n != 1 || err != nil || runs < 1 {
+		runs = 1
+	}
+	for i, step := range faultSteps {
+		for j, victim := range faultVictims {
+			if !all && j != i%len(faultVictims) {
+				continue
+			}
+			for run := 0; run < runs; run++ {
+				t.Run(fmt.Sprintf("%s/kill %s/run %d", step.name, victim, run+1), func(t *testing.T) {
+					faultCell(t, step, victim)
+				})
+			}
+		}
+	}
+}
+
+func faultCell(t *testing.T, step faultStep, victim string) {
+	o := e2e.Options{Workers: 2}
+	if step.failpoint != "" {
+		o.Failpoints = []string{step.failpoint}
+	}
+	c := startWith(t, o, true)
+	c.up(0, insertRows("db_1.t_1", 0, 50, ""), insertRows("db_1.t_2", 50, 100, ""))
+	c.up(1, insertRows("db_2.t_1", 100, 150, ""), insertRows("db_2.t_2", 150, 200, ""))
+	c.up(0, "ALTER TABLE db_1.t_1 ADD COLUMN c INT", insertRows("db_1.t_1", 1000, 1020, ", 1"),
+		"ALTER TABLE db_1.t_2 ADD COLUMN c INT", insertRows("db_1.t_2", 1020, 1040, ", 2"))
+	// Source 1 reached the DDL first: it owns the lock.
+	c.waitLock([]string{s1}, []string{s2})
+	owner, nonOwner := c.workerOf(s1), c.workerOf(s2)
+	var proc *e2e.Proc
+	switch victim {
+	case "leader master":
+		proc = c.Master
+	case "owner worker":
+		proc = c.Worker(owner)
+	default:
+		proc = c.Worker(nonOwner)
+	}
+	finishSource2 := func() {
+		c.up(1, insertRows("db_2.t_1", 2000, 2020, ""), "ALTER TABLE db_2.t_1 ADD COLUMN c INT", insertRows("db_2.t_1", 2020, 2040, ", 3"),
+			"ALTER TABLE db_2.t_2 ADD COLUMN c INT", insertRows("db_2.t_2", 2040, 2060, ", 4"))
+	}
+	if step.failpoint == "" {
+		proc.Kill9()
+		c.up(0, insertRows("db_1.t_1", 3000, 3010, ", 5"))
+		if err := proc.Restart(); err != nil {
+			t.Fatal(err)
+		}
+		finishSource2()
+	} else {
+		finishSource2()
+		if err := c.Reached(step.failpoint, 60*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		proc.Kill9()
+		c.up(0, insertRows("db_1.t_1", 3000, 3010, ", 5"))
+		if err := c.Release(step.failpoint); err != nil {
+			t.Fatal(err)
+		}
+		if err := proc.Restart(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.up(1, insertRows("db_2.t_2", 4000, 4010, ", 6"))
+	if n := c.converge("id, v, c"); n != 320 {
+		t.Fatalf("%d rows, want 320", n)
+	}
+	c.waitSynced()
+	c.ddlsRun(1)
+}
+
+// workerOf returns the worker a source is bound to.
+func (c *e2eCluster) workerOf(source string) string {
+	c.t.Helper()
+	r := c.ok("operate-source", "show", source)
+	for _, s := range r.List("sources") {
+		if s.Str("source") == source && s.Str("worker") != "" {
+			return s.Str("worker")
+		}
+	}
+	c.t.Fatalf("source %s is not bound: %v", source, r)
+	return ""
+}
