@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,4 +119,103 @@ func (c *e2eCluster) workerOf(source string) string {
 	}
 	c.t.Fatalf("source %s is not bound: %v", source, r)
 	return ""
+}
+
+// waitLog waits until a process's log contains s.
+func waitLog(t *testing.T, p *e2e.Proc, s string, timeout time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
+		data, _ := os.ReadFile(p.LogFile)
+		if strings.Contains(string(data), s) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not log %q within %s", p.Name, s, timeout)
+		}
+	}
+}
+
+// Partition: the workers lose etcd (every master is down) while a lock is half formed. They stop
+// their subtasks once their lease is over (nothing runs that they are not sure of), the upstreams keep
+// changing meanwhile, and after the masters return everything resolves once.
+func TestE2EPartitionFromEtcd(t *testing.T) {
+	c := startE2E(t, 2)
+	c.halfForm()
+	c.Master.Kill9()
+	for _, w := range c.Workers {
+		waitLog(t, w, "subtasks stopped until it is back", 60*time.Second)
+	}
+	c.up(1, insertRows("db_2.t_1", 2000, 2020, ""), "ALTER TABLE db_2.t_1 ADD COLUMN c INT", insertRows("db_2.t_1", 2020, 2040, ", 3"),
+		"ALTER TABLE db_2.t_2 ADD COLUMN c INT", insertRows("db_2.t_2", 2040, 2060, ", 4"))
+	c.up(0, insertRows("db_1.t_1", 3000, 3020, ", 5"))
+	if cols := downColumns(t, c); cols != 2 {
+		t.Fatalf("the DDL ran downstream while the workers were cut off: %d columns", cols)
+	}
+	if err := c.Master.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.converge("id, v, c"); n != 320 {
+		t.Fatalf("%d rows, want 320", n)
+	}
+	c.waitSynced()
+	c.ddlsRun(1)
+}
+
+// Three masters while DML and DDL flow: the leader is killed with a lock half formed; the lock
+// resolves under the new leader, and dmctl works against each remaining master.
+func TestE2EThreeMastersFailover(t *testing.T) {
+	c := startWith(t, e2e.Options{Workers: 2, Masters: 3}, true)
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		id := 100000
+		for {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			for i, tbl := range []string{"db_1.t_1", "db_1.t_2", "db_2.t_1", "db_2.t_2"} {
+				if err := c.Exec(i/2, fmt.Sprintf("INSERT INTO %s (id, v) VALUES (%d, 'w')", tbl, id)); err != nil {
+					done <- err
+					return
+				}
+				id++
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	c.up(0, "ALTER TABLE db_1.t_1 ADD COLUMN c INT", "ALTER TABLE db_1.t_2 ADD COLUMN c INT")
+	c.waitLock([]string{s1}, []string{s2})
+	r := c.ok("list-member", "--leader")
+	leader := r.List("members")[0].Get("leader").Str("name")
+	var live []*e2e.Proc
+	for _, m := range c.Masters {
+		if m.Name == leader {
+			m.Kill9()
+		} else {
+			live = append(live, m)
+		}
+	}
+	if len(live) != 2 {
+		t.Fatalf("leader %q is not one of the masters", leader)
+	}
+	c.Master = live[0]
+	c.up(1, "ALTER TABLE db_2.t_1 ADD COLUMN c INT", "ALTER TABLE db_2.t_2 ADD COLUMN c INT")
+	c.until("lock resolved under the new leader", func(r e2e.Result) bool { return r.Bool("result") && len(r.List("locks")) == 0 }, "shard-ddl-lock", c.task)
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	c.converge("id, v, c")
+	c.waitSynced()
+	c.ddlsRun(1)
+	for _, m := range live {
+		c.Master = m
+		if r := c.ok("list-member", "--leader"); r.List("members")[0].Get("leader").Str("name") == leader {
+			t.Fatalf("master %s still names the dead %s as leader", m.Name, leader)
+		}
+		c.ok("query-status", c.task)
+	}
 }
