@@ -47,17 +47,8 @@ func run(args []string) error {
 	etcdEndpoints := fs.String("etcd-endpoints", "", "client URLs of an external etcd cluster to use instead of the embedded one")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFile := fs.String("log-file", "", "log file (default: stderr)")
-	configFile := fs.String("config", "", "TOML file whose keys are these flags' names (flags given on the command line win)")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	if *configFile != "" {
-		if err := cli.ApplyConfig(fs, *configFile); err != nil {
-			return err
-		}
 	}
 	if *join != "" && *initial != "" {
 		return errors.New("--join and --initial-cluster are exclusive: a new member learns the cluster from --join")

@@ -38,17 +38,8 @@ func run(args []string) error {
 	ttl := fs.Int("keepalive-ttl", 60, "seconds after this worker's death its source moves to another worker")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFile := fs.String("log-file", "", "log file (default: stderr)")
-	configFile := fs.String("config", "", "TOML file whose keys are these flags' names (flags given on the command line win)")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	if *configFile != "" {
-		if err := cli.ApplyConfig(fs, *configFile); err != nil {
-			return err
-		}
 	}
 	if *name == "" {
 		return fmt.Errorf("--name is required")

@@ -11,6 +11,22 @@ import (
 	"go.uber.org/zap"
 )
 
+// Parse defines --config on fs, parses args (no positional arguments), then sets every flag not
+// given on the command line from the --config file, if any.
+func Parse(fs *flag.FlagSet, args []string) error {
+	config := fs.String("config", "", "TOML file whose keys are these flags' names (flags given on the command line win)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *config == "" {
+		return nil
+	}
+	return ApplyConfig(fs, *config)
+}
+
 // ApplyConfig reads a TOML file whose keys are the flag names (as DM's configuration files are) and
 // sets every flag not given on the command line. A key that is not a flag is an error naming the key
 // and the file.
