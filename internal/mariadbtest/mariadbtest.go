@@ -64,7 +64,14 @@ func template() (string, error) {
 			templateErr = err
 			return
 		}
-		out, err := exec.Command(install, "--no-defaults", "--datadir="+filepath.Join(dir, "data"), "--user="+currentUser(),
+		// Every server gets its own tmpdir: a mariadbd starting up removes the #sql temporary files in
+		// its tmpdir, which in a shared /tmp are another instance's (seen: a concurrent
+		// mariadb-install-db failing with "#sql-temptable-....MAD not found").
+		if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o755); err != nil {
+			templateErr = err
+			return
+		}
+		out, err := exec.Command(install, "--no-defaults", "--datadir="+filepath.Join(dir, "data"), "--tmpdir="+filepath.Join(dir, "tmp"), "--user="+currentUser(),
 			"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve").CombinedOutput()
 		if err != nil {
 			templateErr = fmt.Errorf("mariadb-install-db: %v\n%s", err, out)
@@ -128,8 +135,10 @@ func start(extra []string) (*Server, error) {
 	if out, err := exec.Command("cp", "-a", filepath.Join(tmpl, "data"), filepath.Join(dir, "data")).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("copy template datadir: %v: %s", err, out)
 	}
-	if err := os.MkdirAll(filepath.Join(dir, "binlog"), 0o755); err != nil {
-		return nil, err
+	for _, sub := range []string{"binlog", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			return nil, err
+		}
 	}
 	// Another test process may take the same free port between our probe and mariadbd's bind: then
 	// ours exits, or we would be talking to theirs. boot checks the datadir and we retry.
@@ -154,6 +163,7 @@ func (s *Server) boot() error {
 		"--bind-address=127.0.0.1",
 		fmt.Sprintf("--port=%d", s.Port),
 		"--socket="+filepath.Join(s.Dir, "mysqld.sock"),
+		"--tmpdir="+filepath.Join(s.Dir, "tmp"),
 		"--pid-file="+filepath.Join(s.Dir, "mysqld.pid"),
 		"--log-error="+filepath.Join(s.Dir, "error.log"),
 		"--log-bin="+filepath.Join(s.Dir, "binlog", "mysql-bin"),
