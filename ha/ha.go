@@ -256,6 +256,14 @@ func Plan(st State) Schedule {
 	return s
 }
 
+// SleepCtx waits for d or until ctx ends.
+func SleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
 // WaitChange returns when a key of the state changes after revision rev, when timeout passes, or
 // when ctx ends. Callers reload the state afterwards, so a compacted revision just returns.
 func WaitChange(ctx context.Context, cli *clientv3.Client, rev int64, timeout time.Duration) {

@@ -40,7 +40,7 @@ func RunScheduler(ctx context.Context, cli *clientv3.Client, fence clientv3.Cmp,
 				break
 			}
 			log.Warn("read state", zap.Error(err))
-			ha.WaitChange(ctx, cli, 0, time.Second)
+			ha.SleepCtx(ctx, time.Second)
 			continue
 		}
 		plan := ha.Plan(st)

@@ -361,7 +361,8 @@ func startPositions(ctx context.Context, task *config.Task, srcs map[string]*con
 		var doDB, ignoreDB any
 		err = db.QueryRowContext(ctx, "SHOW MASTER STATUS").Scan(&m.BinlogName, &m.BinlogPos, &doDB, &ignoreDB)
 		if err == nil && src.EnableGTID {
-			err = db.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&m.BinlogGTID)
+			// MariaDB's GTID set; a MySQL source has none (its GTID mode is refused by the worker).
+			_ = db.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&m.BinlogGTID)
 		}
 		db.Close()
 		if err != nil {

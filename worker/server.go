@@ -108,7 +108,7 @@ func (s *Server) term(ctx context.Context) error {
 		if err != nil {
 			if tctx.Err() == nil {
 				s.log.Warn("read cluster state", zap.Error(err))
-				ha.WaitChange(tctx, s.cfg.Client, 0, time.Second)
+				ha.SleepCtx(tctx, time.Second)
 			}
 			continue
 		}
