@@ -506,3 +506,13 @@ func TestE2ERemoveMeta(t *testing.T) {
 	}
 	c.waitSynced()
 }
+
+// A plain unlock of a half-formed lock: the owner executes the DDL without waiting for source 2, whose
+// DDL is skipped when it arrives; rows on both sides arrive, and the DDL runs once.
+func TestE2EUnlockHalfFormedLock(t *testing.T) {
+	c := startE2E(t, 2)
+	c.halfForm()
+	c.ok("shard-ddl-lock", "unlock", "shard-`db`.`t`", "--owner", s1)
+	c.until("the owner ran the DDL", func(r e2e.Result) bool { return downColumns(t, c) == 3 }, "shard-ddl-lock")
+	c.finishLockPlus(0)
+}
