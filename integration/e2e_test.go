@@ -516,3 +516,24 @@ func TestE2EUnlockHalfFormedLock(t *testing.T) {
 	c.until("the owner ran the DDL", func(r e2e.Result) bool { return downColumns(t, c) == 3 }, "shard-ddl-lock")
 	c.finishLockPlus(0)
 }
+
+// Sources in GTID mode: the lock forms and resolves, and a worker killed while it is half formed
+// resumes by GTID set.
+func TestE2EGTIDSources(t *testing.T) {
+	c := startWith(t, e2e.Options{Workers: 2, GTID: true}, true)
+	c.halfForm()
+	w := c.Worker(c.workerOf(s1))
+	w.Kill9()
+	c.up(0, insertRows("db_1.t_2", 1500, 1510, ", 9"))
+	if err := w.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	c.waitLock([]string{s1}, []string{s2})
+	c.finishLockPlus(10)
+	r := c.ok("query-status", c.task)
+	for _, sub := range subtasks(r) {
+		if sub.Get("sync").Str("syncerBinlogGtid") == "" {
+			t.Fatalf("no GTID set in query-status: %v", r)
+		}
+	}
+}

@@ -103,6 +103,7 @@ type Options struct {
 	KeepaliveTTL int    // workers' --keepalive-ttl (default 3)
 	Upstreams    int    // upstream mariadbd instances (default 2)
 	Masters      int    // dm-masters forming one etcd cluster (default 1)
+	GTID         bool   // sources with enable-gtid: true
 	// Failpoints names the points (internal/failpoint) where processes pause once; the binaries
 	// must be built with -tags failpoints. See Reached and Release.
 	Failpoints []string
@@ -120,6 +121,7 @@ type Cluster struct {
 	Masters []*Proc // all masters
 	Workers []*Proc
 	ttl     int
+	gtid    bool
 	env     []string
 	fpDir   string
 }
@@ -142,7 +144,7 @@ func Start(o Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Dir: dir, Bin: o.Bin, ttl: o.KeepaliveTTL}
+	c := &Cluster{Dir: dir, Bin: o.Bin, ttl: o.KeepaliveTTL, gtid: o.GTID}
 	defer func() {
 		if err != nil {
 			c.Close()
@@ -407,14 +409,14 @@ func (c *Cluster) Until(timeout time.Duration, ok func(Result) bool, args ...str
 func (c *Cluster) SourceFile(i int) (string, error) {
 	path := filepath.Join(c.Dir, fmt.Sprintf("source%d.yaml", i+1))
 	body := fmt.Sprintf(`source-id: %s
-enable-gtid: false
+enable-gtid: %t
 flavor: mariadb
 from:
   host: 127.0.0.1
   port: %d
   user: root
   password: ""
-`, SourceID(i), c.Ups[i].Port)
+`, SourceID(i), c.gtid, c.Ups[i].Port)
 	return path, os.WriteFile(path, []byte(body), 0o644)
 }
 
