@@ -314,6 +314,16 @@ func (a *Agent) Info(ctx context.Context, target string) (Info, bool, error) {
 	return *info, true, nil
 }
 
+// TaskStarted reports whether the task's key (its sources) exists: stop-task removes it together with
+// the task's locks, unlock --force-remove leaves it.
+func (a *Agent) TaskStarted(ctx context.Context) (bool, error) {
+	resp, err := a.cli.Get(ctx, a.layout.TaskKey(a.task), clientv3.WithCountOnly())
+	if err != nil {
+		return false, err
+	}
+	return resp.Count > 0, nil
+}
+
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()

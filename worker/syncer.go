@@ -866,6 +866,17 @@ func (s *Syncer) postInfo(ctx context.Context, target TableName) error {
 // the operation done, and re-reads the DML held back behind them.
 func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 	removed := errors.Is(res.err, pessimist.ErrLockRemoved)
+	if removed {
+		// Only a lock force-removed from a task that still runs means "skip"; keys removed by
+		// stop-task (which also removes the task's key) stop this syncer, which should be stopped.
+		started, err := s.cfg.Agent.TaskStarted(ctx)
+		if err != nil {
+			return fmt.Errorf("source %s: lock %s removed; read its task: %w", s.cfg.Source, res.info.LockID(), err)
+		}
+		if !started {
+			return fmt.Errorf("source %s: lock %s removed with its task (stop-task): %w", s.cfg.Source, res.info.LockID(), res.err)
+		}
+	}
 	switch {
 	case removed:
 		// shard-ddl-lock unlock --force-remove: the user takes the DDLs over. They are skipped here

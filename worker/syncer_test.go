@@ -621,3 +621,40 @@ func TestStaleBindingIsFenced(t *testing.T) {
 		t.Fatalf("flush of a stale epoch: %v", err)
 	}
 }
+
+// TestLockRemovedWithItsTaskStopsTheSyncer: keys removed by stop-task (the task's key goes with them)
+// stop a syncer still waiting on the lock instead of being taken for a force-removed lock, whose
+// DDLs a source skips: nothing is recorded as resolved.
+func TestLockRemovedWithItsTaskStopsTheSyncer(t *testing.T) {
+	c := newCluster(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := NewSyncer(SyncerConfig{Start: c.startPosition(0), Task: c.task, Source: "s1", Host: "127.0.0.1", Port: uint16(c.ups[0].Port),
+		User: "root", ServerID: 9300, Router: c.router, Downstream: c.downDB, MetaSchema: "dm_meta",
+		Agent: pessimist.NewAgent(c.cli, c.layout, c.task, "s1", nil), Epoch: c.nextEpoch(), Log: c.logger()})
+	errc := make(chan error, 1)
+	go func() { errc <- s.Run(ctx) }()
+	<-s.Started()
+	for _, table := range c.shards[0] {
+		c.up(0, "ALTER TABLE "+table+" ADD COLUMN c INT")
+	}
+	eventually(t, 30*time.Second, func() bool { return len(s.Status().LockIDs) == 1 }, func() string { return "no info posted" })
+	if err := pessimist.DeleteTask(context.Background(), c.cli, c.layout, c.task); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, pessimist.ErrLockRemoved) || !strings.Contains(err.Error(), "stop-task") {
+			t.Fatalf("syncer stopped with %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the syncer did not stop")
+	}
+	var n int
+	if err := c.downDB.QueryRow("SELECT COUNT(*) FROM dm_meta.test_checkpoint WHERE id LIKE 'resolved:%'").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("DDLs recorded as resolved after stop-task: %d %v", n, err)
+	}
+	if c.downColumns() != 2 {
+		t.Fatal("the DDL ran downstream")
+	}
+}
