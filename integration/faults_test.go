@@ -219,3 +219,24 @@ func TestE2EThreeMastersFailover(t *testing.T) {
 		c.ok("query-status", c.task)
 	}
 }
+
+// The owner's worker dies for good while the lock is half formed and a spare takes its source over:
+// the spare resumes from the checkpoint, posts the DDL again under a newer binding, and the lock
+// resolves once.
+func TestE2EFailoverWhileLockHalfFormed(t *testing.T) {
+	c := startE2E(t, 3)
+	c.halfForm()
+	victim := c.workerOf(s1)
+	c.Worker(victim).Kill9()
+	c.up(0, insertRows("db_1.t_2", 1500, 1510, ", 9"))
+	c.until("source 1 moved to the spare", func(r e2e.Result) bool {
+		for _, s := range r.List("sources") {
+			if s.Str("source") == s1 && s.Str("worker") != "" && s.Str("worker") != victim {
+				return true
+			}
+		}
+		return false
+	}, "operate-source", "show", s1)
+	c.waitLock([]string{s1}, []string{s2})
+	c.finishLockPlus(10)
+}
