@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,6 +83,23 @@ func TestE2EBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		t.Fatalf("check-task with ignore-checking-items: %v", r)
 	}
 	c.up(1, "SET GLOBAL binlog_format = 'ROW'")
+
+	// A source user without replication privileges.
+	c.up(1, "CREATE USER 'plain'@'127.0.0.1' IDENTIFIED BY 'pw'", "GRANT SELECT ON *.* TO 'plain'@'127.0.0.1'")
+	c.ok("operate-source", "stop", s2)
+	plain := c.writeFile("plain.yaml", fmt.Sprintf("source-id: %s\nflavor: mariadb\nfrom:\n  host: 127.0.0.1\n  port: %d\n  user: plain\n  password: pw\n", s2, c.Ups[1].Port))
+	c.ok("operate-source", "create", plain)
+	out = c.fails("check-task", good)
+	contains(t, out, "[replication_privilege] source "+s2, "REPLICATION SLAVE", "REPLICATION CLIENT")
+	if strings.Contains(out, "pw") {
+		t.Fatalf("the password is in the output:\n%s", out)
+	}
+	c.ok("operate-source", "stop", s2)
+	root, err := c.SourceFile(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ok("operate-source", "create", root)
 
 	// Shards of one target with different schemas.
 	c.up(1, "ALTER TABLE db_2.t_2 ADD COLUMN extra INT")
