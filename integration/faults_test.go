@@ -14,7 +14,8 @@ import (
 // step of a lock, then restart it. Each cell checks that the downstream converges to the merged
 // upstream, that the DDL reached the downstream exactly once (its general log), that no lock is left
 // and that the task is Running and synced. `make test-faults` (TRIBUTARY_FAULTS=all) runs every cell
-// TRIBUTARY_FAULT_RUNS times (default 1); `make test` runs one cell per step, the victim rotating.
+// TRIBUTARY_FAULT_RUNS times (default 1; even runs use GTID sources); `make test` runs one cell per
+// step, the victim rotating.
 
 type faultStep struct {
 	name      string
@@ -45,16 +46,17 @@ func TestFaultMatrix(t *testing.T) {
 				continue
 			}
 			for run := 0; run < runs; run++ {
-				t.Run(fmt.Sprintf("%s/kill %s/run %d", step.name, victim, run+1), func(t *testing.T) {
-					faultCell(t, step, victim)
+				gtid := run%2 == 1 // repeated runs alternate file/position and GTID sources
+				t.Run(fmt.Sprintf("%s/kill %s/run %d gtid=%t", step.name, victim, run+1, gtid), func(t *testing.T) {
+					faultCell(t, step, victim, gtid)
 				})
 			}
 		}
 	}
 }
 
-func faultCell(t *testing.T, step faultStep, victim string) {
-	o := e2e.Options{Workers: 2}
+func faultCell(t *testing.T, step faultStep, victim string, gtid bool) {
+	o := e2e.Options{Workers: 2, GTID: gtid}
 	if step.failpoint != "" {
 		o.Failpoints = []string{step.failpoint}
 	}
