@@ -9,7 +9,8 @@
 //	worker/<name>           a registered worker: {"name","addr"}
 //	keepalive/<name>        present while the worker's lease lives (its --keepalive-ttl)
 //	bound/<source-id>       {"source","worker"}; the key's mod revision is the binding's epoch
-//	task/<task>             {"name","config","stage"}: the task YAML and Running or Paused
+//	task/<task>             {"name","config","stage","resumed","starts"}: the task YAML, Running or
+//	                        Paused, resume-task count, and the start positions fixed by start-task
 package ha
 
 import (
