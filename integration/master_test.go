@@ -28,7 +28,16 @@ var (
 	buildErr  error
 )
 
-// binaries builds dm-master and dmctl once per test process.
+// TestMain removes the binaries built for the tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// binaries builds dm-master, dm-worker and dmctl (with failpoints) once per test process.
 func binaries(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
