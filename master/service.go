@@ -125,17 +125,15 @@ func LeaderRun(cli *clientv3.Client, layout pessimist.Layout, svc *Service, log 
 
 // ShowDDLLocks implements dmctl shard-ddl-lock [task].
 func (s *Service) ShowDDLLocks(ctx context.Context, req *pb.ShowDDLLocksRequest) (*pb.ShowDDLLocksResponse, error) {
-	l := s.lead.Load()
-	if l == nil {
-		lc, err := s.leaderClient(ctx)
-		if err != nil {
-			return &pb.ShowDDLLocksResponse{Msg: err.Error()}, nil
-		}
-		return lc.ShowDDLLocks(ctx, req)
-	}
-	locks, err := l.coord.Locks()
+	return onLeader(ctx, s, func(l *leaderState) (*pb.ShowDDLLocksResponse, error) { return showLocks(l, req) },
+		func(c pb.MasterClient) (*pb.ShowDDLLocksResponse, error) { return c.ShowDDLLocks(ctx, req) },
+		func(err error) *pb.ShowDDLLocksResponse { return &pb.ShowDDLLocksResponse{Msg: err.Error()} })
+}
+
+func showLocks(lead *leaderState, req *pb.ShowDDLLocksRequest) (*pb.ShowDDLLocksResponse, error) {
+	locks, err := lead.coord.Locks()
 	if err != nil {
-		return &pb.ShowDDLLocksResponse{Msg: err.Error()}, nil
+		return nil, err
 	}
 	resp := &pb.ShowDDLLocksResponse{Result: true}
 	for _, l := range locks {
@@ -157,16 +155,26 @@ func (s *Service) ShowDDLLocks(ctx context.Context, req *pb.ShowDDLLocksRequest)
 
 // UnlockDDLLock implements dmctl shard-ddl-lock unlock.
 func (s *Service) UnlockDDLLock(ctx context.Context, req *pb.UnlockDDLLockRequest) (*pb.UnlockDDLLockResponse, error) {
-	l := s.lead.Load()
-	if l == nil {
-		lc, err := s.leaderClient(ctx)
+	return onLeader(ctx, s, func(l *leaderState) (*pb.UnlockDDLLockResponse, error) {
+		return &pb.UnlockDDLLockResponse{Result: true}, l.coord.UnlockLock(ctx, req.ID, req.ReplaceOwner, req.ForceRemove)
+	},
+		func(c pb.MasterClient) (*pb.UnlockDDLLockResponse, error) { return c.UnlockDDLLock(ctx, req) },
+		func(err error) *pb.UnlockDDLLockResponse { return &pb.UnlockDDLLockResponse{Msg: err.Error()} })
+}
+
+// onLeader answers a dmctl call: with do when this master leads, else by forwarding it to the leader
+// with forward. An error becomes a response with "result": false and the error as "msg".
+func onLeader[R any](ctx context.Context, s *Service, do func(*leaderState) (R, error), forward func(pb.MasterClient) (R, error), fail func(error) R) (R, error) {
+	if l := s.lead.Load(); l != nil {
+		resp, err := do(l)
 		if err != nil {
-			return &pb.UnlockDDLLockResponse{Msg: err.Error()}, nil
+			return fail(err), nil
 		}
-		return lc.UnlockDDLLock(ctx, req)
+		return resp, nil
 	}
-	if err := l.coord.UnlockLock(ctx, req.ID, req.ReplaceOwner, req.ForceRemove); err != nil {
-		return &pb.UnlockDDLLockResponse{Msg: err.Error()}, nil
+	lc, err := s.leaderClient(ctx)
+	if err != nil {
+		return fail(err), nil
 	}
-	return &pb.UnlockDDLLockResponse{Result: true}, nil
+	return forward(lc)
 }

@@ -45,19 +45,9 @@ func errNoTask(name string) error {
 
 // OperateSource implements dmctl operate-source create|stop|show.
 func (s *Service) OperateSource(ctx context.Context, req *pb.OperateSourceRequest) (*pb.OperateSourceResponse, error) {
-	l := s.lead.Load()
-	if l == nil {
-		lc, err := s.leaderClient(ctx)
-		if err != nil {
-			return &pb.OperateSourceResponse{Msg: err.Error()}, nil
-		}
-		return lc.OperateSource(ctx, req)
-	}
-	resp, err := s.operateSource(ctx, l, req)
-	if err != nil {
-		return &pb.OperateSourceResponse{Msg: err.Error()}, nil
-	}
-	return resp, nil
+	return onLeader(ctx, s, func(l *leaderState) (*pb.OperateSourceResponse, error) { return s.operateSource(ctx, l, req) },
+		func(c pb.MasterClient) (*pb.OperateSourceResponse, error) { return c.OperateSource(ctx, req) },
+		func(err error) *pb.OperateSourceResponse { return &pb.OperateSourceResponse{Msg: err.Error()} })
 }
 
 func (s *Service) operateSource(ctx context.Context, l *leaderState, req *pb.OperateSourceRequest) (*pb.OperateSourceResponse, error) {
@@ -223,19 +213,9 @@ func checkSources(task *config.Task, st ha.State) (map[string]*config.Source, er
 
 // StartTask implements dmctl start-task [--remove-meta].
 func (s *Service) StartTask(ctx context.Context, req *pb.StartTaskRequest) (*pb.StartTaskResponse, error) {
-	l := s.lead.Load()
-	if l == nil {
-		lc, err := s.leaderClient(ctx)
-		if err != nil {
-			return &pb.StartTaskResponse{Msg: err.Error()}, nil
-		}
-		return lc.StartTask(ctx, req)
-	}
-	resp, err := s.startTask(ctx, l, req)
-	if err != nil {
-		return &pb.StartTaskResponse{Msg: err.Error()}, nil
-	}
-	return resp, nil
+	return onLeader(ctx, s, func(l *leaderState) (*pb.StartTaskResponse, error) { return s.startTask(ctx, l, req) },
+		func(c pb.MasterClient) (*pb.StartTaskResponse, error) { return c.StartTask(ctx, req) },
+		func(err error) *pb.StartTaskResponse { return &pb.StartTaskResponse{Msg: err.Error()} })
 }
 
 func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTaskRequest) (*pb.StartTaskResponse, error) {
@@ -473,19 +453,9 @@ func (s *Service) queryWorker(ctx context.Context, addr, task string) (*pb.Query
 
 // OperateTask implements dmctl stop-task, pause-task and resume-task.
 func (s *Service) OperateTask(ctx context.Context, req *pb.OperateTaskRequest) (*pb.OperateTaskResponse, error) {
-	l := s.lead.Load()
-	if l == nil {
-		lc, err := s.leaderClient(ctx)
-		if err != nil {
-			return &pb.OperateTaskResponse{Op: req.Op, Msg: err.Error()}, nil
-		}
-		return lc.OperateTask(ctx, req)
-	}
-	resp, err := s.operateTask(ctx, l, req)
-	if err != nil {
-		return &pb.OperateTaskResponse{Op: req.Op, Msg: err.Error()}, nil
-	}
-	return resp, nil
+	return onLeader(ctx, s, func(l *leaderState) (*pb.OperateTaskResponse, error) { return s.operateTask(ctx, l, req) },
+		func(c pb.MasterClient) (*pb.OperateTaskResponse, error) { return c.OperateTask(ctx, req) },
+		func(err error) *pb.OperateTaskResponse { return &pb.OperateTaskResponse{Op: req.Op, Msg: err.Error()} })
 }
 
 func (s *Service) operateTask(ctx context.Context, l *leaderState, req *pb.OperateTaskRequest) (*pb.OperateTaskResponse, error) {
@@ -551,23 +521,21 @@ func errConcurrent(ok bool, task string) error {
 
 // QueryStatus implements dmctl query-status [task].
 func (s *Service) QueryStatus(ctx context.Context, req *pb.QueryStatusListRequest) (*pb.QueryStatusListResponse, error) {
-	l := s.lead.Load()
-	if l == nil {
-		lc, err := s.leaderClient(ctx)
-		if err != nil {
-			return &pb.QueryStatusListResponse{Msg: err.Error()}, nil
-		}
-		return lc.QueryStatus(ctx, req)
-	}
+	return onLeader(ctx, s, func(*leaderState) (*pb.QueryStatusListResponse, error) { return s.queryStatus(ctx, req) },
+		func(c pb.MasterClient) (*pb.QueryStatusListResponse, error) { return c.QueryStatus(ctx, req) },
+		func(err error) *pb.QueryStatusListResponse { return &pb.QueryStatusListResponse{Msg: err.Error()} })
+}
+
+func (s *Service) queryStatus(ctx context.Context, req *pb.QueryStatusListRequest) (*pb.QueryStatusListResponse, error) {
 	st, err := ha.Load(ctx, s.Client)
 	if err != nil {
-		return &pb.QueryStatusListResponse{Msg: err.Error()}, nil
+		return nil, err
 	}
 	var sources []string
 	if req.Name != "" {
 		t, ok := st.Tasks[req.Name]
 		if !ok {
-			return &pb.QueryStatusListResponse{Msg: errNoTask(req.Name).Error()}, nil
+			return nil, errNoTask(req.Name)
 		}
 		sources = t.Sources()
 	} else {
@@ -696,18 +664,11 @@ func (s *Service) alive(ctx context.Context, urls []string) bool {
 // OfflineMember implements dmctl offline-member: it removes a worker that is not alive (its
 // registration and binding), or a master that does not answer (its etcd membership).
 func (s *Service) OfflineMember(ctx context.Context, req *pb.OfflineMemberRequest) (*pb.OfflineMemberResponse, error) {
-	l := s.lead.Load()
-	if l == nil {
-		lc, err := s.leaderClient(ctx)
-		if err != nil {
-			return &pb.OfflineMemberResponse{Msg: err.Error()}, nil
-		}
-		return lc.OfflineMember(ctx, req)
-	}
-	if err := s.offlineMember(ctx, l, req); err != nil {
-		return &pb.OfflineMemberResponse{Msg: err.Error()}, nil
-	}
-	return &pb.OfflineMemberResponse{Result: true}, nil
+	return onLeader(ctx, s, func(l *leaderState) (*pb.OfflineMemberResponse, error) {
+		return &pb.OfflineMemberResponse{Result: true}, s.offlineMember(ctx, l, req)
+	},
+		func(c pb.MasterClient) (*pb.OfflineMemberResponse, error) { return c.OfflineMember(ctx, req) },
+		func(err error) *pb.OfflineMemberResponse { return &pb.OfflineMemberResponse{Msg: err.Error()} })
 }
 
 func (s *Service) offlineMember(ctx context.Context, l *leaderState, req *pb.OfflineMemberRequest) error {
