@@ -578,20 +578,30 @@ func TestSourceRestartIsSurvived(t *testing.T) {
 	c.converge("id, v, c")
 }
 
+// runOwnSyncer starts a syncer of source 1 (a new binding) whose Run error the test reads; it is
+// stopped when the test ends.
+func (c *cluster) runOwnSyncer(serverID uint32) (*Syncer, <-chan error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := NewSyncer(SyncerConfig{Start: c.startPosition(0), Task: c.task, Source: "s1", Host: "127.0.0.1", Port: uint16(c.ups[0].Port),
+		User: "root", ServerID: serverID, Router: c.router, Downstream: c.downDB, MetaSchema: "dm_meta",
+		Agent: pessimist.NewAgent(c.cli, c.layout, c.task, "s1", nil), Epoch: c.nextEpoch(), Log: c.logger()})
+	errc := make(chan error, 1)
+	go func() { errc <- s.Run(ctx) }()
+	c.t.Cleanup(cancel)
+	select {
+	case <-s.Started():
+	case err := <-errc:
+		c.t.Fatalf("syncer did not start: %v", err)
+	}
+	return s, errc
+}
+
 // TestStaleBindingIsFenced: once a syncer of a newer binding (higher epoch) has claimed the source's
 // checkpoint, the older one, still running, cannot commit anything and stops with ErrFenced; the newer
 // one carries on and nothing is lost.
 func TestStaleBindingIsFenced(t *testing.T) {
 	c := newCluster(t)
-	c.startPosition(0)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	old := NewSyncer(SyncerConfig{Start: c.startPosition(0), Task: c.task, Source: "s1", Host: "127.0.0.1", Port: uint16(c.ups[0].Port),
-		User: "root", ServerID: 9200, Router: c.router, Downstream: c.downDB, MetaSchema: "dm_meta",
-		Agent: pessimist.NewAgent(c.cli, c.layout, c.task, "s1", nil), Epoch: c.nextEpoch(), Log: c.logger()})
-	oldErr := make(chan error, 1)
-	go func() { oldErr <- old.Run(ctx) }()
-	<-old.Started()
+	_, oldErr := c.runOwnSyncer(9200)
 	c.up(0, insert("db_1.t_1", 0, 10))
 	c.converge("id, v")
 	// The binding moves: a new syncer claims the checkpoint while the old one still runs.
@@ -627,14 +637,7 @@ func TestStaleBindingIsFenced(t *testing.T) {
 // DDLs a source skips: nothing is recorded as resolved.
 func TestLockRemovedWithItsTaskStopsTheSyncer(t *testing.T) {
 	c := newCluster(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s := NewSyncer(SyncerConfig{Start: c.startPosition(0), Task: c.task, Source: "s1", Host: "127.0.0.1", Port: uint16(c.ups[0].Port),
-		User: "root", ServerID: 9300, Router: c.router, Downstream: c.downDB, MetaSchema: "dm_meta",
-		Agent: pessimist.NewAgent(c.cli, c.layout, c.task, "s1", nil), Epoch: c.nextEpoch(), Log: c.logger()})
-	errc := make(chan error, 1)
-	go func() { errc <- s.Run(ctx) }()
-	<-s.Started()
+	s, errc := c.runOwnSyncer(9300)
 	for _, table := range c.shards[0] {
 		c.up(0, "ALTER TABLE "+table+" ADD COLUMN c INT")
 	}
