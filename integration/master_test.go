@@ -105,10 +105,23 @@ func dmctl(t *testing.T, bin, addr string, args ...string) (dmctlResult, string)
 // dmctlUntil runs dmctl until ok accepts its result or timeout passes, then fails with what.
 func dmctlUntil(t *testing.T, bin, addr string, timeout time.Duration, ok func(dmctlResult) bool, what string, args ...string) dmctlResult {
 	t.Helper()
+	r, _ := dmctlPoll(t, bin, addr, timeout, func(r dmctlResult, _ string) bool { return ok(r) }, what, args...)
+	return r
+}
+
+// dmctlUntilOut is dmctlUntil for a condition on the printed output.
+func dmctlUntilOut(t *testing.T, bin, addr string, timeout time.Duration, ok func(string) bool, what string, args ...string) string {
+	t.Helper()
+	_, out := dmctlPoll(t, bin, addr, timeout, func(_ dmctlResult, out string) bool { return ok(out) }, what, args...)
+	return out
+}
+
+func dmctlPoll(t *testing.T, bin, addr string, timeout time.Duration, ok func(dmctlResult, string) bool, what string, args ...string) (dmctlResult, string) {
+	t.Helper()
 	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
 		r, out := dmctl(t, bin, addr, args...)
-		if ok(r) {
-			return r
+		if ok(r, out) {
+			return r, out
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: dmctl %v at %s printed %s", what, args, addr, out)
@@ -281,18 +294,5 @@ func TestThreeMastersFailover(t *testing.T) {
 	os.WriteFile(bad, []byte("name = \"x\"\nmaster-adr = \"127.0.0.1:1\"\n"), 0o644)
 	if out, err := exec.Command(filepath.Join(bin, "dm-master"), "--config", bad).CombinedOutput(); err == nil || !strings.Contains(string(out), "master-adr") {
 		t.Fatalf("bad --config: %v %s", err, out)
-	}
-}
-
-func dmctlUntilOut(t *testing.T, bin, addr string, timeout time.Duration, ok func(string) bool, what string, args ...string) string {
-	t.Helper()
-	for deadline := time.Now().Add(timeout); ; time.Sleep(200 * time.Millisecond) {
-		_, out := dmctl(t, bin, addr, args...)
-		if ok(out) {
-			return out
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: dmctl %v at %s printed %s", what, args, addr, out)
-		}
 	}
 }

@@ -337,16 +337,14 @@ func startPositions(ctx context.Context, task *config.Task, srcs map[string]*con
 		if err != nil {
 			return nil, err
 		}
-		var m config.Meta
-		var doDB, ignoreDB any
-		err = db.QueryRowContext(ctx, "SHOW MASTER STATUS").Scan(&m.BinlogName, &m.BinlogPos, &doDB, &ignoreDB)
-		if err == nil && src.EnableGTID {
-			// MariaDB's GTID set; a MySQL source has none (its GTID mode is refused by the worker).
-			_ = db.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&m.BinlogGTID)
-		}
+		pos, gtid, err := worker.SourcePosition(ctx, db)
 		db.Close()
 		if err != nil {
 			return nil, fmt.Errorf("source %s (%s): read binlog position: %w", inst.SourceID, src.From, err)
+		}
+		m := config.Meta{BinlogName: pos.File, BinlogPos: pos.Pos}
+		if src.EnableGTID {
+			m.BinlogGTID = gtid // MariaDB's; a MySQL source has none (its GTID mode is refused by the worker)
 		}
 		out[inst.SourceID] = m
 	}

@@ -41,6 +41,19 @@ func CheckpointTable(metaSchema, task string) TableName {
 	return TableName{Schema: metaSchema, Name: task + "_checkpoint"}
 }
 
+// SourcePosition reads a source's current binlog position and, on MariaDB, its GTID set (empty
+// elsewhere).
+func SourcePosition(ctx context.Context, db *sql.DB) (Position, string, error) {
+	var p Position
+	var doDB, ignoreDB any
+	if err := db.QueryRowContext(ctx, "SHOW MASTER STATUS").Scan(&p.File, &p.Pos, &doDB, &ignoreDB); err != nil {
+		return Position{}, "", err
+	}
+	var gtid sql.NullString
+	_ = db.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&gtid) // MySQL has no such variable
+	return p, gtid.String, nil
+}
+
 // MarkerTable is the downstream table of a task's DDL markers (exactly-once DDL across crashes).
 func MarkerTable(metaSchema, task string) TableName {
 	return TableName{Schema: metaSchema, Name: task + "_ddl_marker"}

@@ -438,12 +438,5 @@ func (t *subtask) masterStatus(ctx context.Context) (Position, string, error) {
 	t.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	var p Position
-	var doDB, ignoreDB any
-	if err := db.QueryRowContext(ctx, "SHOW MASTER STATUS").Scan(&p.File, &p.Pos, &doDB, &ignoreDB); err != nil {
-		return Position{}, "", err
-	}
-	var gtid sql.NullString
-	_ = db.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&gtid)
-	return p, gtid.String, nil
+	return SourcePosition(ctx, db)
 }

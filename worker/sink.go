@@ -61,10 +61,10 @@ type Sink struct {
 	source      string
 	markerTable string // quoted `meta`.`task_ddl_marker`
 	ckptTable   string // quoted `meta`.`task_checkpoint`
-	metaSchema string
-	keys       map[TableName][]string
-	maxRows    int
-	epoch      int64 // binding epoch fencing the checkpoint (0: no fencing)
+	metaSchema  string
+	keys        map[TableName][]string
+	maxRows     int
+	epoch       int64 // binding epoch fencing the checkpoint (0: no fencing)
 }
 
 // ErrFenced means a newer binding of the source owns its checkpoint: this worker's binding was taken
@@ -119,7 +119,7 @@ func NewSink(db *sql.DB, metaSchema, task, source string) *Sink {
 		db: db, source: source, metaSchema: metaSchema,
 		ckptTable:   CheckpointTable(metaSchema, task).String(),
 		markerTable: MarkerTable(metaSchema, task).String(),
-		keys:      map[TableName][]string{}, maxRows: 256,
+		keys:        map[TableName][]string{}, maxRows: 256,
 	}
 }
 

@@ -310,14 +310,11 @@ func (s *Syncer) init(ctx context.Context) error {
 }
 
 func (s *Syncer) masterPosition(ctx context.Context) (Position, error) {
-	var file string
-	var pos uint32
-	var doDB, ignoreDB any
-	row := s.upstream.QueryRowContext(ctx, "SHOW MASTER STATUS")
-	if err := row.Scan(&file, &pos, &doDB, &ignoreDB); err != nil {
+	pos, _, err := SourcePosition(ctx, s.upstream)
+	if err != nil {
 		return Position{}, fmt.Errorf("read binlog position of source %s (is log_bin on?): %w", s.cfg.Source, err)
 	}
-	return Position{File: file, Pos: pos}, nil
+	return pos, nil
 }
 
 // discover adds every upstream shard table to its target's group and creates missing downstream

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/tributary-db/tributary/config"
+	"github.com/tributary-db/tributary/internal/e2e"
 	"github.com/tributary-db/tributary/internal/etcdtest"
 	"github.com/tributary-db/tributary/internal/mariadbtest"
 	"github.com/tributary-db/tributary/pessimist"
@@ -192,62 +194,20 @@ func (c *cluster) nextEpoch() int64 {
 func (c *cluster) up(i int, stmts ...string) { c.ups[i].Exec(c.t, c.upDBs[i], stmts...) }
 
 // rows returns the sorted rows of a query as one string each.
-func rows(t testing.TB, db *sql.DB, q string) ([]string, error) {
-	r, err := db.Query(q)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	cols, _ := r.Columns()
-	var out []string
-	for r.Next() {
-		vals := make([]sql.NullString, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := r.Scan(ptrs...); err != nil {
-			return nil, err
-		}
-		var sb strings.Builder
-		for i, v := range vals {
-			if i > 0 {
-				sb.WriteByte('|')
-			}
-			if v.Valid {
-				sb.WriteString(v.String)
-			} else {
-				sb.WriteString("NULL")
-			}
-		}
-		out = append(out, sb.String())
-	}
-	return out, r.Err()
-}
-
 // merged is the union of every upstream shard's rows, with the given columns.
 func (c *cluster) merged(cols string) []string {
 	var all []string
 	for i, db := range c.upDBs {
 		for _, table := range c.shards[i] {
-			r, err := rows(c.t, db, fmt.Sprintf("SELECT %s FROM %s", cols, table))
+			r, err := e2e.Rows(db, fmt.Sprintf("SELECT %s FROM %s", cols, table))
 			if err != nil {
 				c.t.Fatal(err)
 			}
 			all = append(all, r...)
 		}
 	}
-	return sortStrings(all)
-}
-
-func sortStrings(s []string) []string {
-	out := append([]string(nil), s...)
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j] < out[j-1]; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
-	return out
+	slices.Sort(all)
+	return all
 }
 
 // converge waits until the downstream equals the merged upstream.
@@ -256,24 +216,14 @@ func (c *cluster) converge(cols string) {
 	want := c.merged(cols)
 	var got []string
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		r, err := rows(c.t, c.downDB, "SELECT "+cols+" FROM db.t")
+		r, err := e2e.Rows(c.downDB, "SELECT "+cols+" FROM db.t")
 		if err == nil {
-			got = sortStrings(r)
-			if strings.Join(got, "\n") == strings.Join(want, "\n") {
+			if got = r; slices.Equal(got, want) {
 				return
 			}
 		}
 	}
-	c.t.Fatalf("downstream did not converge: %d rows, want %d\nfirst difference: %s", len(got), len(want), firstDiff(got, want))
-}
-
-func firstDiff(got, want []string) string {
-	for i := 0; i < len(got) && i < len(want); i++ {
-		if got[i] != want[i] {
-			return fmt.Sprintf("row %d: got %q, want %q", i, got[i], want[i])
-		}
-	}
-	return fmt.Sprintf("lengths %d vs %d", len(got), len(want))
+	c.t.Fatalf("downstream did not converge: %d rows, want %d\nfirst difference: %s", len(got), len(want), e2e.FirstDiff(got, want))
 }
 
 // eventually polls cond until it holds or the timeout passes (SucceedsSoon style), then fails the
@@ -533,7 +483,7 @@ func TestExistingIncompatibleTargetIsReported(t *testing.T) {
 		!strings.Contains(err.Error(), "`extra` text") || !strings.Contains(err.Error(), "left untouched") {
 		t.Fatalf("Run: %v", err)
 	}
-	got, err := rows(t, c.downDB, "SELECT * FROM db.t")
+	got, err := e2e.Rows(c.downDB, "SELECT * FROM db.t")
 	if err != nil || len(got) != 1 || got[0] != "1|1|keep" {
 		t.Fatalf("the existing table changed: %v %v", got, err)
 	}
@@ -552,7 +502,7 @@ func TestUnshardedTableGoesStraightThrough(t *testing.T) {
 	var got []string
 	var err error
 	eventually(t, 30*time.Second, func() bool {
-		got, err = rows(t, c.downDB, "SELECT id, v, w FROM db.plain ORDER BY id")
+		got, err = e2e.Rows(c.downDB, "SELECT id, v, w FROM db.plain ORDER BY id")
 		return err == nil && strings.Join(got, ",") == "1|a|NULL,2|b|3"
 	}, func() string { return fmt.Sprintf("db.plain downstream: %v %v", got, err) })
 	if locks, _ := c.coord.Locks(); len(locks) != 0 {

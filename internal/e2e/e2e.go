@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -531,7 +532,7 @@ func (c *Cluster) Converge(cols string, timeout time.Duration) (int, error) {
 	var err error
 	for deadline := time.Now().Add(timeout); ; time.Sleep(200 * time.Millisecond) {
 		if want, err = c.Merged(cols); err == nil {
-			if got, err = Rows(c.DownDB, "SELECT "+cols+" FROM db.t"); err == nil && equal(got, want) {
+			if got, err = Rows(c.DownDB, "SELECT "+cols+" FROM db.t"); err == nil && slices.Equal(got, want) {
 				return len(got), nil
 			}
 		}
@@ -539,24 +540,13 @@ func (c *Cluster) Converge(cols string, timeout time.Duration) (int, error) {
 			if err != nil {
 				return 0, err
 			}
-			return 0, fmt.Errorf("downstream db.t has %d rows, merged upstream %d: %s", len(got), len(want), firstDiff(got, want))
+			return 0, fmt.Errorf("downstream db.t has %d rows, merged upstream %d: %s", len(got), len(want), FirstDiff(got, want))
 		}
 	}
 }
 
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func firstDiff(got, want []string) string {
+// FirstDiff describes where two sorted row lists first differ.
+func FirstDiff(got, want []string) string {
 	for i := 0; i < len(got) || i < len(want); i++ {
 		var g, w string
 		if i < len(got) {
