@@ -379,15 +379,7 @@ func (s *Service) waitSubtasks(ctx context.Context, task string, sources []strin
 		statuses := s.sourceStatuses(ctx, st, task, sources)
 		all := true
 		for _, src := range sources {
-			var sub *pb.SubTaskStatus
-			if qs := statuses[src]; qs != nil {
-				for _, ss := range qs.SubTaskStatus {
-					if ss.Name == task {
-						sub = ss
-					}
-				}
-			}
-			if !cond(sub) {
+			if !cond(subtaskOf(statuses[src], task)) {
 				all = false
 			}
 		}
