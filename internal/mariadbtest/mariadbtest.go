@@ -1,6 +1,10 @@
 // Package mariadbtest starts throw-away mariadbd instances for tests: ROW binlog with FULL row image
 // and metadata, an own datadir under a temp dir, a free port. Tests skip with a clear message only when
 // no mariadbd binary exists (.ci/run installs one).
+//
+// Servers are configured the way users run them: utf8mb4 server charset and the strict sql_mode of
+// Debian's MariaDB package (and MySQL 8), not --no-defaults latin1. Latin1 gives the old behaviour for
+// the tests that check it; TRIBUTARY_TEST_CHARSET=latin1 runs every test on latin1 servers.
 package mariadbtest
 
 import (
@@ -92,8 +96,19 @@ func currentUser() string {
 	return "mysql"
 }
 
+// ProductionDefaults are the server settings of Debian's mariadb-server package (and, but for the
+// collation's name, MySQL 8's): every instance starts with them unless extra options override them.
+var ProductionDefaults = []string{
+	"--character-set-server=utf8mb4", "--collation-server=utf8mb4_general_ci",
+	"--sql-mode=STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_AUTO_CREATE_USER,NO_ENGINE_SUBSTITUTION",
+}
+
+// Latin1 are options for a server with the latin1 defaults of a --no-defaults mariadbd (and of old
+// installations), for the tests that check a latin1 variant.
+var Latin1 = []string{"--character-set-server=latin1", "--collation-server=latin1_swedish_ci"}
+
 // Start starts a new instance and stops it when the test ends. extra mariadbd options override the
-// defaults (for example --binlog-row-metadata=MINIMAL).
+// defaults (for example --binlog-row-metadata=MINIMAL, or Latin1...).
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
 	if binary("mariadbd") == "" {
@@ -172,7 +187,11 @@ func (s *Server) boot() error {
 		"--innodb-buffer-pool-size=32M", "--performance-schema=OFF", "--skip-name-resolve",
 		"--max-connections=200",
 	)
-	s.cmd.Args = append(s.cmd.Args, s.extra...)
+	s.cmd.Args = append(s.cmd.Args, ProductionDefaults...)
+	if os.Getenv("TRIBUTARY_TEST_CHARSET") == "latin1" {
+		s.cmd.Args = append(s.cmd.Args, Latin1...)
+	}
+	s.cmd.Args = append(s.cmd.Args, s.extra...) // later options win
 	if err := s.cmd.Start(); err != nil {
 		return err
 	}
