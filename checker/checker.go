@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/tributary-db/tributary/config"
+	"github.com/tributary-db/tributary/router"
 	"github.com/tributary-db/tributary/worker"
 )
 
@@ -114,10 +115,10 @@ func Check(ctx context.Context, task *config.Task, sources map[string]*config.So
 		// legitimately differ, and the target was created by the task itself.
 		if !resuming {
 			ba, rules := task.Rules(inst)
-			router, err := worker.NewRouter(ba, rules)
+			rt, err := router.NewRouter(ba, rules)
 			if err != nil {
 				fail(ItemConnection, inst.SourceID, "%v", err)
-			} else if err := collectShards(ctx, db, inst.SourceID, router, byTarget); err != nil {
+			} else if err := collectShards(ctx, db, inst.SourceID, rt, byTarget); err != nil {
 				fail(ItemConnection, inst.SourceID, "list tables: %v", err)
 			}
 		}
@@ -203,7 +204,7 @@ func checkPrivileges(ctx context.Context, db *sql.DB, source string, fail func(i
 	}
 }
 
-func collectShards(ctx context.Context, db *sql.DB, source string, router *worker.Router, byTarget map[worker.TableName][]shardColumns) error {
+func collectShards(ctx context.Context, db *sql.DB, source string, rt *router.Router, byTarget map[worker.TableName][]shardColumns) error {
 	rows, err := db.QueryContext(ctx, "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' ORDER BY 1, 2")
 	if err != nil {
 		return err
@@ -215,7 +216,7 @@ func collectShards(ctx context.Context, db *sql.DB, source string, router *worke
 			rows.Close()
 			return err
 		}
-		if !router.Skip(t) {
+		if !rt.Skip(t) {
 			tables = append(tables, t)
 		}
 	}
@@ -228,7 +229,7 @@ func collectShards(ctx context.Context, db *sql.DB, source string, router *worke
 		if err != nil {
 			return err
 		}
-		target := router.Route(t)
+		target := rt.Route(t)
 		byTarget[target] = append(byTarget[target], shardColumns{source: source, table: t, cols: cols})
 	}
 	return nil

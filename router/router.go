@@ -1,0 +1,208 @@
+// Package router filters and routes upstream tables (block-allow-list and route rules) with DM's
+// semantics. The worker and the prechecks use it.
+package router
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/tributary-db/tributary/config"
+	"github.com/tributary-db/tributary/shardgroup"
+)
+
+// TableName is an upstream or downstream table.
+type TableName = shardgroup.TableName
+
+// Router filters and routes upstream tables with DM's semantics. Patterns use * and ? wildcards (or a
+// regular expression after ~) and, as DM with case-sensitive: false, ignore case.
+type Router struct {
+	doDBs, ignoreDBs       []*regexp.Regexp
+	doTables, ignoreTables []tablePattern
+	tableRules             []compiledRule
+	schemaRules            []compiledRule
+}
+
+type tablePattern struct{ db, tbl *regexp.Regexp }
+
+type compiledRule struct {
+	rule          config.RouteRule
+	schema, table *regexp.Regexp
+}
+
+// compilePattern turns a DM pattern into an anchored, case-insensitive regexp.
+func compilePattern(p string) (*regexp.Regexp, error) {
+	if re, ok := strings.CutPrefix(p, "~"); ok {
+		return regexp.Compile("(?i)" + re)
+	}
+	var sb strings.Builder
+	sb.WriteString("(?i)^")
+	for _, r := range p {
+		switch r {
+		case '*':
+			sb.WriteString(".*")
+		case '?':
+			sb.WriteString(".")
+		default:
+			sb.WriteString(regexp.QuoteMeta(string(r)))
+		}
+	}
+	sb.WriteString("$")
+	return regexp.Compile(sb.String())
+}
+
+// NewRouter compiles a block-allow-list (nil: everything) and route rules. Errors name the rule.
+func NewRouter(ba *config.BAList, rules []config.RouteRule) (*Router, error) {
+	r := &Router{}
+	if ba != nil {
+		var err error
+		if r.doDBs, err = compileAll("do-dbs", ba.DoDBs); err != nil {
+			return nil, err
+		}
+		if r.ignoreDBs, err = compileAll("ignore-dbs", ba.IgnoreDBs); err != nil {
+			return nil, err
+		}
+		if r.doTables, err = compileTables("do-tables", ba.DoTables); err != nil {
+			return nil, err
+		}
+		if r.ignoreTables, err = compileTables("ignore-tables", ba.IgnoreTables); err != nil {
+			return nil, err
+		}
+	}
+	for i, rule := range rules {
+		if rule.SchemaPattern == "" {
+			return nil, fmt.Errorf("route rule %d: schema-pattern is empty", i+1)
+		}
+		if rule.TargetSchema == "" {
+			return nil, fmt.Errorf("route rule %d (%s): target-schema is empty", i+1, rule.SchemaPattern)
+		}
+		c := compiledRule{rule: rule}
+		var err error
+		if c.schema, err = compilePattern(rule.SchemaPattern); err != nil {
+			return nil, fmt.Errorf("route rule %d: schema-pattern %q: %w", i+1, rule.SchemaPattern, err)
+		}
+		if rule.TablePattern == "" {
+			if rule.TargetTable != "" {
+				return nil, fmt.Errorf("route rule %d (%s): target-table needs a table-pattern", i+1, rule.SchemaPattern)
+			}
+			r.schemaRules = append(r.schemaRules, c)
+			continue
+		}
+		if c.table, err = compilePattern(rule.TablePattern); err != nil {
+			return nil, fmt.Errorf("route rule %d: table-pattern %q: %w", i+1, rule.TablePattern, err)
+		}
+		r.tableRules = append(r.tableRules, c)
+	}
+	return r, nil
+}
+
+func compileAll(field string, ps []string) ([]*regexp.Regexp, error) {
+	out := make([]*regexp.Regexp, 0, len(ps))
+	for _, p := range ps {
+		re, err := compilePattern(p)
+		if err != nil {
+			return nil, fmt.Errorf("block-allow-list %s: %q: %w", field, p, err)
+		}
+		out = append(out, re)
+	}
+	return out, nil
+}
+
+func compileTables(field string, ts []config.TableRef) ([]tablePattern, error) {
+	out := make([]tablePattern, 0, len(ts))
+	for _, t := range ts {
+		db, err := compilePattern(t.DBName)
+		if err != nil {
+			return nil, fmt.Errorf("block-allow-list %s: db-name %q: %w", field, t.DBName, err)
+		}
+		tbl, err := compilePattern(t.TblName)
+		if err != nil {
+			return nil, fmt.Errorf("block-allow-list %s: tbl-name %q: %w", field, t.TblName, err)
+		}
+		out = append(out, tablePattern{db, tbl})
+	}
+	return out, nil
+}
+
+func matchAny(res []*regexp.Regexp, s string) bool {
+	for _, re := range res {
+		if re.MatchString(s) {
+			return true
+		}
+	}
+	return false
+}
+
+func matchTables(ps []tablePattern, t TableName) bool {
+	for _, p := range ps {
+		if p.db.MatchString(t.Schema) && p.tbl.MatchString(t.Name) {
+			return true
+		}
+	}
+	return false
+}
+
+// Skip reports whether a table (or a schema, with an empty Name) is filtered out. System schemas are
+// always skipped.
+func (r *Router) Skip(t TableName) bool {
+	switch strings.ToLower(t.Schema) {
+	case "mysql", "information_schema", "performance_schema", "sys":
+		return true
+	}
+	if len(r.doDBs) > 0 && !matchAny(r.doDBs, t.Schema) && !r.doTableInSchema(t.Schema) {
+		return true
+	}
+	if matchAny(r.ignoreDBs, t.Schema) {
+		return true
+	}
+	if t.Name == "" {
+		return false
+	}
+	if len(r.doTables) > 0 && !matchTables(r.doTables, t) {
+		return true
+	}
+	return matchTables(r.ignoreTables, t)
+}
+
+// doTableInSchema: a do-tables entry for the schema lets it through do-dbs, as in DM.
+func (r *Router) doTableInSchema(schema string) bool {
+	for _, p := range r.doTables {
+		if p.db.MatchString(schema) {
+			return true
+		}
+	}
+	return false
+}
+
+// Route returns the downstream name of an upstream table (or schema). Table rules win over schema
+// rules; the first matching rule of each kind applies.
+func (r *Router) Route(t TableName) TableName {
+	if t.Name != "" {
+		for _, c := range r.tableRules {
+			if c.schema.MatchString(t.Schema) && c.table.MatchString(t.Name) {
+				out := TableName{Schema: c.rule.TargetSchema, Name: c.rule.TargetTable}
+				if out.Name == "" {
+					out.Name = t.Name
+				}
+				return out
+			}
+		}
+	}
+	for _, c := range r.schemaRules {
+		if c.schema.MatchString(t.Schema) {
+			return TableName{Schema: c.rule.TargetSchema, Name: t.Name}
+		}
+	}
+	return t
+}
+
+// Sharded reports whether more than one upstream table can route to t's target: the table is matched
+// by a table rule with a wildcard, so its DDL must be coordinated.
+func (r *Router) Sharded(t TableName) bool {
+	for _, c := range r.tableRules {
+		if c.schema.MatchString(t.Schema) && c.table.MatchString(t.Name) {
+			return strings.ContainsAny(c.rule.SchemaPattern+c.rule.TablePattern, "*?~")
+		}
+	}
+	return false
+}
