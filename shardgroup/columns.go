@@ -1,24 +1,68 @@
 package shardgroup
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/mysql"
 )
 
-// TrackColumns applies one DDL statement, with upstream names, to the column lists of the tables it
-// touches, for binlogs that carry no column names (binlog_row_metadata other than FULL). lookup gives
-// a table's current columns. The result maps each changed table to its new columns; a nil list means
-// the table is gone. Statements that change no column list give an empty map.
-func TrackColumns(sql, defaultSchema string, lookup func(TableName) ([]string, bool)) (map[TableName][]string, error) {
+// Column is what a replicator needs to know of a column beyond what every binlog carries: its name
+// (binlogs without binlog_row_metadata=FULL have none), whether it is generated (its value is computed
+// by the server and must never be written), and whether an integer column is unsigned (the binlog's
+// integers are signed, and only the optional metadata says otherwise).
+type Column struct {
+	Name      string `json:"name"`
+	Generated bool   `json:"gen,omitempty"`
+	Unsigned  bool   `json:"unsigned,omitempty"`
+}
+
+// UnmarshalJSON also reads a plain column name, as checkpoints written before flags were tracked hold.
+func (c *Column) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		*c = Column{}
+		return json.Unmarshal(b, &c.Name)
+	}
+	type plain Column
+	return json.Unmarshal(b, (*plain)(c))
+}
+
+// ColumnNames returns the names of cols.
+func ColumnNames(cols []Column) []string {
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = c.Name
+	}
+	return out
+}
+
+// columnOf describes a column definition of a DDL.
+func columnOf(def *ast.ColumnDef) Column {
+	c := Column{Name: def.Name.Name.O}
+	if def.Tp != nil && mysql.HasUnsignedFlag(def.Tp.GetFlag()) {
+		c.Unsigned = true
+	}
+	for _, o := range def.Options {
+		if o.Tp == ast.ColumnOptionGenerated {
+			c.Generated = true
+		}
+	}
+	return c
+}
+
+// TrackColumns applies one DDL statement, with upstream names, to the columns of the tables it
+// touches. lookup gives a table's current columns. The result maps each changed table to its new
+// columns; a nil list means the table is gone. Statements that change no column give an empty map.
+func TrackColumns(sql, defaultSchema string, lookup func(TableName) ([]Column, bool)) (map[TableName][]Column, error) {
 	stmts, err := parse(sql)
 	if err != nil {
 		return nil, fmt.Errorf("track columns of %q: %w", truncate(sql), err)
 	}
-	changes := map[TableName][]string{}
-	current := func(t TableName) ([]string, bool) {
+	changes := map[TableName][]Column{}
+	current := func(t TableName) ([]Column, bool) {
 		if c, ok := changes[t]; ok {
 			return c, c != nil
 		}
@@ -44,9 +88,9 @@ func TrackColumns(sql, defaultSchema string, lookup func(TableName) ([]string, b
 				changes[t] = slices.Clone(cols)
 				continue
 			}
-			var cols []string
+			var cols []Column
 			for _, c := range s.Cols {
-				cols = append(cols, c.Name.Name.O)
+				cols = append(cols, columnOf(c))
 			}
 			changes[t] = cols
 		case *ast.DropTableStmt:
@@ -99,9 +143,9 @@ func TrackColumns(sql, defaultSchema string, lookup func(TableName) ([]string, b
 	return changes, nil
 }
 
-func indexOf(cols []string, name string) int {
+func indexOf(cols []Column, name string) int {
 	for i, c := range cols {
-		if strings.EqualFold(c, name) {
+		if strings.EqualFold(c.Name, name) {
 			return i
 		}
 	}
@@ -109,7 +153,7 @@ func indexOf(cols []string, name string) int {
 }
 
 // place inserts col at the spec's position (end when none).
-func place(cols []string, col string, pos *ast.ColumnPosition) ([]string, error) {
+func place(cols []Column, col Column, pos *ast.ColumnPosition) ([]Column, error) {
 	if pos == nil || pos.Tp == ast.ColumnPositionNone {
 		return append(cols, col), nil
 	}
@@ -118,17 +162,17 @@ func place(cols []string, col string, pos *ast.ColumnPosition) ([]string, error)
 	}
 	i := indexOf(cols, pos.RelativeColumn.Name.O)
 	if i < 0 {
-		return nil, fmt.Errorf("no column %q to place %q after", pos.RelativeColumn.Name.O, col)
+		return nil, fmt.Errorf("no column %q to place %q after", pos.RelativeColumn.Name.O, col.Name)
 	}
 	return slices.Insert(cols, i+1, col), nil
 }
 
-func alterColumns(cols []string, spec *ast.AlterTableSpec) ([]string, error) {
+func alterColumns(cols []Column, spec *ast.AlterTableSpec) ([]Column, error) {
 	var err error
 	switch spec.Tp {
 	case ast.AlterTableAddColumns:
 		for _, c := range spec.NewColumns {
-			if cols, err = place(cols, c.Name.Name.O, spec.Position); err != nil {
+			if cols, err = place(cols, columnOf(c), spec.Position); err != nil {
 				return nil, err
 			}
 		}
@@ -147,8 +191,8 @@ func alterColumns(cols []string, spec *ast.AlterTableSpec) ([]string, error) {
 		}
 		cols = slices.Delete(cols, i, i+1)
 		if spec.Position == nil || spec.Position.Tp == ast.ColumnPositionNone {
-			cols = slices.Insert(cols, i, spec.NewColumns[0].Name.Name.O)
-		} else if cols, err = place(cols, spec.NewColumns[0].Name.Name.O, spec.Position); err != nil {
+			cols = slices.Insert(cols, i, columnOf(spec.NewColumns[0]))
+		} else if cols, err = place(cols, columnOf(spec.NewColumns[0]), spec.Position); err != nil {
 			return nil, err
 		}
 	case ast.AlterTableRenameColumn:
@@ -156,7 +200,7 @@ func alterColumns(cols []string, spec *ast.AlterTableSpec) ([]string, error) {
 		if i < 0 {
 			return nil, fmt.Errorf("no column %q to rename", spec.OldColumnName.Name.O)
 		}
-		cols[i] = spec.NewColumnName.Name.O
+		cols[i].Name = spec.NewColumnName.Name.O
 	}
 	return cols, nil
 }

@@ -1,13 +1,14 @@
 package shardgroup
 
 import (
+	"encoding/json"
 	"reflect"
 	"testing"
 )
 
 func TestTrackColumns(t *testing.T) {
-	known := map[TableName][]string{{"db", "t"}: {"id", "v"}}
-	lookup := func(tb TableName) ([]string, bool) { c, ok := known[tb]; return c, ok }
+	known := map[TableName][]Column{{"db", "t"}: {{Name: "id"}, {Name: "v"}}}
+	lookup := func(tb TableName) ([]Column, bool) { c, ok := known[tb]; return c, ok }
 	cases := []struct {
 		sql  string
 		want map[TableName][]string
@@ -33,10 +34,17 @@ func TestTrackColumns(t *testing.T) {
 			t.Errorf("%s: %v", c.sql, err)
 			continue
 		}
-		if !reflect.DeepEqual(got, c.want) {
-			t.Errorf("%s:\n got %v\nwant %v", c.sql, got, c.want)
+		names := map[TableName][]string{}
+		for tb, cols := range got {
+			names[tb] = nil
+			if cols != nil {
+				names[tb] = ColumnNames(cols)
+			}
 		}
-		if !reflect.DeepEqual(known[TableName{"db", "t"}], []string{"id", "v"}) {
+		if !reflect.DeepEqual(names, c.want) {
+			t.Errorf("%s:\n got %v\nwant %v", c.sql, names, c.want)
+		}
+		if !reflect.DeepEqual(known[TableName{"db", "t"}], []Column{{Name: "id"}, {Name: "v"}}) {
 			t.Fatalf("%s modified the looked-up columns", c.sql)
 		}
 	}
@@ -54,7 +62,45 @@ func FuzzTrackColumns(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, sql string) {
-		lookup := func(tb TableName) ([]string, bool) { return []string{"id", "v"}, tb.Name == "t" }
+		lookup := func(tb TableName) ([]Column, bool) { return []Column{{Name: "id"}, {Name: "v"}}, tb.Name == "t" }
 		_, _ = TrackColumns(sql, "db", lookup) // must return, never panic
 	})
+}
+
+// Generated and unsigned columns are tracked through CREATE and ALTER: the rows of such a table are
+// written without the generated columns, and with the unsigned integers widened.
+func TestTrackColumnFlags(t *testing.T) {
+	known := map[TableName][]Column{{"db", "t"}: {{Name: "id", Unsigned: true}, {Name: "v"}, {Name: "g", Generated: true}}}
+	lookup := func(tb TableName) ([]Column, bool) { c, ok := known[tb]; return c, ok }
+	cases := []struct {
+		sql  string
+		want []Column
+	}{
+		{"CREATE TABLE t (a BIGINT UNSIGNED PRIMARY KEY, b INT AS (a+1) VIRTUAL, c INT GENERATED ALWAYS AS (a*2) STORED, d SMALLINT)",
+			[]Column{{Name: "a", Unsigned: true}, {Name: "b", Generated: true}, {Name: "c", Generated: true}, {Name: "d"}}},
+		{"ALTER TABLE t ADD COLUMN c INT AS (id+1)", []Column{{Name: "id", Unsigned: true}, {Name: "v"}, {Name: "g", Generated: true}, {Name: "c", Generated: true}}},
+		{"ALTER TABLE t ADD COLUMN c INT AS (id+1) PERSISTENT FIRST", []Column{{Name: "c", Generated: true}, {Name: "id", Unsigned: true}, {Name: "v"}, {Name: "g", Generated: true}}},
+		{"ALTER TABLE t MODIFY g INT", []Column{{Name: "id", Unsigned: true}, {Name: "v"}, {Name: "g"}}},
+		{"ALTER TABLE t MODIFY id INT", []Column{{Name: "id"}, {Name: "v"}, {Name: "g", Generated: true}}},
+		{"ALTER TABLE t CHANGE v v TINYINT UNSIGNED", []Column{{Name: "id", Unsigned: true}, {Name: "v", Unsigned: true}, {Name: "g", Generated: true}}},
+		{"ALTER TABLE t DROP COLUMN g", []Column{{Name: "id", Unsigned: true}, {Name: "v"}}},
+		{"ALTER TABLE t RENAME COLUMN g TO h", []Column{{Name: "id", Unsigned: true}, {Name: "v"}, {Name: "h", Generated: true}}},
+	}
+	for _, c := range cases {
+		got, err := TrackColumns(c.sql, "db", lookup)
+		if err != nil {
+			t.Fatalf("%s: %v", c.sql, err)
+		}
+		if !reflect.DeepEqual(got[TableName{"db", "t"}], c.want) {
+			t.Errorf("%s:\n got %+v\nwant %+v", c.sql, got[TableName{"db", "t"}], c.want)
+		}
+	}
+	// Checkpoints written before the flags were tracked hold plain names.
+	var cols []Column
+	if err := json.Unmarshal([]byte(`["id",{"name":"g","gen":true}]`), &cols); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(cols, []Column{{Name: "id"}, {Name: "g", Generated: true}}) {
+		t.Fatalf("old and new JSON: %+v", cols)
+	}
 }

@@ -63,6 +63,13 @@ func parse(sql string) (stmts []ast.StmtNode, err error) {
 		parsers.Put(p)
 	}()
 	stmts, _, err = p.Parse(sql, "", "")
+	if err != nil {
+		if alt, ok := normalizeMariaDB(sql); ok {
+			if st, _, err2 := p.Parse(alt, "", ""); err2 == nil {
+				return st, nil
+			}
+		}
+	}
 	return stmts, err
 }
 

@@ -5,19 +5,21 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/tributary-db/tributary/shardgroup"
 )
 
 // schemaVersion is a table's column list from a binlog position on.
 type schemaVersion struct {
-	From Position `json:"from"`
-	Cols []string `json:"cols"` // nil: the table does not exist from here on
+	From Position            `json:"from"`
+	Cols []shardgroup.Column `json:"cols"` // nil: the table does not exist from here on
 }
 
-// schemaTracker keeps, per upstream table, its column lists by binlog position, for binlogs without
-// column names. Versions are kept back to the resume position, because a re-sync or a restart reads
-// DML written before a later DDL again.
+// schemaTracker keeps, per upstream table, its columns by binlog position: their names for binlogs
+// without them, and which are generated or unsigned, which no binlog says reliably. Versions are kept
+// back to the resume position, because a re-sync or a restart reads DML written before a later DDL
+// again.
 type schemaTracker struct {
 	tables map[TableName][]schemaVersion
 	dirty  map[TableName]bool
@@ -28,7 +30,7 @@ func newSchemaTracker() *schemaTracker {
 }
 
 // at returns the columns of t for an event ending at pos.
-func (s *schemaTracker) at(t TableName, pos Position) ([]string, bool) {
+func (s *schemaTracker) at(t TableName, pos Position) ([]shardgroup.Column, bool) {
 	vs := s.tables[t]
 	for i := len(vs) - 1; i >= 0; i-- {
 		if vs[i].From.Compare(pos) < 0 {
@@ -39,7 +41,7 @@ func (s *schemaTracker) at(t TableName, pos Position) ([]string, bool) {
 }
 
 // set records t's columns from pos on; setting the same version again (a re-read DDL) changes nothing.
-func (s *schemaTracker) set(t TableName, pos Position, cols []string) {
+func (s *schemaTracker) set(t TableName, pos Position, cols []shardgroup.Column) {
 	vs := s.tables[t]
 	for _, v := range vs {
 		if v.From.Compare(pos) == 0 {
@@ -55,7 +57,7 @@ func (s *schemaTracker) set(t TableName, pos Position, cols []string) {
 
 // apply tracks a DDL event (upstream names) that ends at pos.
 func (s *schemaTracker) apply(q, schema string, pos Position) error {
-	changes, err := shardgroup.TrackColumns(q, schema, func(t TableName) ([]string, bool) { return s.at(t, pos) })
+	changes, err := shardgroup.TrackColumns(q, schema, func(t TableName) ([]shardgroup.Column, bool) { return s.at(t, pos) })
 	if err != nil {
 		return err
 	}
@@ -112,16 +114,38 @@ func (s *schemaTracker) initFromUpstream(ctx context.Context, db *sql.DB, t Tabl
 	if _, ok := s.tables[t]; ok {
 		return nil
 	}
-	defs, err := tableColumns(ctx, db, t)
+	cols, err := upstreamColumns(ctx, db, t)
 	if err != nil {
 		return err
 	}
-	cols := make([]string, len(defs))
-	for i, d := range defs {
-		cols[i] = d.name
-	}
 	s.set(t, Position{}, cols)
 	return nil
+}
+
+// upstreamColumns reads a table's columns with their flags from information_schema (MariaDB and MySQL
+// 8 both mark generated columns "VIRTUAL GENERATED" or "STORED GENERATED" in EXTRA; MariaDB before
+// 10.2 said "PERSISTENT").
+func upstreamColumns(ctx context.Context, db *sql.DB, t TableName) ([]shardgroup.Column, error) {
+	rows, err := db.QueryContext(ctx, `SELECT COLUMN_NAME, COLUMN_TYPE, EXTRA FROM information_schema.COLUMNS
+		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`, t.Schema, t.Name)
+	if err != nil {
+		return nil, fmt.Errorf("columns of %s: %w", t, err)
+	}
+	defer rows.Close()
+	var out []shardgroup.Column
+	for rows.Next() {
+		var name, typ, extra string
+		if err := rows.Scan(&name, &typ, &extra); err != nil {
+			return nil, err
+		}
+		extra = strings.ToUpper(extra)
+		out = append(out, shardgroup.Column{
+			Name:      name,
+			Unsigned:  strings.Contains(strings.ToLower(typ), "unsigned"),
+			Generated: strings.Contains(extra, "VIRTUAL GENERATED") || strings.Contains(extra, "STORED GENERATED") || strings.Contains(extra, "PERSISTENT"),
+		})
+	}
+	return out, rows.Err()
 }
 
 // columnDef is a column as information_schema describes it.

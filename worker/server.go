@@ -308,7 +308,9 @@ func (t *subtask) runOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	down, err := OpenDB(sp.task.TargetDatabase)
+	target := sp.task.TargetDatabase
+	target.Session = DownstreamSession(target.Session)
+	down, err := OpenDB(target)
 	if err != nil {
 		return err
 	}

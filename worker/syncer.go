@@ -473,6 +473,8 @@ func (s *Syncer) startReader(ctx context.Context, from resumePoint) (*reader, er
 		// Few quick retries inside go-mysql; longer outages go to Run's reconnect loop with backoff.
 		HeartbeatPeriod: time.Second, ReadTimeout: 5 * time.Second, MaxReconnectAttempts: 2,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		// TIMESTAMP values as UTC text; the downstream session's time_zone is +00:00 (OpenDB).
+		TimestampStringLocation: time.UTC,
 	})
 	var streamer *replication.BinlogStreamer
 	var err error
@@ -600,18 +602,26 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 	if g, ok := s.groups[target]; ok && g.Blocked(src, end) {
 		return nil // past the group's pending DDL: read again after it is resolved
 	}
-	cols := e.Table.ColumnNameString()
-	if len(cols) == 0 {
+	tracked, known := s.schemas.at(src, end)
+	names := e.Table.ColumnNameString()
+	if len(names) == 0 {
 		// binlog_row_metadata is not FULL: use the columns tracked from the table's DDL.
-		tracked, ok := s.schemas.at(src, end)
-		if !ok || uint64(len(tracked)) != e.Table.ColumnCount {
+		if !known || uint64(len(tracked)) != e.Table.ColumnCount {
 			return fmt.Errorf("source %s: the binlog has no column names for %s and the tracked schema (%d columns) does not fit the event (%d columns): set binlog_row_metadata=FULL",
 				s.cfg.Source, src, len(tracked), e.Table.ColumnCount)
 		}
-		cols = tracked
+		names = shardgroup.ColumnNames(tracked)
 	}
+	shape := newRowShape(e.Table, names, tracked)
+	cols := shape.cols
 	part := s.partitionOf(src)
 	add := func(kind ChangeKind, row, old []any) {
+		if row != nil {
+			row = shape.apply(row)
+		}
+		if old != nil {
+			old = shape.apply(old)
+		}
 		part.batch = append(part.batch, Change{Kind: kind, Source: src, Target: target, Columns: cols, Row: row, Old: old})
 		s.rows++
 	}

@@ -44,7 +44,8 @@ type cluster struct {
 	ups    []*mariadbtest.Server
 	upDBs  []*sql.DB
 	down   *mariadbtest.Server
-	downDB *sql.DB
+	downDB *sql.DB // the test's own reads and writes
+	syncDB *sql.DB // the syncers' downstream, with the session a dm-worker's has
 	cli    *clientv3.Client
 	layout pessimist.Layout
 	router *Router
@@ -77,9 +78,14 @@ func newClusterTB(t testing.TB, upstreamArgs ...string) *cluster {
 	}
 	c.down = mariadbtest.Start(t)
 	c.downDB = c.down.DB(t)
+	syncDB, err := OpenDB(config.Database{Host: "127.0.0.1", Port: c.down.Port, User: "root", Session: DownstreamSession(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syncDB.Close() })
+	c.syncDB = syncDB
 	c.cli = etcdtest.Client(t)
 	c.layout = pessimist.NewLayout(fmt.Sprintf("/test/%s/%d/", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano()))
-	var err error
 	c.router, err = NewRouter(&config.BAList{DoDBs: []string{"db_*"}}, []config.RouteRule{
 		{SchemaPattern: "db_*", TablePattern: "t_*", TargetSchema: "db", TargetTable: "t"},
 		{SchemaPattern: "db_*", TablePattern: "u_*", TargetSchema: "db", TargetTable: "u"},
@@ -149,7 +155,7 @@ func (c *cluster) startSyncerGet(i int) (stop func() error, syncer *Syncer) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := NewSyncer(SyncerConfig{Start: start, EnableGTID: c.gtid, StartGTID: startGTID,
 		Task: c.task, Source: src, Host: "127.0.0.1", Port: uint16(c.ups[i].Port), User: "root",
-		ServerID: 9000 + uint32(i), Router: c.router, Downstream: c.downDB, MetaSchema: "dm_meta",
+		ServerID: 9000 + uint32(i), Router: c.router, Downstream: c.syncDB, MetaSchema: "dm_meta",
 		Agent: pessimist.NewAgent(c.cli, c.layout, c.task, src, nil), BatchRows: 64, Log: c.logger(),
 		Epoch: c.nextEpoch(),
 	})
@@ -473,7 +479,7 @@ func TestExistingIncompatibleTargetIsReported(t *testing.T) {
 	start := c.startPosition(0)
 	s := NewSyncer(SyncerConfig{Start: start,
 		Task: c.task, Source: "s1", Host: "127.0.0.1", Port: uint16(c.ups[0].Port), User: "root",
-		ServerID: 9100, Router: c.router, Downstream: c.downDB, MetaSchema: "dm_meta",
+		ServerID: 9100, Router: c.router, Downstream: c.syncDB, MetaSchema: "dm_meta",
 		Agent: pessimist.NewAgent(c.cli, c.layout, c.task, "s1", nil),
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -533,7 +539,7 @@ func TestSourceRestartIsSurvived(t *testing.T) {
 func (c *cluster) runOwnSyncer(serverID uint32) (*Syncer, <-chan error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := NewSyncer(SyncerConfig{Start: c.startPosition(0), Task: c.task, Source: "s1", Host: "127.0.0.1", Port: uint16(c.ups[0].Port),
-		User: "root", ServerID: serverID, Router: c.router, Downstream: c.downDB, MetaSchema: "dm_meta",
+		User: "root", ServerID: serverID, Router: c.router, Downstream: c.syncDB, MetaSchema: "dm_meta",
 		Agent: pessimist.NewAgent(c.cli, c.layout, c.task, "s1", nil), Epoch: c.nextEpoch(), Log: c.logger()})
 	errc := make(chan error, 1)
 	go func() { errc <- s.Run(ctx) }()
