@@ -12,8 +12,10 @@ import (
 	"strings"
 
 	"github.com/tributary-db/tributary/config"
+	"github.com/tributary-db/tributary/dbutil"
+	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/router"
-	"github.com/tributary-db/tributary/worker"
+	"github.com/tributary-db/tributary/shardgroup"
 )
 
 // Item names (DM's).
@@ -55,7 +57,7 @@ func Report(fs []Failure) string {
 
 type shardColumns struct {
 	source string
-	table  worker.TableName
+	table  shardgroup.TableName
 	cols   []string
 }
 
@@ -76,7 +78,7 @@ func Check(ctx context.Context, task *config.Task, sources map[string]*config.So
 			out = append(out, Failure{Item: item, Source: source, Message: fmt.Sprintf(format, args...)})
 		}
 	}
-	down, err := worker.OpenDB(task.TargetDatabase)
+	down, err := dbutil.OpenDB(task.TargetDatabase)
 	if err == nil {
 		defer down.Close()
 		err = down.PingContext(ctx)
@@ -85,14 +87,14 @@ func Check(ctx context.Context, task *config.Task, sources map[string]*config.So
 		fail(ItemConnection, "", "target-database %s: %v", task.TargetDatabase, err)
 		return out
 	}
-	byTarget := map[worker.TableName][]shardColumns{}
+	byTarget := map[shardgroup.TableName][]shardColumns{}
 	for _, inst := range task.MySQLInstances {
 		src, ok := sources[inst.SourceID]
 		if !ok {
 			fail(ItemConnection, inst.SourceID, "source is not created (dmctl operate-source create)")
 			continue
 		}
-		db, err := worker.OpenDB(src.From)
+		db, err := dbutil.OpenDB(src.From)
 		if err == nil {
 			err = db.PingContext(ctx)
 		}
@@ -107,7 +109,7 @@ func Check(ctx context.Context, task *config.Task, sources map[string]*config.So
 		checkPrivileges(ctx, db, inst.SourceID, fail)
 		resuming := false
 		if !fresh {
-			if resuming, err = worker.HasCheckpoint(ctx, down, task.MetaSchema, task.Name, inst.SourceID); err != nil {
+			if resuming, err = meta.HasCheckpoint(ctx, down, task.MetaSchema, task.Name, inst.SourceID); err != nil {
 				fail(ItemConnection, "", "read checkpoint of task %s: %v", task.Name, err)
 			}
 		}
@@ -124,7 +126,7 @@ func Check(ctx context.Context, task *config.Task, sources map[string]*config.So
 		}
 		db.Close()
 	}
-	targets := make([]worker.TableName, 0, len(byTarget))
+	targets := make([]shardgroup.TableName, 0, len(byTarget))
 	for t := range byTarget {
 		targets = append(targets, t)
 	}
@@ -138,7 +140,7 @@ func Check(ctx context.Context, task *config.Task, sources map[string]*config.So
 					s.table, strings.Join(s.cols, ", "), first.table, first.source, strings.Join(first.cols, ", "), target)
 			}
 		}
-		cols, err := worker.Signature(ctx, down, target)
+		cols, err := dbutil.Signature(ctx, down, target)
 		if err != nil {
 			fail(ItemTableSchema, "", "read %s: %v", target, err)
 		} else if len(cols) > 0 && !slices.Equal(cols, first.cols) {
@@ -204,14 +206,14 @@ func checkPrivileges(ctx context.Context, db *sql.DB, source string, fail func(i
 	}
 }
 
-func collectShards(ctx context.Context, db *sql.DB, source string, rt *router.Router, byTarget map[worker.TableName][]shardColumns) error {
+func collectShards(ctx context.Context, db *sql.DB, source string, rt *router.Router, byTarget map[shardgroup.TableName][]shardColumns) error {
 	rows, err := db.QueryContext(ctx, "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' ORDER BY 1, 2")
 	if err != nil {
 		return err
 	}
-	var tables []worker.TableName
+	var tables []shardgroup.TableName
 	for rows.Next() {
-		var t worker.TableName
+		var t shardgroup.TableName
 		if err := rows.Scan(&t.Schema, &t.Name); err != nil {
 			rows.Close()
 			return err
@@ -225,7 +227,7 @@ func collectShards(ctx context.Context, db *sql.DB, source string, rt *router.Ro
 		return err
 	}
 	for _, t := range tables {
-		cols, err := worker.Signature(ctx, db, t)
+		cols, err := dbutil.Signature(ctx, db, t)
 		if err != nil {
 			return err
 		}

@@ -15,10 +15,11 @@ import (
 
 	"github.com/tributary-db/tributary/checker"
 	"github.com/tributary-db/tributary/config"
+	"github.com/tributary-db/tributary/dbutil"
 	"github.com/tributary-db/tributary/ha"
+	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/pessimist"
 	pb "github.com/tributary-db/tributary/proto"
-	"github.com/tributary-db/tributary/worker"
 )
 
 // How long a command waits for the workers to carry it out before answering with what it saw.
@@ -148,7 +149,7 @@ func (s *Service) operateSource(ctx context.Context, l *leaderState, req *pb.Ope
 }
 
 func ping(ctx context.Context, d config.Database) error {
-	db, err := worker.OpenDB(d)
+	db, err := dbutil.OpenDB(d)
 	if err != nil {
 		return err
 	}
@@ -241,11 +242,11 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 		return &pb.StartTaskResponse{Msg: "precheck failed; nothing started:\n" + checker.Report(fs), CheckResult: checker.Report(fs)}, nil
 	}
 	if req.RemoveMeta {
-		down, err := worker.OpenDB(task.TargetDatabase)
+		down, err := dbutil.OpenDB(task.TargetDatabase)
 		if err != nil {
 			return nil, err
 		}
-		err = worker.RemoveCheckpoint(ctx, down, task.MetaSchema, task.Name)
+		err = meta.Remove(ctx, down, task.MetaSchema, task.Name)
 		down.Close()
 		if err != nil {
 			return nil, fmt.Errorf("remove checkpoint of task %s: %w", task.Name, err)
@@ -313,7 +314,7 @@ func subtaskOf(qs *pb.QueryStatusResponse, task string) *pb.SubTaskStatus {
 // startPositions reads the current binlog position (and GTID set) of every source that has neither
 // meta nor checkpoint: "start from the current position" means the position at start-task.
 func startPositions(ctx context.Context, task *config.Task, srcs map[string]*config.Source, fresh bool) (map[string]config.Meta, error) {
-	down, err := worker.OpenDB(task.TargetDatabase)
+	down, err := dbutil.OpenDB(task.TargetDatabase)
 	if err != nil {
 		return nil, err
 	}
@@ -324,7 +325,7 @@ func startPositions(ctx context.Context, task *config.Task, srcs map[string]*con
 			continue
 		}
 		if !fresh {
-			has, err := worker.HasCheckpoint(ctx, down, task.MetaSchema, task.Name, inst.SourceID)
+			has, err := meta.HasCheckpoint(ctx, down, task.MetaSchema, task.Name, inst.SourceID)
 			if err != nil {
 				return nil, fmt.Errorf("read checkpoint of task %s: %w", task.Name, err)
 			}
@@ -333,11 +334,11 @@ func startPositions(ctx context.Context, task *config.Task, srcs map[string]*con
 			}
 		}
 		src := srcs[inst.SourceID]
-		db, err := worker.OpenDB(src.From)
+		db, err := dbutil.OpenDB(src.From)
 		if err != nil {
 			return nil, err
 		}
-		pos, gtid, err := worker.SourcePosition(ctx, db)
+		pos, gtid, err := dbutil.SourcePosition(ctx, db)
 		db.Close()
 		if err != nil {
 			return nil, fmt.Errorf("source %s (%s): read binlog position: %w", inst.SourceID, src.From, err)

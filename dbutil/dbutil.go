@@ -1,0 +1,74 @@
+// Package dbutil holds the MySQL/MariaDB helpers that the worker, the master and the prechecks share:
+// opening a configured endpoint, a source's binlog position, and a table's column signature. It
+// imports no Tributary package but config and shardgroup's plain types.
+package dbutil
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/tributary-db/tributary/config"
+	"github.com/tributary-db/tributary/shardgroup"
+)
+
+// OpenDB opens a pool to a configured MySQL/MariaDB endpoint. The password never appears in errors
+// or logs: callers print config.Database.String().
+func OpenDB(d config.Database) (*sql.DB, error) {
+	c := mysql.NewConfig()
+	c.User, c.Passwd = d.User, d.Password
+	c.Net, c.Addr = "tcp", net.JoinHostPort(d.Host, strconv.Itoa(d.Port))
+	c.InterpolateParams = true
+	c.Timeout = 10 * time.Second
+	c.Params = map[string]string{}
+	for k, v := range d.Session {
+		if s, ok := v.(string); ok {
+			c.Params[k] = "'" + s + "'"
+		} else if n, ok := v.(int); ok {
+			c.Params[k] = strconv.Itoa(n)
+		}
+	}
+	connector, err := mysql.NewConnector(c)
+	if err != nil {
+		return nil, err
+	}
+	return sql.OpenDB(connector), nil
+}
+
+// SourcePosition reads a source's current binlog position and, on MariaDB, its GTID set (empty
+// elsewhere).
+func SourcePosition(ctx context.Context, db *sql.DB) (shardgroup.Position, string, error) {
+	var p shardgroup.Position
+	var doDB, ignoreDB any
+	if err := db.QueryRowContext(ctx, "SHOW MASTER STATUS").Scan(&p.File, &p.Pos, &doDB, &ignoreDB); err != nil {
+		return shardgroup.Position{}, "", err
+	}
+	var gtid sql.NullString
+	_ = db.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&gtid) // MySQL has no such variable
+	return p, gtid.String, nil
+}
+
+// Signature is a table's columns as "name type", lower case, for comparing definitions (empty when
+// the table does not exist).
+func Signature(ctx context.Context, db *sql.DB, t shardgroup.TableName) ([]string, error) {
+	rows, err := db.QueryContext(ctx, "SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", t.Schema, t.Name)
+	if err != nil {
+		return nil, fmt.Errorf("columns of %s: %w", t, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var name, typ string
+		if err := rows.Scan(&name, &typ); err != nil {
+			return nil, err
+		}
+		out = append(out, strings.ToLower(name)+" "+strings.ToLower(typ))
+	}
+	return out, rows.Err()
+}

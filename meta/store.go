@@ -1,0 +1,268 @@
+package meta
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/tributary-db/tributary/shardgroup"
+)
+
+// Position is a binlog position.
+type Position = shardgroup.Position
+
+// Checkpoint is what the downstream holds for one source: the position to resume reading from, and
+// per upstream table the position up to which its changes are applied.
+type Checkpoint struct {
+	Global     Position
+	GlobalGTID string // the GTID set at Global (GTID mode)
+	Tables     map[TableName]Position
+	// Resolved is, per upstream shard table, the position of its last sharding DDL resolved downstream
+	// (executed or skipped). It is kept apart from Tables: a table's DML before that DDL may still be
+	// waiting to be re-read.
+	Resolved map[TableName]Position
+	// ResolvedDDLs, per target, the DDLs of the last lock this source applied (exec or skip), so a
+	// restarted worker can finish an operation whose done it did not write.
+	ResolvedDDLs map[TableName][]string
+	// Schemas, per upstream table, the tracked column versions (JSON) for binlogs without names.
+	Schemas map[TableName]string
+}
+
+// CheckpointUpdate is the checkpoint part of one downstream transaction.
+type CheckpointUpdate struct {
+	Global     Position
+	GlobalGTID string
+	Tables     map[TableName]Position
+	Resolved   map[TableName]Position
+	Schemas    map[TableName]string // tracked column versions (JSON) of changed tables
+	// ResolvedTarget records a lock's DDLs for its target (optional).
+	ResolvedTarget *TableName
+	ResolvedDDLs   []string
+}
+
+// Row ids of the checkpoint table. Table rows have JSON ids, so none can collide.
+const (
+	// EpochID is the row holding (in binlog_pos) the epoch of the binding that owns the source's
+	// checkpoint.
+	EpochID = "epoch"
+	// GlobalID is the row of the position to resume reading from.
+	GlobalID = ""
+)
+
+var epochHash = Hash(EpochID)
+
+// ErrFenced means a newer binding of the source owns its checkpoint: this worker's binding was taken
+// away, and nothing it writes may commit.
+var ErrFenced = errors.New("the source is bound to another worker now (checkpoint fenced by a newer binding epoch)")
+
+// Store reads and writes one source's rows of a task's meta tables.
+type Store struct {
+	db             *sql.DB
+	schema, task   string
+	source         string
+	ckpt, marker   TableName
+	ckptQ, markerQ string // quoted names
+	epoch          int64  // binding epoch fencing the checkpoint (0: no fencing)
+}
+
+// NewStore returns the store of one source of a task.
+func NewStore(db *sql.DB, schema, task, source string) *Store {
+	s := newStore(db, CheckpointTable(schema, task), MarkerTable(schema, task), source)
+	s.schema, s.task = schema, task
+	return s
+}
+
+func newStore(db *sql.DB, ckpt, marker TableName, source string) *Store {
+	return &Store{db: db, source: source, ckpt: ckpt, marker: marker, ckptQ: ckpt.String(), markerQ: marker.String()}
+}
+
+// CheckpointTable is the store's checkpoint table.
+func (s *Store) CheckpointTable() TableName { return s.ckpt }
+
+// SetEpoch makes every transaction check that the source's checkpoint belongs to the binding of this
+// epoch (Init claims it).
+func (s *Store) SetEpoch(epoch int64) { s.epoch = epoch }
+
+// Init creates (or migrates) the task's meta tables and claims the checkpoint for the store's epoch.
+func (s *Store) Init(ctx context.Context) error {
+	if err := Init(ctx, s.db, s.schema, s.task); err != nil {
+		return err
+	}
+	return s.ClaimEpoch(ctx)
+}
+
+// ClaimEpoch records the store's epoch as the owner of the checkpoint unless a newer one did; it
+// waits for the transactions of an older owner in flight (they hold the row in share mode).
+func (s *Store) ClaimEpoch(ctx context.Context) error {
+	if s.epoch == 0 {
+		return nil
+	}
+	if _, err := s.db.ExecContext(ctx, "INSERT INTO "+s.ckptQ+" (source, id_hash, id, binlog_pos) VALUES (?, ?, ?, ?) ON DUPLICATE KEY UPDATE binlog_pos = GREATEST(binlog_pos, VALUES(binlog_pos))",
+		s.source, epochHash, EpochID, s.epoch); err != nil {
+		return fmt.Errorf("claim checkpoint of %s: %w", s.source, err)
+	}
+	return s.CheckEpoch(ctx, s.db, false)
+}
+
+// Queryer is a *sql.DB, *sql.Conn or *sql.Tx.
+type Queryer interface {
+	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
+}
+
+// Execer is a *sql.DB, *sql.Conn or *sql.Tx.
+type Execer interface {
+	ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
+}
+
+// CheckEpoch fails with ErrFenced when a newer binding owns the checkpoint. Inside a transaction,
+// share says to read the owner row LOCK IN SHARE MODE: a newer owner's claim then waits for the
+// transaction to end, and the transaction sees a claim committed before it.
+func (s *Store) CheckEpoch(ctx context.Context, q Queryer, share bool) error {
+	if s.epoch == 0 {
+		return nil
+	}
+	lock := ""
+	if share {
+		lock = " LOCK IN SHARE MODE"
+	}
+	var owner int64
+	if err := q.QueryRowContext(ctx, "SELECT binlog_pos FROM "+s.ckptQ+" WHERE source = ? AND id_hash = ?"+lock, s.source, epochHash).Scan(&owner); err != nil {
+		return fmt.Errorf("read checkpoint owner of %s: %w", s.source, err)
+	}
+	if owner > s.epoch {
+		return fmt.Errorf("source %s, binding epoch %d (checkpoint owned by epoch %d): %w", s.source, s.epoch, owner, ErrFenced)
+	}
+	return nil
+}
+
+// Load reads the source's checkpoint (zero positions when there is none).
+func (s *Store) Load(ctx context.Context) (Checkpoint, error) {
+	cp := Checkpoint{Tables: map[TableName]Position{}, Resolved: map[TableName]Position{},
+		ResolvedDDLs: map[TableName][]string{}, Schemas: map[TableName]string{}}
+	rows, err := s.db.QueryContext(ctx, "SELECT id, binlog_name, binlog_pos, binlog_gtid, ddls FROM "+s.ckptQ+" WHERE source = ?", s.source)
+	if err != nil {
+		return cp, fmt.Errorf("load checkpoint of %s from %s: %w", s.source, s.ckpt, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, name string
+		var pos uint32
+		var gtid, ddls sql.NullString
+		if err := rows.Scan(&id, &name, &pos, &gtid, &ddls); err != nil {
+			return cp, err
+		}
+		p := Position{File: name, Pos: pos}
+		switch {
+		case id == EpochID:
+		case id == GlobalID:
+			cp.Global, cp.GlobalGTID = p, gtid.String
+		case strings.HasPrefix(id, "schema:"):
+			var t TableName
+			if err := json.Unmarshal([]byte(id[len("schema:"):]), &t); err != nil {
+				return cp, fmt.Errorf("checkpoint row %q: %w", id, err)
+			}
+			cp.Schemas[t] = ddls.String
+		case strings.HasPrefix(id, "resolved:"):
+			var t TableName
+			if err := json.Unmarshal([]byte(id[len("resolved:"):]), &t); err != nil {
+				return cp, fmt.Errorf("checkpoint row %q: %w", id, err)
+			}
+			cp.Resolved[t] = p
+		case strings.HasPrefix(id, "ddl:"):
+			var t TableName
+			var list []string
+			if err := json.Unmarshal([]byte(id[len("ddl:"):]), &t); err != nil {
+				return cp, fmt.Errorf("checkpoint row %q: %w", id, err)
+			}
+			if err := json.Unmarshal([]byte(ddls.String), &list); err != nil {
+				return cp, fmt.Errorf("checkpoint row %q: %w", id, err)
+			}
+			cp.ResolvedDDLs[t] = list
+		default:
+			var t TableName
+			if err := json.Unmarshal([]byte(id), &t); err != nil {
+				return cp, fmt.Errorf("checkpoint row %q: %w", id, err)
+			}
+			cp.Tables[t] = p
+		}
+	}
+	return cp, rows.Err()
+}
+
+// Write writes the checkpoint rows of up with e, normally the transaction of the changes they
+// cover.
+func (s *Store) Write(ctx context.Context, e Execer, up CheckpointUpdate) error {
+	q := "INSERT INTO " + s.ckptQ + " (source, id_hash, id, binlog_name, binlog_pos, binlog_gtid, ddls) VALUES (?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE " +
+		"binlog_name = VALUES(binlog_name), binlog_pos = VALUES(binlog_pos), binlog_gtid = VALUES(binlog_gtid), ddls = VALUES(ddls)"
+	put := func(id string, p Position, gtid, ddls any) error {
+		if _, err := e.ExecContext(ctx, q, s.source, Hash(id), id, p.File, p.Pos, gtid, ddls); err != nil {
+			return fmt.Errorf("write checkpoint %s/%s: %w", s.source, id, err)
+		}
+		return nil
+	}
+	for t, p := range up.Tables {
+		if err := put(tableID("", t), p, nil, nil); err != nil {
+			return err
+		}
+	}
+	for t, js := range up.Schemas {
+		if err := put(tableID("schema:", t), Position{}, nil, js); err != nil {
+			return err
+		}
+	}
+	for t, p := range up.Resolved {
+		if err := put(tableID("resolved:", t), p, nil, nil); err != nil {
+			return err
+		}
+	}
+	if up.ResolvedTarget != nil {
+		ddls, _ := json.Marshal(up.ResolvedDDLs)
+		if err := put(tableID("ddl:", *up.ResolvedTarget), Position{}, nil, string(ddls)); err != nil {
+			return err
+		}
+	}
+	if !up.Global.IsZero() || up.GlobalGTID != "" {
+		return put(GlobalID, up.Global, up.GlobalGTID, nil)
+	}
+	return nil
+}
+
+func tableID(prefix string, t TableName) string {
+	id, _ := json.Marshal(t)
+	return prefix + string(id)
+}
+
+// Marker is the state of one DDL of a lock in the marker table.
+type Marker struct {
+	State         string // "started" (about to run) or "done" (ran)
+	Before, After string // definitions of the DDL's tables before and after it ran
+}
+
+// Marker reads the marker of ddl in lockID (false: none).
+func (s *Store) Marker(ctx context.Context, lockID, ddl string) (Marker, bool, error) {
+	var m Marker
+	var before, after sql.NullString
+	err := s.db.QueryRowContext(ctx, "SELECT state, before_def, after_def FROM "+s.markerQ+" WHERE lock_hash = ? AND ddl_hash = ?", Hash(lockID), Hash(ddl)).Scan(&m.State, &before, &after)
+	if errors.Is(err, sql.ErrNoRows) {
+		return m, false, nil
+	}
+	if err != nil {
+		return m, false, fmt.Errorf("read DDL marker of %s: %w", lockID, err)
+	}
+	m.Before, m.After = before.String, after.String
+	return m, true, nil
+}
+
+// Mark writes the marker of ddl in lockID.
+func (s *Store) Mark(ctx context.Context, lockID, ddl string, m Marker) error {
+	_, err := s.db.ExecContext(ctx, "INSERT INTO "+s.markerQ+" (lock_hash, ddl_hash, lock_id, ddl, state, before_def, after_def, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "+
+		"ON DUPLICATE KEY UPDATE ddl = VALUES(ddl), state = VALUES(state), before_def = VALUES(before_def), after_def = VALUES(after_def), source = VALUES(source)",
+		Hash(lockID), Hash(ddl), lockID, ddl, m.State, m.Before, m.After, s.source)
+	if err != nil {
+		return fmt.Errorf("write DDL marker of %s: %w", lockID, err)
+	}
+	return nil
+}
