@@ -51,9 +51,9 @@ func roundTrip(t *testing.T, db *sql.DB, schema, task, source string) {
 	target := TableName{Schema: "db", Name: "t"}
 	up := CheckpointUpdate{
 		Global: pos(4), GlobalGTID: "0-1-100",
-		Tables:   map[TableName]Position{long: pos(10), {Schema: "db_1", Name: "t_1"}: pos(11)},
-		Resolved: map[TableName]Position{long: pos(12)},
-		Schemas:  map[TableName]string{long: `[{"from":{"file":"","pos":0},"cols":["id"]}]`},
+		Tables:         map[TableName]Position{long: pos(10), {Schema: "db_1", Name: "t_1"}: pos(11)},
+		Resolved:       map[TableName]Position{long: pos(12)},
+		Schemas:        map[TableName]string{long: `[{"from":{"file":"","pos":0},"cols":["id"]}]`},
 		ResolvedTarget: &target, ResolvedDDLs: []string{"ALTER TABLE `db`.`t` ADD COLUMN `c` INT"},
 	}
 	tx, err := db.BeginTx(ctx, nil)
