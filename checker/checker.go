@@ -1,6 +1,8 @@
 // Package checker runs a task's prechecks (start-task, check-task) against the real upstreams and
 // downstream: binlog settings, replication privileges, consistent shard schemas and a compatible
-// existing target table. Item names are DM's, so ignore-checking-items carries over.
+// existing target table; and that the meta schema and the task's meta tables can be created and written
+// with the target user's privileges (meta_schema, which cannot be ignored). Item names are DM's, so
+// ignore-checking-items carries over.
 package checker
 
 import (
@@ -27,6 +29,9 @@ const (
 	ItemShardSchema    = "schema_of_shard_tables"
 	ItemTableSchema    = "table_schema"
 	ItemConnection     = "connection" // cannot be ignored
+	// ItemMetaSchema: the meta schema and the task's meta tables can be created and written with the
+	// target user's privileges. It cannot be ignored: no subtask starts without them.
+	ItemMetaSchema = "meta_schema"
 )
 
 // Known are the items ignore-checking-items may name ("all" ignores every item).
@@ -86,6 +91,9 @@ func Check(ctx context.Context, task *config.Task, sources map[string]*config.So
 	if err != nil {
 		fail(ItemConnection, "", "target-database %s: %v", task.TargetDatabase, err)
 		return out
+	}
+	if err := meta.Probe(ctx, down, task.MetaSchema, task.Name); err != nil {
+		fail(ItemMetaSchema, "", "%v", err)
 	}
 	byTarget := map[shardgroup.TableName][]shardColumns{}
 	for _, inst := range task.MySQLInstances {

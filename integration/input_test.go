@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tributary-db/tributary/meta"
 )
 
 // fails runs dmctl and returns its output, failing the test unless the command was refused (exit
@@ -121,6 +123,34 @@ func TestE2EBadInputIsRefusedAndChangesNothing(t *testing.T) {
 	if _, err := c.DownDB.Exec("DROP TABLE db.t"); err != nil {
 		t.Fatal(err)
 	}
+
+	// A target user without privileges on the meta schema: the precheck names the schema and what
+	// the server refused, and nothing starts.
+	asUser := func(name, user string) string {
+		target := fmt.Sprintf("port: %d\n  user: root\n  password: \"\"", c.Down.Port)
+		if !strings.Contains(string(body), target) {
+			t.Fatalf("no target-database in the task file:\n%s", body)
+		}
+		return c.writeFile(name, strings.Replace(string(body), target, fmt.Sprintf("port: %d\n  user: %s\n  password: pw", c.Down.Port, user), 1))
+	}
+	for _, q := range []string{
+		"CREATE USER 'nometa'@'%' IDENTIFIED BY 'pw'", "GRANT ALL ON db.* TO 'nometa'@'%'",
+		"CREATE USER 'nodb'@'%' IDENTIFIED BY 'pw'", "GRANT " + meta.Privileges + " ON dm_meta.* TO 'nodb'@'%'", "GRANT SELECT, INSERT, UPDATE, DELETE ON db.* TO 'nodb'@'%'",
+	} {
+		if _, err := c.DownDB.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nometa := asUser("nometa.yaml", "nometa")
+	contains(t, c.fails("check-task", nometa), "[meta_schema] downstream", "meta-schema `dm_meta`", "Access denied for user 'nometa'", meta.Privileges)
+	contains(t, c.fails("start-task", nometa), "precheck failed; nothing started", "[meta_schema] downstream", "`dm_meta`")
+	c.noTask()
+	// A subtask that cannot start (its user may not create the target table, which no precheck
+	// covers): start-task answers false with each source's cause, and stop-task removes the task.
+	out = c.fails("start-task", asUser("nodb.yaml", "nodb"))
+	contains(t, out, "did not start on "+s1+", "+s2, "denied", "'nodb'@", "stop-task "+c.task)
+	c.ok("stop-task", c.task)
+	c.noTask()
 
 	// Sources: an unreachable one is not created; one in use cannot be stopped.
 	bad := c.writeFile("badsrc.yaml", "source-id: mysql-replica-03\nflavor: mariadb\nfrom:\n  host: 127.0.0.1\n  port: 1\n  user: root\n")

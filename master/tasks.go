@@ -283,10 +283,18 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 	statuses := s.waitSubtasks(ctx, task.Name, sources, func(sub *pb.SubTaskStatus) bool {
 		return sub != nil && (sub.Stage == ha.StageRunning || sub.Result != nil)
 	})
+	return startResponse(task.Name, sources, statuses), nil
+}
+
+// startResponse is start-task's answer: true only when the subtask runs on every source; otherwise
+// false, each source that did not start with its cause. The task stays registered either way: its
+// subtasks retry by themselves (query-status shows them), and stop-task removes it.
+func startResponse(task string, sources []string, statuses map[string]*pb.QueryStatusResponse) *pb.StartTaskResponse {
 	resp := &pb.StartTaskResponse{Result: true}
+	var failed []string
 	for _, src := range sources {
 		r := commonOf(src, statuses[src])
-		if sub := subtaskOf(statuses[src], task.Name); sub == nil || sub.Stage != ha.StageRunning {
+		if sub := subtaskOf(statuses[src], task); sub == nil || sub.Stage != ha.StageRunning {
 			r.Result = false
 			if sub != nil && sub.Result != nil && len(sub.Result.Errors) > 0 {
 				r.Msg = sub.Result.Errors[0].RawCause
@@ -294,9 +302,17 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 				r.Msg = "the subtask has not started yet; see query-status"
 			}
 		}
+		if !r.Result {
+			failed = append(failed, src)
+		}
 		resp.Sources = append(resp.Sources, r)
 	}
-	return resp, nil
+	if len(failed) > 0 {
+		resp.Result = false
+		resp.Msg = fmt.Sprintf("task %s is created, but its subtask did not start on %s (the cause is in each source's msg); "+
+			"it retries by itself: query-status %s shows it, stop-task %s removes the task", task, strings.Join(failed, ", "), task, task)
+	}
+	return resp
 }
 
 func subtaskOf(qs *pb.QueryStatusResponse, task string) *pb.SubTaskStatus {

@@ -332,3 +332,71 @@ func TestMigrateOldLayout(t *testing.T) {
 		t.Fatalf("Init over a foreign table: %v", err)
 	}
 }
+
+// TestProbe: the precheck's probe names the meta schema and the missing privilege, and leaves no
+// table behind.
+func TestProbe(t *testing.T) {
+	s := mariadbtest.Start(t)
+	root := s.DB(t)
+	ctx := context.Background()
+	s.Exec(t, root,
+		"CREATE USER 'nometa'@'%' IDENTIFIED BY 'pw'", "GRANT ALL ON db.* TO 'nometa'@'%'",
+		"CREATE USER 'nodrop'@'%' IDENTIFIED BY 'pw'", "GRANT CREATE, SELECT, INSERT, UPDATE ON dm_meta.* TO 'nodrop'@'%'",
+		"CREATE USER 'noalter'@'%' IDENTIFIED BY 'pw'", "GRANT CREATE, DROP, SELECT, INSERT, UPDATE ON dm_meta.* TO 'noalter'@'%'",
+		"CREATE USER 'full'@'%' IDENTIFIED BY 'pw'", "GRANT "+Privileges+" ON dm_meta.* TO 'full'@'%'")
+	as := func(user string) *sql.DB {
+		db, err := sql.Open("mysql", fmt.Sprintf("%s:pw@tcp(%s)/?interpolateParams=true", user, s.Addr()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	probeTables := func() int {
+		var n int
+		if err := root.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_NAME LIKE 'tributary\\_probe\\_%'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	err := Probe(ctx, as("nometa"), "dm_meta", "task")
+	if err == nil || !strings.Contains(err.Error(), "meta-schema `dm_meta`: cannot create the schema") || !strings.Contains(err.Error(), "Access denied") {
+		t.Fatalf("no privileges: %v", err)
+	}
+	// The schema is created when the user may.
+	if err := Probe(ctx, as("full"), "dm_meta", "task"); err != nil {
+		t.Fatal(err)
+	}
+	if err := Probe(ctx, as("nodrop"), "dm_meta", "task"); err == nil || !strings.Contains(err.Error(), "DROP command denied") {
+		t.Fatalf("no DROP: %v", err)
+	}
+	// What nodrop could not drop is left for a user who can.
+	rows, err := root.Query("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_NAME LIKE 'tributary\\_probe\\_%'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for rows.Next() {
+		var n string
+		rows.Scan(&n)
+		left = append(left, n)
+	}
+	rows.Close()
+	for _, n := range left {
+		s.Exec(t, root, "DROP TABLE dm_meta."+n)
+	}
+	// ALTER is needed only when the task's tables have the old layout.
+	if err := Probe(ctx, as("noalter"), "dm_meta", "task"); err != nil {
+		t.Fatal(err)
+	}
+	s.Exec(t, root, "CREATE TABLE dm_meta.task_checkpoint"+strings.Replace(oldCheckpointDDL, "VARCHAR(700)", "VARCHAR(700) CHARACTER SET latin1", 1))
+	if err := Probe(ctx, as("noalter"), "dm_meta", "task"); err == nil || !strings.Contains(err.Error(), "older version") || !strings.Contains(err.Error(), "ALTER command denied") {
+		t.Fatalf("no ALTER with an old layout: %v", err)
+	}
+	if err := Probe(ctx, as("full"), "dm_meta", "task"); err != nil {
+		t.Fatal(err)
+	}
+	if n := probeTables(); n != 0 {
+		t.Fatalf("%d probe tables left", n)
+	}
+}
