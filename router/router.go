@@ -206,3 +206,58 @@ func (r *Router) Sharded(t TableName) bool {
 	}
 	return false
 }
+
+// MergedSchema reports whether schema's target schema also receives tables of other upstream
+// schemas, so that a statement on the whole schema (DROP DATABASE, ALTER DATABASE), or on one of its
+// tables that is not a shard, could touch what other schemas replicate: a rule matching schema with a
+// wildcard schema-pattern, a rule routing another schema to the same target, or a shard table route
+// (a wildcard table rule) matching the schema.
+func (r *Router) MergedSchema(schema string) bool {
+	target := r.Route(TableName{Schema: schema}).Schema
+	check := func(rules []compiledRule) bool {
+		for _, c := range rules {
+			matches := c.schema.MatchString(schema)
+			if matches && (isPattern(c.rule.SchemaPattern) || isPattern(c.rule.TablePattern)) {
+				return true
+			}
+			if !matches && strings.EqualFold(c.rule.TargetSchema, target) {
+				return true // another schema routes onto this one's target
+			}
+		}
+		return false
+	}
+	return check(r.tableRules) || check(r.schemaRules)
+}
+
+func isPattern(p string) bool { return strings.ContainsAny(p, "*?~") }
+
+// SharedTarget reports whether table t, which is not a shard, routes to a target that other upstream
+// tables may route to as well: its rule has a wildcard schema-pattern, or another schema is routed onto
+// its target schema. Such a table's DROP or TRUNCATE could destroy what other schemas replicate.
+func (r *Router) SharedTarget(t TableName) bool {
+	target := r.Route(t)
+	for _, c := range r.tableRules {
+		if c.schema.MatchString(t.Schema) && c.table.MatchString(t.Name) {
+			if isPattern(c.rule.SchemaPattern) {
+				return true
+			}
+			break
+		}
+	}
+	for _, c := range r.schemaRules {
+		if c.schema.MatchString(t.Schema) {
+			if isPattern(c.rule.SchemaPattern) {
+				return true
+			}
+			break
+		}
+	}
+	for _, rules := range [][]compiledRule{r.tableRules, r.schemaRules} {
+		for _, c := range rules {
+			if !c.schema.MatchString(t.Schema) && strings.EqualFold(c.rule.TargetSchema, target.Schema) {
+				return true
+			}
+		}
+	}
+	return false
+}

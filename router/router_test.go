@@ -66,3 +66,54 @@ func TestRouterErrorsNameTheRule(t *testing.T) {
 }
 
 func tn(schema, name string) TableName { return TableName{Schema: schema, Name: name} }
+
+func TestMergedSchema(t *testing.T) {
+	r, err := NewRouter(nil, []config.RouteRule{
+		{SchemaPattern: "shard_db_*", TablePattern: "t_*", TargetSchema: "merged_db", TargetTable: "t"},
+		{SchemaPattern: "shard_db_*", TargetSchema: "merged_db"},
+		{SchemaPattern: "app", TargetSchema: "app_copy"},
+		{SchemaPattern: "one", TargetSchema: "both"},
+		{SchemaPattern: "two", TargetSchema: "both"},
+		{SchemaPattern: "orders", TablePattern: "o_*", TargetSchema: "orders", TargetTable: "o"},
+		{SchemaPattern: "legacy", TargetSchema: "plain"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for schema, want := range map[string]bool{
+		"shard_db_1": true,  // wildcard schema route
+		"app":        false, // one to one, renamed
+		"one":        true,  // two schemas onto one
+		"two":        true,
+		"orders":     true, // holds shard tables (a wildcard table rule)
+		"plain":      true, // legacy is routed onto plain's name
+		"untouched":  false,
+	} {
+		if got := r.MergedSchema(schema); got != want {
+			t.Errorf("MergedSchema(%s) = %v, want %v", schema, got, want)
+		}
+	}
+}
+
+func TestSharedTarget(t *testing.T) {
+	r, err := NewRouter(nil, []config.RouteRule{
+		{SchemaPattern: "shard_db_*", TablePattern: "t_*", TargetSchema: "merged_db", TargetTable: "t"},
+		{SchemaPattern: "shard_db_*", TargetSchema: "merged_db"},
+		{SchemaPattern: "orders", TablePattern: "o_*", TargetSchema: "orders", TargetTable: "o"},
+		{SchemaPattern: "one", TargetSchema: "both"},
+		{SchemaPattern: "two", TargetSchema: "both"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tbl, want := range map[TableName]bool{
+		{Schema: "shard_db_1", Name: "plain"}: true,  // db_1.plain and db_2.plain both go to merged_db.plain
+		{Schema: "orders", Name: "customers"}: false, // one to one, beside the shards
+		{Schema: "one", Name: "x"}:            true,
+		{Schema: "app", Name: "x"}:            false,
+	} {
+		if got := r.SharedTarget(tbl); got != want {
+			t.Errorf("SharedTarget(%s) = %v, want %v", tbl, got, want)
+		}
+	}
+}

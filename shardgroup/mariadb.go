@@ -49,9 +49,9 @@ func normalizeMariaDB(sql string) (string, bool) {
 			}
 			sb.WriteString(sql[i : i+2+j])
 			i += 2 + j
-		case isWordByte(c):
+		case isIdentByte(c):
 			j := i
-			for j < len(sql) && isWordByte(sql[j]) {
+			for j < len(sql) && isIdentByte(sql[j]) {
 				j++
 			}
 			w := sql[i:j]
@@ -70,6 +70,6 @@ func normalizeMariaDB(sql string) (string, bool) {
 	return sb.String(), changed
 }
 
-func isWordByte(c byte) bool {
+func isIdentByte(c byte) bool {
 	return c == '_' || c == '$' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
 }

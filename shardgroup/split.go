@@ -3,13 +3,13 @@ package shardgroup
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"unicode/utf8"
 
 	"github.com/pingcap/tidb/pkg/parser"
 	"github.com/pingcap/tidb/pkg/parser/ast"
-	"github.com/pingcap/tidb/pkg/parser/format"
 	_ "github.com/pingcap/tidb/pkg/parser/test_driver" // value expressions for the parser; no I/O
 )
 
@@ -92,6 +92,9 @@ func Split(sql, defaultSchema string, route Route) (parts []Part, err error) {
 		return nil, fmt.Errorf("DDL %q (default database %q) is not valid UTF-8", truncate(sql), defaultSchema)
 	}
 	stmts, err := parse(sql)
+	if err != nil && storedProgram.MatchString(sql) {
+		return nil, fmt.Errorf("%w: stored program %q", ErrNotDDL, truncate(sql))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("parse DDL %q: %w", truncate(sql), err)
 	}
@@ -150,9 +153,23 @@ func splitStmt(stmt ast.StmtNode, defaultSchema string) ([]piece, error) {
 		if s.Select != nil {
 			return nil, fmt.Errorf("CREATE TABLE ... SELECT is not supported")
 		}
+		if s.ReferTable != nil {
+			return one(KindCreateTableLike, s.Table, s)
+		}
 		return one(KindCreateTable, s.Table, s)
 	case *ast.AlterTableStmt:
-		return one(KindAlterTable, s.Table, s)
+		return one(alterKind(s), s.Table, s)
+	case *ast.CreateViewStmt:
+		return one(KindView, s.ViewName, s)
+	case *ast.CreateSequenceStmt:
+		return one(KindSequence, s.Name, s)
+	case *ast.AlterSequenceStmt:
+		return one(KindSequence, s.Name, s)
+	case *ast.DropSequenceStmt:
+		if len(s.Sequences) == 0 {
+			return nil, fmt.Errorf("DROP SEQUENCE without a name")
+		}
+		return one(KindSequence, s.Sequences[0], s)
 	case *ast.TruncateTableStmt:
 		return one(KindTruncateTable, s.Table, s)
 	case *ast.CreateIndexStmt:
@@ -161,7 +178,10 @@ func splitStmt(stmt ast.StmtNode, defaultSchema string) ([]piece, error) {
 		return one(KindDropIndex, s.Table, s)
 	case *ast.DropTableStmt:
 		if s.IsView {
-			return nil, fmt.Errorf("DROP VIEW is not supported")
+			if len(s.Tables) == 0 {
+				return nil, fmt.Errorf("DROP VIEW without a name")
+			}
+			return one(KindView, s.Tables[0], s)
 		}
 		out := make([]piece, 0, len(s.Tables))
 		for _, tn := range s.Tables {
@@ -192,6 +212,29 @@ func splitStmt(stmt ast.StmtNode, defaultSchema string) ([]piece, error) {
 	}
 }
 
+// alterKind tells apart the ALTER TABLE statements the safety table treats differently; a statement
+// with several specs takes the most dangerous one's kind.
+func alterKind(s *ast.AlterTableStmt) Kind {
+	kind := KindAlterTable
+	for _, spec := range s.Specs {
+		switch spec.Tp {
+		case ast.AlterTableRenameTable:
+			return KindAlterTableRename
+		case ast.AlterTableExchangePartition:
+			kind = KindExchangePartition
+		case ast.AlterTableDropPartition, ast.AlterTableTruncatePartition:
+			if kind == KindAlterTable {
+				kind = KindDropPartition
+			}
+		}
+	}
+	return kind
+}
+
+// storedProgram matches the statements that define stored programs, which the TiDB parser does not
+// always read (CREATE TRIGGER, CREATE FUNCTION ... RETURNS, CREATE EVENT): they change no table.
+var storedProgram = regexp.MustCompile(`(?is)^\s*(/\*.*?\*/\s*)*(CREATE|DROP|ALTER)\s+(OR\s+REPLACE\s+)?(DEFINER\s*=\s*\S+\s+)?(SQL\s+SECURITY\s+\w+\s+)?(AGGREGATE\s+)?(TRIGGER|PROCEDURE|FUNCTION|EVENT|PACKAGE)\b`)
+
 func qualify(tn *ast.TableName, defaultSchema string) (TableName, error) {
 	if tn == nil {
 		return TableName{}, fmt.Errorf("statement has no table name")
@@ -211,6 +254,10 @@ func rewrite(pc piece, defaultSchema string, route Route) (Part, error) {
 	orig, err := restore(pc.node)
 	if err != nil {
 		return Part{}, err
+	}
+	if pc.kind == KindView || pc.kind == KindSequence {
+		// Never run downstream (the safety table ignores them): named, not rewritten.
+		return Part{Kind: pc.kind, Source: pc.source, Target: route(pc.source), SQL: orig}, nil
 	}
 	stmts, err := parse(orig)
 	if err != nil {
@@ -244,14 +291,6 @@ func rewrite(pc piece, defaultSchema string, route Route) (Part, error) {
 		return Part{}, fmt.Errorf("rewritten DDL %q is not valid: %w", sql, err)
 	}
 	return Part{Kind: pc.kind, Source: pc.source, Target: target, SQL: sql}, nil
-}
-
-func restore(node ast.Node) (string, error) {
-	var sb strings.Builder
-	if err := node.Restore(format.NewRestoreCtx(format.DefaultRestoreFlags, &sb)); err != nil {
-		return "", fmt.Errorf("restore %T: %w", node, err)
-	}
-	return sb.String(), nil
 }
 
 // renamer routes every table name of a statement.
@@ -295,7 +334,8 @@ func truncate(s string) string {
 	return s[:max] + "..."
 }
 
-// CreateIfNotExists returns a CREATE TABLE statement with IF NOT EXISTS set, restored from the AST.
+// CreateIfNotExists returns a CREATE TABLE or CREATE DATABASE statement with IF NOT EXISTS set,
+// restored from the AST.
 func CreateIfNotExists(sql string) (string, error) {
 	stmts, err := parse(sql)
 	if err != nil {
@@ -304,12 +344,15 @@ func CreateIfNotExists(sql string) (string, error) {
 	if len(stmts) != 1 {
 		return "", fmt.Errorf("%q: want one statement, got %d", truncate(sql), len(stmts))
 	}
-	ct, ok := stmts[0].(*ast.CreateTableStmt)
-	if !ok {
-		return "", fmt.Errorf("%q is not CREATE TABLE", truncate(sql))
+	switch ct := stmts[0].(type) {
+	case *ast.CreateTableStmt:
+		ct.IfNotExists = true
+	case *ast.CreateDatabaseStmt:
+		ct.IfNotExists = true
+	default:
+		return "", fmt.Errorf("%q is not CREATE TABLE or CREATE DATABASE", truncate(sql))
 	}
-	ct.IfNotExists = true
-	return restore(ct)
+	return restore(stmts[0])
 }
 
 // TablesOf returns the tables a statement names (qualified with defaultSchema where it names none),

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/tributary-db/tributary/shardgroup"
@@ -65,6 +66,27 @@ func (s *schemaTracker) apply(q, schema string, pos Position) error {
 		s.set(t, pos, cols)
 	}
 	return nil
+}
+
+// tablesIn lists the tables of schema that exist at pos.
+func (s *schemaTracker) tablesIn(schema string, pos Position) []TableName {
+	var out []TableName
+	for t := range s.tables {
+		if strings.EqualFold(t.Schema, schema) {
+			if _, ok := s.at(t, pos); ok {
+				out = append(out, t)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b TableName) int { return strings.Compare(a.String(), b.String()) })
+	return out
+}
+
+// dropSchema records that every table of schema is gone from pos on (DROP DATABASE).
+func (s *schemaTracker) dropSchema(schema string, pos Position) {
+	for _, t := range s.tablesIn(schema, pos) {
+		s.set(t, pos, nil)
+	}
 }
 
 // prune drops versions no read from resume or later can need.

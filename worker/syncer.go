@@ -774,25 +774,35 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 		if s.cfg.Router.Skip(p.Source) {
 			continue
 		}
+		scope := s.scopeOf(p, q, schema)
+		d := shardgroup.Decide(p.Kind, scope)
 		tables := map[TableName]Position{}
 		if p.Source.Name != "" {
 			tables[p.Source] = end
 		}
-		if p.Source.Name == "" || !s.cfg.Router.Sharded(p.Source) {
-			// Not a shard table: straight through.
-			if end.Compare(s.ckpt.Tables[p.Source]) <= 0 && p.Source.Name != "" {
-				continue
+		switch d.Action {
+		case shardgroup.Refuse:
+			return &RefusedDDLError{Source: s.cfg.Source, Pos: end, DDL: q, Kind: p.Kind, Table: p.Source, Scope: scope, Why: d.Why}
+		case shardgroup.Ignore:
+			s.log.Warn("DDL not replicated downstream", zap.String("kind", string(p.Kind)), zap.Stringer("table", p.Source),
+				zap.String("scope", scope.String()), zap.String("why", d.Why), zap.String("ddl", p.SQL), zap.Stringer("pos", end))
+		case shardgroup.Run, shardgroup.RunIfNotExists:
+			if p.Source.Name != "" && end.Compare(s.ckpt.Tables[p.Source]) <= 0 {
+				continue // applied before a restart
 			}
-			if err := s.sink.ExecDDLOnce(ctx, "source:"+s.cfg.Source, []string{p.SQL}, CheckpointUpdate{Tables: tables}); err != nil {
+			stmt := p.SQL
+			if d.Action == shardgroup.RunIfNotExists {
+				if stmt, err = shardgroup.CreateIfNotExists(p.SQL); err != nil {
+					return fmt.Errorf("source %s at %s: %w", s.cfg.Source, end, err)
+				}
+			}
+			if err := s.sink.ExecDDLOnce(ctx, "source:"+s.cfg.Source, []string{stmt}, CheckpointUpdate{Tables: tables}); err != nil {
 				return err
 			}
 			s.setTables(tables)
 			s.forgetKeys()
-			continue
-		}
-		g := s.group(p.Target)
-		switch p.Kind {
-		case shardgroup.KindCreateTable:
+		case shardgroup.JoinGroup:
+			g := s.group(p.Target)
 			if err := g.AddTable(p.Source, Position{}); err != nil {
 				return fmt.Errorf("source %s: %w", s.cfg.Source, err)
 			}
@@ -800,21 +810,41 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 			if err != nil {
 				return err
 			}
-			if err := s.sink.ExecDDL(ctx, []string{stmt}, CheckpointUpdate{Tables: tables}); err != nil {
+			ddls := []string{stmt}
+			if named, err := shardgroup.TablesOf(stmt, ""); err == nil && len(named) == 1 && p.Kind == shardgroup.KindCreateTableLike {
+				ddls = nil // CREATE TABLE t_3 LIKE t_1 of two shards: the target is LIKE itself, and exists
+			}
+			if err := s.sink.ExecDDL(ctx, ddls, CheckpointUpdate{Tables: tables}); err != nil {
 				return err
 			}
 			s.setTables(tables)
-		case shardgroup.KindDropTable:
-			res := g.RemoveTable(p.Source)
-			if res.Synced && !s.pending[p.Target] {
-				if err := s.postInfo(ctx, p.Target); err != nil {
-					return err
+		case shardgroup.LeaveGroup:
+			leaving := []TableName{p.Source}
+			if p.Kind == shardgroup.KindDropDatabase {
+				leaving = s.shardsIn(p.Source.Schema)
+			}
+			for _, t := range leaving {
+				target := s.cfg.Router.Route(t)
+				g := s.group(target)
+				res := g.RemoveTable(t)
+				s.log.Info("shard table left its group", zap.Stringer("table", t), zap.Stringer("target", target), zap.String("ddl", p.SQL))
+				if res.Synced && !s.pending[target] && g.InSharding() {
+					if err := s.postInfo(ctx, target); err != nil {
+						return err
+					}
 				}
 			}
-		case shardgroup.KindTruncateTable, shardgroup.KindDropDatabase, shardgroup.KindAlterDatabase:
-			s.log.Info("ignore DDL of shard table in shard mode", zap.String("ddl", p.SQL))
-		default:
+		case shardgroup.DropTablesOnly:
+			if err := s.dropReplicatedTables(ctx, p.Source.Schema, start, end); err != nil {
+				return err
+			}
+		case shardgroup.Lock:
 			sharded = append(sharded, p)
+		default:
+			return fmt.Errorf("source %s at %s: no action %s for %s", s.cfg.Source, end, d.Action, p.Kind)
+		}
+		if p.Kind == shardgroup.KindDropDatabase {
+			s.schemas.dropSchema(p.Source.Schema, end)
 		}
 	}
 	for _, item := range shardgroup.Items(sharded, end) {
@@ -836,6 +866,97 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 		}
 	}
 	return nil
+}
+
+// scopeOf places a DDL part in the safety table's columns (shardgroup.Policy). A rename counts as the
+// most merged of the tables it names: renaming a table into a shard group or onto a shared target is
+// as dangerous as renaming a shard out of one.
+func (s *Syncer) scopeOf(p shardgroup.Part, q, defaultSchema string) shardgroup.Scope {
+	r := s.cfg.Router
+	if p.Source.Name == "" {
+		if r.MergedSchema(p.Source.Schema) {
+			return shardgroup.MergedSchema
+		}
+		return shardgroup.Unsharded
+	}
+	tables := []TableName{p.Source}
+	if p.Kind == shardgroup.KindRenameTable || p.Kind == shardgroup.KindAlterTableRename {
+		if named, err := shardgroup.TablesOf(q, defaultSchema); err == nil {
+			tables = append(tables, named...)
+		}
+	}
+	scope := shardgroup.Unsharded
+	for _, t := range tables {
+		switch {
+		case r.Skip(t):
+		case r.Sharded(t):
+			return shardgroup.Shard
+		case r.SharedTarget(t):
+			scope = shardgroup.MergedSchema
+		}
+	}
+	return scope
+}
+
+// shardsIn lists the shard tables of schema in this source's groups.
+func (s *Syncer) shardsIn(schema string) []TableName {
+	var out []TableName
+	for _, g := range s.groups {
+		for _, t := range g.Tables() {
+			if strings.EqualFold(t.Schema, schema) {
+				out = append(out, t)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b TableName) int { return strings.Compare(a.String(), b.String()) })
+	return out
+}
+
+// dropReplicatedTables carries out DROP DATABASE of an unsharded schema: the downstream tables
+// replicated from it are dropped, one by one, and the downstream database is left, since it may hold
+// tables the task did not create.
+func (s *Syncer) dropReplicatedTables(ctx context.Context, schema string, start, end Position) error {
+	for _, t := range s.schemas.tablesIn(schema, end) {
+		if s.cfg.Router.Skip(t) || s.cfg.Router.Sharded(t) || s.cfg.Router.SharedTarget(t) || end.Compare(s.ckpt.Tables[t]) <= 0 {
+			continue
+		}
+		target := s.cfg.Router.Route(t)
+		tables := map[TableName]Position{t: end}
+		s.log.Info("DROP DATABASE: dropping a table replicated from it", zap.String("schema", schema), zap.Stringer("table", target))
+		if err := s.sink.ExecDDLOnce(ctx, "source:"+s.cfg.Source, []string{"DROP TABLE IF EXISTS " + target.String()}, CheckpointUpdate{Tables: tables}); err != nil {
+			return err
+		}
+		s.setTables(tables)
+	}
+	s.forgetKeys()
+	return nil
+}
+
+// RefusedDDLError is a DDL the safety table refuses: nothing ran downstream and the subtask stops
+// before the statement.
+type RefusedDDLError struct {
+	Source string
+	Pos    Position
+	DDL    string
+	Kind   shardgroup.Kind
+	Table  TableName
+	Scope  shardgroup.Scope
+	Why    string
+}
+
+func (e *RefusedDDLError) Error() string {
+	ddl := e.DDL
+	if len(ddl) > 256 {
+		ddl = ddl[:256] + "..."
+	}
+	event := strings.ToLower(string(e.Kind))
+	if e.Kind == shardgroup.KindAlterTableRename {
+		event = "alter table"
+	}
+	return fmt.Sprintf("source %s at %s: %s of %s (%s) is refused: %s. Nothing ran downstream; the subtask stops before %q. "+
+		"To go on without it, ignore it with a binlog event filter (filters: {skip-it: {schema-pattern: %q, table-pattern: %q, events: [%q], action: Ignore}} "+
+		"and filter-rules: [skip-it] in this source's mysql-instances entry), then stop-task and start-task with the changed file: the checkpoint is kept",
+		e.Source, e.Pos, e.Kind, e.Table, e.Scope, e.Why, ddl, e.Table.Schema, e.Table.Name, event)
 }
 
 func (s *Syncer) forgetKeys() {
