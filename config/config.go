@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -147,6 +148,28 @@ type Meta struct {
 	BinlogGTID string `yaml:"binlog-gtid"`
 }
 
+// FilterRule is a binlog event filter (DM's filters): the events, or statements matching sql-pattern,
+// of the matching tables are ignored (action Ignore), are the only ones replicated (Do), or stop the
+// task (Error).
+type FilterRule struct {
+	Name          string   `yaml:"-"`
+	SchemaPattern string   `yaml:"schema-pattern"`
+	TablePattern  string   `yaml:"table-pattern"`
+	Events        []string `yaml:"events"`
+	SQLPattern    []string `yaml:"sql-pattern"`
+	Action        string   `yaml:"action"`
+}
+
+// FilterEvents are the event names a filter rule may list (DM's names; "all dml", "all ddl" and
+// "all" cover their kinds, "none*" match nothing).
+var FilterEvents = []string{"all", "all dml", "all ddl", "none", "none dml", "none ddl",
+	"insert", "update", "delete",
+	"create database", "drop database", "alter database",
+	"create table", "drop table", "truncate table", "rename table", "alter table", "create index", "drop index",
+	"create view", "drop view", "alter view",
+	"add table partition", "drop table partition", "truncate table partition", "exchange table partition",
+	"reorganize table partition", "coalesce table partition"}
+
 // Instance is one entry of a task's mysql-instances.
 type Instance struct {
 	SourceID           string   `yaml:"source-id"`
@@ -201,7 +224,7 @@ type Task struct {
 	BWList              map[string]BAList    `yaml:"black-white-list"`
 	Routes              map[string]RouteRule `yaml:"routes"`
 	Syncers             map[string]Syncer    `yaml:"syncers"`
-	Filters             map[string]any       `yaml:"filters"`
+	Filters             map[string]FilterRule `yaml:"filters"`
 	ExpressionFilter    map[string]any       `yaml:"expression-filter"`
 	ColumnMappings      map[string]any       `yaml:"column-mappings"`
 	Mydumpers           map[string]any       `yaml:"mydumpers"`
@@ -286,7 +309,11 @@ func ParseTask(file string, data []byte) (*Task, error) {
 			add("%s.meta.binlog-pos needs binlog-name", where)
 		}
 		ns := notSupported{file: file}
-		ns.check(where+".filter-rules", len(inst.FilterRules) == 0)
+		for _, r := range inst.FilterRules {
+			if _, ok := t.Filters[r]; !ok {
+				add("%s.filter-rules: %q is not defined in filters", where, r)
+			}
+		}
 		ns.check(where+".expression-filters", len(inst.ExpressionFilters) == 0)
 		ns.check(where+".column-mapping-rules", len(inst.ColumnMappingRules) == 0)
 		errs = append(errs, ns.err())
@@ -295,7 +322,6 @@ func ParseTask(file string, data []byte) (*Task, error) {
 	ns := notSupported{file: file}
 	ns.check("case-sensitive", !t.CaseSensitive)
 	ns.check("online-ddl", !t.OnlineDDL && t.OnlineDDLScheme == "")
-	ns.check("filters", len(t.Filters) == 0)
 	ns.check("expression-filter", len(t.ExpressionFilter) == 0)
 	ns.check("column-mappings", len(t.ColumnMappings) == 0)
 	ns.check("validators", len(t.Validators) == 0)
@@ -321,6 +347,34 @@ func validatePattern(p string) error {
 }
 
 func (t *Task) validateRules(add func(string, ...any)) {
+	for name, f := range t.Filters {
+		if f.SchemaPattern == "" {
+			add("filters %s: schema-pattern is empty", name)
+		}
+		for _, p := range []string{f.SchemaPattern, f.TablePattern} {
+			if err := validatePattern(p); err != nil {
+				add("filters %s: %v", name, err)
+			}
+		}
+		switch strings.ToLower(f.Action) {
+		case "ignore", "do", "error":
+		default:
+			add("filters %s: action %q must be Ignore, Do or Error", name, f.Action)
+		}
+		for _, e := range f.Events {
+			if !slices.Contains(FilterEvents, strings.ToLower(strings.TrimSpace(e))) {
+				add("filters %s: unknown event %q (known: %s)", name, e, strings.Join(FilterEvents, ", "))
+			}
+		}
+		for _, p := range f.SQLPattern {
+			if _, err := regexp.Compile("(?i)" + p); err != nil {
+				add("filters %s: sql-pattern %q: %v", name, p, err)
+			}
+		}
+		if len(f.Events) == 0 && len(f.SQLPattern) == 0 {
+			add("filters %s: needs events or sql-pattern", name)
+		}
+	}
 	for name, ba := range t.BlockAllowList {
 		for _, p := range append(append([]string{}, ba.DoDBs...), ba.IgnoreDBs...) {
 			if err := validatePattern(p); err != nil {
@@ -365,6 +419,18 @@ func (t *Task) Rules(inst Instance) (*BAList, []RouteRule) {
 		}
 	}
 	return ba, rules
+}
+
+// FilterRulesOf returns the binlog event filter rules of an instance, in its filter-rules order.
+func (t *Task) FilterRulesOf(inst Instance) []FilterRule {
+	var out []FilterRule
+	for _, name := range inst.FilterRules {
+		if r, ok := t.Filters[name]; ok {
+			r.Name = name
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // SyncerOf returns the syncer settings of an instance, with DM's defaults (worker-count 16, batch 100

@@ -108,3 +108,31 @@ func TestPasswordNotPrinted(t *testing.T) {
 		t.Fatal(d.String())
 	}
 }
+
+func TestFilterRules(t *testing.T) {
+	withFilter := func(rule, ref string) []byte {
+		data := string(mutate(t, "syncer-config-name: global\n  - source-id", "syncer-config-name: global\n    filter-rules: ["+ref+"]\n  - source-id"))
+		return []byte(data + "filters:\n  skip-rename:\n" + rule)
+	}
+	good := "    schema-pattern: \"db_*\"\n    table-pattern: \"t_*\"\n    events: [\"rename table\", \"truncate table\"]\n    sql-pattern: [\"^DROP\\\\s+TABLE\"]\n    action: Ignore\n"
+	task, err := ParseTask("task.yaml", withFilter(good, "skip-rename"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := task.FilterRulesOf(task.MySQLInstances[0])
+	if len(rules) != 1 || rules[0].Name != "skip-rename" || rules[0].Events[0] != "rename table" || len(task.FilterRulesOf(task.MySQLInstances[1])) != 0 {
+		t.Fatalf("filter rules %+v", rules)
+	}
+	cases := []struct{ rule, ref, want string }{
+		{good, "skip-renam", `mysql-instances[0].filter-rules: "skip-renam" is not defined in filters`},
+		{strings.Replace(good, "rename table", "rename tables", 1), "skip-rename", `filters skip-rename: unknown event "rename tables"`},
+		{strings.Replace(good, "action: Ignore", "action: Skip", 1), "skip-rename", `filters skip-rename: action "Skip" must be Ignore, Do or Error`},
+		{strings.Replace(good, `"^DROP\\s+TABLE"`, `"("`, 1), "skip-rename", `filters skip-rename: sql-pattern "("`},
+		{strings.Replace(good, `schema-pattern: "db_*"`, `schema-pattern: ""`, 1), "skip-rename", `filters skip-rename: schema-pattern is empty`},
+	}
+	for _, c := range cases {
+		if _, err := ParseTask("task.yaml", withFilter(c.rule, c.ref)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("got %v, want %q", err, c.want)
+		}
+	}
+}

@@ -127,3 +127,38 @@ func Decide(kind Kind, scope Scope) Decision {
 	}
 	return Decide(KindUnknown, scope)
 }
+
+// FilterEvents are the names DM's binlog event filters give a DDL part of kind, most specific last.
+func FilterEvents(kind Kind) []string {
+	switch kind {
+	case KindCreateDatabase:
+		return []string{"create database"}
+	case KindDropDatabase:
+		return []string{"drop database"}
+	case KindAlterDatabase:
+		return []string{"alter database"}
+	case KindCreateTable, KindCreateTableLike:
+		return []string{"create table"}
+	case KindAlterTable:
+		return []string{"alter table"}
+	case KindAlterTableRename:
+		return []string{"alter table", "rename table"}
+	case KindDropPartition:
+		return []string{"alter table", "truncate table partition", "drop table partition"}
+	case KindExchangePartition:
+		return []string{"alter table", "exchange table partition"}
+	case KindDropTable:
+		return []string{"drop table"}
+	case KindTruncateTable:
+		return []string{"truncate table"}
+	case KindRenameTable:
+		return []string{"rename table"}
+	case KindCreateIndex:
+		return []string{"create index"}
+	case KindDropIndex:
+		return []string{"drop index"}
+	case KindView:
+		return []string{"create view", "drop view", "alter view"}
+	}
+	return nil
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/tributary-db/tributary/config"
 	"github.com/tributary-db/tributary/internal/e2e"
 	"github.com/tributary-db/tributary/pessimist"
+	"github.com/tributary-db/tributary/router"
 	"github.com/tributary-db/tributary/shardgroup"
 )
 
@@ -256,6 +257,19 @@ func TestDDLSafetyTable(t *testing.T) {
 			t.Fatalf("%s changed the downstream:\nbefore %v\nafter  %v", r.ddl, defs, after)
 		}
 	}
+	// The way on that the error names: a binlog event filter ignoring the statement, and the task
+	// started again from its checkpoint, which is still before the statement.
+	errc := c.runTask(0, "refuse4", config.FilterRule{Name: "skip-it", SchemaPattern: "db_1", TablePattern: "plain2", Events: []string{"rename table"}, Action: "Ignore"})
+	c.up(0, "INSERT INTO db_1.t_1 (id, v) VALUES (95000, 'after the filter')")
+	c.waitRow(95000)
+	select {
+	case err := <-errc:
+		t.Fatalf("the filtered task stopped: %v", err)
+	default:
+	}
+	if got := c.downTables("db"); slices.Contains(got, "t_7") {
+		t.Fatalf("the ignored rename reached the downstream: %v", got)
+	}
 }
 
 // downDefinitions lists every downstream table outside the meta schema with its columns.
@@ -272,7 +286,7 @@ func (c *cluster) downDefinitions() []string {
 
 // runTask starts a syncer of source i under a task of its own from the source's current position and
 // returns its Run error; it is stopped when the test ends.
-func (c *cluster) runTask(i int, task string) <-chan error {
+func (c *cluster) runTask(i int, task string, rules ...config.FilterRule) <-chan error {
 	c.t.Helper()
 	var start Position
 	var doDB, ignoreDB any
@@ -280,9 +294,13 @@ func (c *cluster) runTask(i int, task string) <-chan error {
 		c.t.Fatal(err)
 	}
 	src := fmt.Sprintf("s%d", i+1)
+	filter, err := router.NewFilter(rules)
+	if err != nil {
+		c.t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := NewSyncer(SyncerConfig{Start: start, Task: task, Source: src, Host: "127.0.0.1", Port: uint16(c.ups[i].Port),
-		User: "root", ServerID: 9400 + uint32(i), Router: c.router, Downstream: c.syncDB, MetaSchema: "dm_meta",
+		User: "root", ServerID: 9400 + uint32(i), Router: c.router, Filter: filter, Downstream: c.syncDB, MetaSchema: "dm_meta",
 		Agent: pessimist.NewAgent(c.cli, c.layout, task, src, nil), Log: c.logger()})
 	errc := make(chan error, 1)
 	go func() { errc <- s.Run(ctx) }()

@@ -20,6 +20,7 @@ import (
 	"github.com/tributary-db/tributary/ha"
 	"github.com/tributary-db/tributary/pessimist"
 	pb "github.com/tributary-db/tributary/proto"
+	routepkg "github.com/tributary-db/tributary/router"
 )
 
 // ServerConfig configures a dm-worker.
@@ -308,6 +309,10 @@ func (t *subtask) runOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	filter, err := routepkg.NewFilter(sp.task.FilterRulesOf(sp.inst))
+	if err != nil {
+		return err
+	}
 	target := sp.task.TargetDatabase
 	target.Session = DownstreamSession(target.Session)
 	down, err := OpenDB(target)
@@ -323,7 +328,7 @@ func (t *subtask) runOnce(ctx context.Context) error {
 	cfg := SyncerConfig{
 		Task: sp.task.Name, Source: sp.inst.SourceID, Flavor: flavor,
 		Host: sp.source.From.Host, Port: uint16(sp.source.From.Port), User: sp.source.From.User, Password: sp.source.From.Password,
-		ServerID: sp.source.ServerID, EnableGTID: sp.source.EnableGTID, Router: router, Downstream: down,
+		ServerID: sp.source.ServerID, EnableGTID: sp.source.EnableGTID, Router: router, Filter: filter, Downstream: down,
 		MetaSchema: sp.task.MetaSchema, Agent: pessimist.NewAgent(t.cfg.Client, t.cfg.Layout, sp.task.Name, sp.inst.SourceID, t.log),
 		BatchRows: sc.Batch, WorkerCount: sc.WorkerCount, Epoch: sp.epoch, Log: t.log,
 	}

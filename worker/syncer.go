@@ -20,6 +20,7 @@ import (
 
 	"github.com/tributary-db/tributary/internal/failpoint"
 	"github.com/tributary-db/tributary/pessimist"
+	"github.com/tributary-db/tributary/router"
 	"github.com/tributary-db/tributary/shardgroup"
 )
 
@@ -41,6 +42,7 @@ type SyncerConfig struct {
 	EnableGTID bool
 	StartGTID  string
 	Router     *Router
+	Filter     *router.Filter // binlog event filters (task filters); nil: none
 	Downstream *sql.DB
 	MetaSchema string
 	Agent      *pessimist.Agent
@@ -614,6 +616,21 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 	}
 	shape := newRowShape(e.Table, names, tracked)
 	cols := shape.cols
+	if !s.cfg.Filter.Empty() {
+		event := "insert"
+		switch typ {
+		case replication.UPDATE_ROWS_EVENTv0, replication.UPDATE_ROWS_EVENTv1, replication.UPDATE_ROWS_EVENTv2:
+			event = "update"
+		case replication.DELETE_ROWS_EVENTv0, replication.DELETE_ROWS_EVENTv1, replication.DELETE_ROWS_EVENTv2:
+			event = "delete"
+		}
+		switch act, rule := s.cfg.Filter.Decide(src, []string{event}, ""); act {
+		case router.IgnoreEvent:
+			return nil
+		case router.FailEvent:
+			return fmt.Errorf("source %s at %s: binlog event filter %s (action Error) stops at event %q of %s", s.cfg.Source, end, rule, event, src)
+		}
+	}
 	part := s.partitionOf(src)
 	add := func(kind ChangeKind, row, old []any) {
 		if row != nil {
@@ -757,6 +774,13 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 		// Only binlogs without column names need it; those report a missing schema when they do.
 		s.log.Debug("schema not tracked for statement", zap.Error(err))
 	}
+	switch act, rule := s.cfg.Filter.Statement(schema, q); act {
+	case router.IgnoreEvent:
+		s.log.Info("statement ignored by a binlog event filter", zap.String("rule", rule), zap.String("ddl", q), zap.Stringer("pos", end))
+		return nil
+	case router.FailEvent:
+		return fmt.Errorf("source %s at %s: binlog event filter %s (action Error) stops at %q", s.cfg.Source, end, rule, q)
+	}
 	parts, err := shardgroup.Split(q, schema, s.cfg.Router.Route)
 	if errors.Is(err, shardgroup.ErrNotDDL) {
 		return nil
@@ -773,6 +797,13 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 	for _, p := range parts {
 		if s.cfg.Router.Skip(p.Source) {
 			continue
+		}
+		switch act, rule := s.cfg.Filter.Decide(p.Source, shardgroup.FilterEvents(p.Kind), q); act {
+		case router.IgnoreEvent:
+			s.log.Info("DDL ignored by a binlog event filter", zap.String("rule", rule), zap.Stringer("table", p.Source), zap.String("ddl", p.SQL), zap.Stringer("pos", end))
+			continue
+		case router.FailEvent:
+			return fmt.Errorf("source %s at %s: binlog event filter %s (action Error) stops at %q", s.cfg.Source, end, rule, q)
 		}
 		scope := s.scopeOf(p, q, schema)
 		d := shardgroup.Decide(p.Kind, scope)
@@ -950,8 +981,8 @@ func (e *RefusedDDLError) Error() string {
 		ddl = ddl[:256] + "..."
 	}
 	event := strings.ToLower(string(e.Kind))
-	if e.Kind == shardgroup.KindAlterTableRename {
-		event = "alter table"
+	if evs := shardgroup.FilterEvents(e.Kind); len(evs) > 0 {
+		event = evs[len(evs)-1]
 	}
 	return fmt.Sprintf("source %s at %s: %s of %s (%s) is refused: %s. Nothing ran downstream; the subtask stops before %q. "+
 		"To go on without it, ignore it with a binlog event filter (filters: {skip-it: {schema-pattern: %q, table-pattern: %q, events: [%q], action: Ignore}} "+

@@ -1,0 +1,61 @@
+package router
+
+import (
+	"testing"
+
+	"github.com/tributary-db/tributary/config"
+)
+
+func TestFilter(t *testing.T) {
+	f, err := NewFilter([]config.FilterRule{
+		{Name: "no-truncate", SchemaPattern: "db_*", TablePattern: "t_*", Events: []string{"truncate table", "Rename Table"}, Action: "Ignore"},
+		{Name: "no-procs", SchemaPattern: "*", SQLPattern: []string{`^CREATE\s+OR\s+REPLACE\s+TABLE`}, Action: "Ignore"},
+		{Name: "no-deletes", SchemaPattern: "audit", Events: []string{"delete"}, Action: "Ignore"},
+		{Name: "only-inserts", SchemaPattern: "log", TablePattern: "events", Events: []string{"insert", "create table"}, Action: "Do"},
+		{Name: "stop", SchemaPattern: "frozen", Events: []string{"all ddl"}, Action: "Error"},
+		{Name: "no-dropdb", SchemaPattern: "keep", Events: []string{"drop database"}, Action: "Ignore"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		table  TableName
+		events []string
+		sql    string
+		want   FilterAction
+	}{
+		{TableName{"db_1", "t_1"}, []string{"truncate table"}, "TRUNCATE TABLE t_1", IgnoreEvent},
+		{TableName{"db_1", "t_1"}, []string{"alter table", "rename table"}, "ALTER TABLE t_1 RENAME TO x", IgnoreEvent},
+		{TableName{"db_1", "t_1"}, []string{"alter table"}, "ALTER TABLE t_1 ADD c INT", Replicate},
+		{TableName{"db_1", "other"}, []string{"truncate table"}, "TRUNCATE TABLE other", Replicate},
+		{TableName{"db_1", "t_1"}, []string{"insert"}, "", Replicate},
+		{TableName{"audit", "x"}, []string{"delete"}, "", IgnoreEvent},
+		{TableName{"audit", "x"}, []string{"update"}, "", Replicate},
+		{TableName{"log", "events"}, []string{"insert"}, "", Replicate},
+		{TableName{"log", "events"}, []string{"update"}, "", IgnoreEvent},
+		{TableName{"log", "events"}, []string{"alter table"}, "ALTER TABLE events ADD c INT", IgnoreEvent},
+		{TableName{"log", "other"}, []string{"update"}, "", Replicate},
+		{TableName{"frozen", "x"}, []string{"alter table"}, "ALTER TABLE x ADD c INT", FailEvent},
+		{TableName{"frozen", "x"}, []string{"insert"}, "", Replicate},
+		{TableName{"keep", ""}, []string{"drop database"}, "DROP DATABASE keep", IgnoreEvent},
+		{TableName{"db_1", ""}, []string{"drop database"}, "DROP DATABASE db_1", Replicate}, // table-pattern rules skip schema events
+	}
+	for _, c := range cases {
+		if got, _ := f.Decide(c.table, c.events, c.sql); got != c.want {
+			t.Errorf("%s %v %q: %v, want %v", c.table, c.events, c.sql, got, c.want)
+		}
+	}
+	if got, rule := f.Statement("db_1", "CREATE OR REPLACE TABLE x (a INT)"); got != IgnoreEvent || rule != "no-procs" {
+		t.Errorf("sql-pattern on an unparsable statement: %v %s", got, rule)
+	}
+	if got, _ := f.Statement("db_1", "CREATE TABLE x (a INT)"); got != Replicate {
+		t.Errorf("statement not matching any sql-pattern: %v", got)
+	}
+	var none *Filter
+	if got, _ := none.Decide(TableName{"a", "b"}, []string{"insert"}, ""); got != Replicate {
+		t.Error("a nil filter must let everything through")
+	}
+	if _, err := NewFilter([]config.FilterRule{{Name: "bad", SchemaPattern: "x", SQLPattern: []string{"("}, Action: "Ignore"}}); err == nil {
+		t.Error("a bad sql-pattern must be refused")
+	}
+}
