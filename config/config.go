@@ -206,30 +206,30 @@ type Syncer struct {
 
 // Task is a DM task file.
 type Task struct {
-	Name                string               `yaml:"name"`
-	TaskMode            string               `yaml:"task-mode"`
-	ShardMode           string               `yaml:"shard-mode"`
-	IsSharding          bool                 `yaml:"is-sharding"`
-	MetaSchema          string               `yaml:"meta-schema"`
-	CaseSensitive       bool                 `yaml:"case-sensitive"`
-	OnlineDDL           bool                 `yaml:"online-ddl"`
-	OnlineDDLScheme     string               `yaml:"online-ddl-scheme"`
-	CleanDumpFile       bool                 `yaml:"clean-dump-file"`
-	CollationCompatible string               `yaml:"collation_compatible"`
-	Timezone            string               `yaml:"timezone"`
-	IgnoreCheckingItems []string             `yaml:"ignore-checking-items"`
-	TargetDatabase      Database             `yaml:"target-database"`
-	MySQLInstances      []Instance           `yaml:"mysql-instances"`
-	BlockAllowList      map[string]BAList    `yaml:"block-allow-list"`
-	BWList              map[string]BAList    `yaml:"black-white-list"`
-	Routes              map[string]RouteRule `yaml:"routes"`
-	Syncers             map[string]Syncer    `yaml:"syncers"`
+	Name                string                `yaml:"name"`
+	TaskMode            string                `yaml:"task-mode"`
+	ShardMode           string                `yaml:"shard-mode"`
+	IsSharding          bool                  `yaml:"is-sharding"`
+	MetaSchema          string                `yaml:"meta-schema"`
+	CaseSensitive       bool                  `yaml:"case-sensitive"`
+	OnlineDDL           bool                  `yaml:"online-ddl"`
+	OnlineDDLScheme     string                `yaml:"online-ddl-scheme"`
+	CleanDumpFile       bool                  `yaml:"clean-dump-file"`
+	CollationCompatible string                `yaml:"collation_compatible"`
+	Timezone            string                `yaml:"timezone"`
+	IgnoreCheckingItems []string              `yaml:"ignore-checking-items"`
+	TargetDatabase      Database              `yaml:"target-database"`
+	MySQLInstances      []Instance            `yaml:"mysql-instances"`
+	BlockAllowList      map[string]BAList     `yaml:"block-allow-list"`
+	BWList              map[string]BAList     `yaml:"black-white-list"`
+	Routes              map[string]RouteRule  `yaml:"routes"`
+	Syncers             map[string]Syncer     `yaml:"syncers"`
 	Filters             map[string]FilterRule `yaml:"filters"`
-	ExpressionFilter    map[string]any       `yaml:"expression-filter"`
-	ColumnMappings      map[string]any       `yaml:"column-mappings"`
-	Mydumpers           map[string]any       `yaml:"mydumpers"`
-	Loaders             map[string]any       `yaml:"loaders"`
-	Validators          map[string]any       `yaml:"validators"`
+	ExpressionFilter    map[string]any        `yaml:"expression-filter"`
+	ColumnMappings      map[string]any        `yaml:"column-mappings"`
+	Mydumpers           map[string]any        `yaml:"mydumpers"`
+	Loaders             map[string]any        `yaml:"loaders"`
+	Validators          map[string]any        `yaml:"validators"`
 }
 
 var taskNamePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
