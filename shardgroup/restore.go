@@ -2,6 +2,7 @@ package shardgroup
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
@@ -448,6 +449,11 @@ func (w *flavorWriter) WriteString(s string) (int, error) {
 		// as a string even in a number's place: INT DEFAULT X'10' is Error 1067, X'10'+0 is 0.
 		// 0x10 is a number to both where a number is expected and a string elsewhere.
 		s = "0x" + s[2:len(s)-1]
+	case floatLiteral.MatchString(s):
+		// The parser writes floats as Go does (1.5e+10, 1e-05); the servers keep an expression's
+		// text as written, and users write 1.5e10 and 1e-5.
+		m := floatLiteral.FindStringSubmatch(s)
+		s = m[1] + "e" + strings.TrimPrefix(m[2], "+") + strings.TrimLeft(m[3], "0")
 	case strings.Contains(s, "/*"):
 		// The parser writes what it cannot restore as a comment: the statement would not be the one
 		// the upstream ran.
@@ -463,6 +469,9 @@ func (w *flavorWriter) WriteString(s string) (int, error) {
 func restoreWordByte(c byte) bool {
 	return c == '_' || c == '$' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
 }
+
+// floatLiteral is a float as the parser writes it: mantissa, exponent sign, exponent digits.
+var floatLiteral = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)e([+-])(0*[1-9][0-9]*)$`)
 
 // hexString reports whether s is a hexadecimal literal x'..' with at least one digit.
 func hexString(s string) bool {
