@@ -90,6 +90,9 @@ func (s *shard) ddl(c *e2e.Cluster, stmt string, cols int) error {
 	return nil
 }
 
+// task is the name of the demo's task, as in examples/task.yaml (README's walkthrough shows its output).
+const task = "shard-merge"
+
 func run(bin string) error {
 	if !mariadbtest.Available() {
 		return fmt.Errorf("mariadbd not found: apt-get install -y mariadb-server")
@@ -131,7 +134,7 @@ func run(bin string) error {
 		}
 	}
 	step("Starting the shard-merge task: db_*.t_* -> db.t, DDL coordinated pessimistically")
-	f, err := c.TaskFile("demo")
+	f, err := c.TaskFile(task)
 	if err != nil {
 		return err
 	}
@@ -186,20 +189,20 @@ func run(bin string) error {
 				if _, err := c.Until(30*time.Second, func(r e2e.Result) bool {
 					locks := r.List("locks")
 					return len(locks) == 1 && len(locks[0].Strings("synced")) == 1
-				}, "shard-ddl-lock", "demo"); err != nil {
+				}, "shard-ddl-lock", task); err != nil {
 					return err
 				}
-				if _, err := show(c, "shard-ddl-lock", "demo"); err != nil {
+				if _, err := show(c, "shard-ddl-lock", task); err != nil {
 					return err
 				}
 				if first {
 					fmt.Println("\nquery-status shows what upstream 1 is blocked on (its rows after the DDL wait for the lock):")
 					if _, err := c.Until(10*time.Second, func(r e2e.Result) bool {
-						return strings.Contains(fmt.Sprint(r), "unresolvedDDLLockID:demo-")
-					}, "query-status", "demo"); err != nil {
+						return strings.Contains(fmt.Sprint(r), "unresolvedDDLLockID:"+task+"-")
+					}, "query-status", task); err != nil {
 						return err
 					}
-					if _, err := show(c, "query-status", "demo"); err != nil {
+					if _, err := show(c, "query-status", task); err != nil {
 						return err
 					}
 				}
@@ -207,10 +210,10 @@ func run(bin string) error {
 			}
 		}
 		fmt.Println("\nAll four shards have reached it: one source executes it downstream, the other skips it.")
-		if _, err := c.Until(60*time.Second, func(r e2e.Result) bool { return len(r.List("locks")) == 0 }, "shard-ddl-lock", "demo"); err != nil {
+		if _, err := c.Until(60*time.Second, func(r e2e.Result) bool { return len(r.List("locks")) == 0 }, "shard-ddl-lock", task); err != nil {
 			return err
 		}
-		if _, err := show(c, "shard-ddl-lock", "demo"); err != nil {
+		if _, err := show(c, "shard-ddl-lock", task); err != nil {
 			return err
 		}
 		time.Sleep(500 * time.Millisecond)
@@ -235,10 +238,10 @@ func run(bin string) error {
 			}
 		}
 		return subs == 2
-	}, "query-status", "demo"); err != nil {
+	}, "query-status", task); err != nil {
 		return err
 	}
-	if _, err := show(c, "query-status", "demo"); err != nil {
+	if _, err := show(c, "query-status", task); err != nil {
 		return err
 	}
 

@@ -1,5 +1,10 @@
 package shardgroup
 
+import (
+	"fmt"
+	"strings"
+)
+
 // The DDL safety table: for every kind of DDL the parser yields, what reaches the downstream when the
 // table or schema it names is (a) unsharded, (b) one shard of a merged target, or (c) in a schema that
 // routes onto a merged schema. It is the only place this is decided (invariant 9: no upstream
@@ -93,7 +98,8 @@ var Policy = []PolicyRow{
 	{KindCreateDatabase, Decision{RunIfNotExists, ""}, ifNot, ifNot},
 	{KindAlterDatabase, run, Decision{Ignore, "the merged schema's defaults are shared by every shard"}, Decision{Ignore, "the merged schema's defaults are shared by every shard"}},
 	{KindDropDatabase, Decision{DropTablesOnly, "the downstream database may hold tables the task did not create"},
-		Decision{LeaveGroup, "other shards' rows live in the merged schema"}, Decision{LeaveGroup, "other shards' rows live in the merged schema"}},
+		Decision{LeaveGroup, "its shard tables leave their groups; the merged schema and its rows stay"},
+		Decision{LeaveGroup, "its shard tables leave their groups; the merged schema and its rows stay"}},
 	{KindCreateTable, run, Decision{JoinGroup, "a new shard of the merged table"}, ifNot},
 	{KindCreateTableLike, run, Decision{JoinGroup, "a new shard of the merged table"}, ifNot},
 	{KindAlterTable, run, lock, Decision{Run, "a table that is not a shard: its own DDL"}},
@@ -161,4 +167,21 @@ func FilterEvents(kind Kind) []string {
 		return []string{"create view", "drop view", "alter view"}
 	}
 	return nil
+}
+
+// PolicyMarkdown renders the safety table for README.
+func PolicyMarkdown() string {
+	cell := func(d Decision) string {
+		if d.Why == "" {
+			return d.Action.String()
+		}
+		return "**" + d.Action.String() + "**: " + d.Why
+	}
+	var sb strings.Builder
+	sb.WriteString("| DDL | (a) unsharded table or schema | (b) shard of a merged table | (c) in a schema routed onto a merged schema |\n")
+	sb.WriteString("|---|---|---|---|\n")
+	for _, r := range Policy {
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s |\n", r.Kind, cell(r.Unsharded), cell(r.Shard), cell(r.Merged))
+	}
+	return sb.String()
 }

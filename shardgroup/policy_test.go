@@ -2,6 +2,9 @@ package shardgroup
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -76,5 +79,22 @@ func TestSplitKindsAndPolicy(t *testing.T) {
 				t.Errorf("%s: %s without a reason", r.Kind, d.Action)
 			}
 		}
+	}
+}
+
+// README shows the safety table as the code has it.
+func TestPolicyTableInREADME(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const begin, end = "<!-- ddl-safety-table -->\n", "<!-- /ddl-safety-table -->"
+	s := string(data)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		t.Fatalf("README.md has no %q ... %q block", begin, end)
+	}
+	if got, want := s[i+len(begin):j], PolicyMarkdown(); got != want {
+		t.Fatalf("README's DDL safety table differs from shardgroup.Policy; put this between the markers:\n%s", want)
 	}
 }

@@ -3,6 +3,8 @@ package worker
 import (
 	"fmt"
 	"testing"
+
+	"github.com/tributary-db/tributary/internal/mariadbtest"
 )
 
 // TestGeneratedAndUnsignedColumns: shard tables with virtual and stored generated columns and unsigned
@@ -12,19 +14,26 @@ import (
 // 1264 before), and rows are matched by their non-generated key. With FULL row metadata and with
 // MINIMAL, where names come from the tracked schema.
 func TestGeneratedAndUnsignedColumns(t *testing.T) {
-	for _, meta := range []string{"FULL", "MINIMAL"} {
-		t.Run(meta, func(t *testing.T) {
-			c := newClusterTB(t, "--binlog-row-metadata="+meta)
+	for _, variant := range []struct {
+		name string
+		args []string
+	}{
+		{"FULL", []string{"--binlog-row-metadata=FULL"}},
+		{"MINIMAL", []string{"--binlog-row-metadata=MINIMAL"}},
+		{"latin1", append([]string{"--binlog-row-metadata=FULL"}, mariadbtest.Latin1...)},
+	} {
+		t.Run(variant.name, func(t *testing.T) {
+			c := newClusterTB(t, variant.args...)
 			for i := range c.ups {
 				for _, table := range c.shards[i] {
 					c.up(i, "ALTER TABLE "+table+" ADD COLUMN g INT AS (id + 1) VIRTUAL, ADD COLUMN s BIGINT AS (id * 2) STORED, "+
 						"ADD COLUMN u8 TINYINT UNSIGNED, ADD COLUMN u16 SMALLINT UNSIGNED, ADD COLUMN u24 MEDIUMINT UNSIGNED, "+
-						"ADD COLUMN u32 INT UNSIGNED, ADD COLUMN u64 BIGINT UNSIGNED, ADD COLUMN i64 BIGINT")
+						"ADD COLUMN u32 INT UNSIGNED, ADD COLUMN u64 BIGINT UNSIGNED, ADD COLUMN i64 BIGINT, ADD COLUMN txt VARCHAR(20), ADD COLUMN bin VARBINARY(8)")
 				}
 			}
 			c.startSyncer(0)
 			c.startSyncer(1)
-			const cols = "id, v, g, s, u8, u16, u24, u32, u64, i64"
+			const cols = "id, v, g, s, u8, u16, u24, u32, u64, i64, txt, HEX(bin)"
 			for i := range c.ups {
 				for j, table := range c.shards[i] {
 					base := (i*2 + j) * 1000
@@ -33,6 +42,8 @@ func TestGeneratedAndUnsignedColumns(t *testing.T) {
 						fmt.Sprintf("INSERT INTO %s (id, v, u8, u16, u24, u32, u64, i64) VALUES (%d, 'mid', 128, 32768, 8388608, 2147483648, 9223372036854775808, -9223372036854775808)", table, base+2),
 						fmt.Sprintf("INSERT INTO %s (id, v, u8, u16, u24, u32, u64, i64) VALUES (%d, 'zero', 0, 0, 0, 0, 0, 0), (%d, 'null', NULL, NULL, NULL, NULL, NULL, NULL)", table, base+3, base+4),
 						fmt.Sprintf("UPDATE %s SET u64 = 18446744073709551614, v = 'upd' WHERE id = %d", table, base+2),
+						// Non-ASCII text in the server's charset (latin1 bytes on a latin1 server) and binary with zero bytes.
+						fmt.Sprintf("UPDATE %s SET txt = 'café ñ', bin = X'00FF0080' WHERE id = %d", table, base+1),
 						fmt.Sprintf("DELETE FROM %s WHERE id = %d", table, base+3),
 					)
 				}
@@ -57,7 +68,7 @@ func TestGeneratedAndUnsignedColumns(t *testing.T) {
 						fmt.Sprintf("DELETE FROM %s WHERE id = %d", table, base-199))
 				}
 			}
-			c.converge("id, v, s, c, u8, u16, u24, u32, u64, i64")
+			c.converge("id, v, s, c, u8, u16, u24, u32, u64, i64, txt, HEX(bin)")
 		})
 	}
 }

@@ -791,7 +791,9 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("source %s at %s: %w", s.cfg.Source, end, err)
+		return fmt.Errorf("source %s at %s: %w; nothing ran downstream. To go on without this statement, ignore it with a binlog event filter "+
+			"(filters: {skip-it: {schema-pattern: %q, sql-pattern: [...], action: Ignore}} and filter-rules: [skip-it] in this source's mysql-instances entry), "+
+			"then stop-task and start-task with the changed file: the checkpoint is kept", s.cfg.Source, end, err, schema)
 	}
 	var sharded []shardgroup.Part
 	for _, p := range parts {

@@ -76,7 +76,7 @@ func newClusterTB(t testing.TB, upstreamArgs ...string) *cluster {
 		}
 		c.ups, c.upDBs = append(c.ups, s), append(c.upDBs, db)
 	}
-	c.down = mariadbtest.Start(t)
+	c.down = mariadbtest.Start(t, upstreamArgs...) // same server settings downstream (charset variants)
 	c.downDB = c.down.DB(t)
 	syncDB, err := OpenDB(config.Database{Host: "127.0.0.1", Port: c.down.Port, User: "root", Session: DownstreamSession(nil)})
 	if err != nil {
