@@ -24,21 +24,21 @@ func TestFilter(t *testing.T) {
 		sql    string
 		want   FilterAction
 	}{
-		{TableName{"db_1", "t_1"}, []string{"truncate table"}, "TRUNCATE TABLE t_1", IgnoreEvent},
-		{TableName{"db_1", "t_1"}, []string{"alter table", "rename table"}, "ALTER TABLE t_1 RENAME TO x", IgnoreEvent},
-		{TableName{"db_1", "t_1"}, []string{"alter table"}, "ALTER TABLE t_1 ADD c INT", Replicate},
-		{TableName{"db_1", "other"}, []string{"truncate table"}, "TRUNCATE TABLE other", Replicate},
-		{TableName{"db_1", "t_1"}, []string{"insert"}, "", Replicate},
-		{TableName{"audit", "x"}, []string{"delete"}, "", IgnoreEvent},
-		{TableName{"audit", "x"}, []string{"update"}, "", Replicate},
-		{TableName{"log", "events"}, []string{"insert"}, "", Replicate},
-		{TableName{"log", "events"}, []string{"update"}, "", IgnoreEvent},
-		{TableName{"log", "events"}, []string{"alter table"}, "ALTER TABLE events ADD c INT", IgnoreEvent},
-		{TableName{"log", "other"}, []string{"update"}, "", Replicate},
-		{TableName{"frozen", "x"}, []string{"alter table"}, "ALTER TABLE x ADD c INT", FailEvent},
-		{TableName{"frozen", "x"}, []string{"insert"}, "", Replicate},
-		{TableName{"keep", ""}, []string{"drop database"}, "DROP DATABASE keep", IgnoreEvent},
-		{TableName{"db_1", ""}, []string{"drop database"}, "DROP DATABASE db_1", Replicate}, // table-pattern rules skip schema events
+		{TableName{Schema: "db_1", Name: "t_1"}, []string{"truncate table"}, "TRUNCATE TABLE t_1", IgnoreEvent},
+		{TableName{Schema: "db_1", Name: "t_1"}, []string{"alter table", "rename table"}, "ALTER TABLE t_1 RENAME TO x", IgnoreEvent},
+		{TableName{Schema: "db_1", Name: "t_1"}, []string{"alter table"}, "ALTER TABLE t_1 ADD c INT", Replicate},
+		{TableName{Schema: "db_1", Name: "other"}, []string{"truncate table"}, "TRUNCATE TABLE other", Replicate},
+		{TableName{Schema: "db_1", Name: "t_1"}, []string{"insert"}, "", Replicate},
+		{TableName{Schema: "audit", Name: "x"}, []string{"delete"}, "", IgnoreEvent},
+		{TableName{Schema: "audit", Name: "x"}, []string{"update"}, "", Replicate},
+		{TableName{Schema: "log", Name: "events"}, []string{"insert"}, "", Replicate},
+		{TableName{Schema: "log", Name: "events"}, []string{"update"}, "", IgnoreEvent},
+		{TableName{Schema: "log", Name: "events"}, []string{"alter table"}, "ALTER TABLE events ADD c INT", IgnoreEvent},
+		{TableName{Schema: "log", Name: "other"}, []string{"update"}, "", Replicate},
+		{TableName{Schema: "frozen", Name: "x"}, []string{"alter table"}, "ALTER TABLE x ADD c INT", FailEvent},
+		{TableName{Schema: "frozen", Name: "x"}, []string{"insert"}, "", Replicate},
+		{TableName{Schema: "keep", Name: ""}, []string{"drop database"}, "DROP DATABASE keep", IgnoreEvent},
+		{TableName{Schema: "db_1", Name: ""}, []string{"drop database"}, "DROP DATABASE db_1", Replicate}, // table-pattern rules skip schema events
 	}
 	for _, c := range cases {
 		if got, _ := f.Decide(c.table, c.events, c.sql); got != c.want {
@@ -52,7 +52,7 @@ func TestFilter(t *testing.T) {
 		t.Errorf("statement not matching any sql-pattern: %v", got)
 	}
 	var none *Filter
-	if got, _ := none.Decide(TableName{"a", "b"}, []string{"insert"}, ""); got != Replicate {
+	if got, _ := none.Decide(TableName{Schema: "a", Name: "b"}, []string{"insert"}, ""); got != Replicate {
 		t.Error("a nil filter must let everything through")
 	}
 	if _, err := NewFilter([]config.FilterRule{{Name: "bad", SchemaPattern: "x", SQLPattern: []string{"("}, Action: "Ignore"}}); err == nil {
