@@ -35,6 +35,13 @@ import (
 //     they ignored: the parser reads those comments, the upstream did not.
 //   - ALTER TABLE ... FORCE comes back with a "not supported" comment after FORCE: the comment is
 //     dropped.
+//   - Hexadecimal literals come back as X'..', which MariaDB reads as a string even where a number
+//     is expected (INT DEFAULT X'10' is Error 1067): they are written 0x.. (the parser does not
+//     tell 0x10 from X'10'; 0x10 is what users write).
+//   - ENUM and SET come back without their CHARACTER SET (the column would take the table's): it is
+//     written after the type.
+//   - Control characters in strings are written as escapes (\0, \n, \r, \Z); floats as 1.5e10 and
+//     1e-5 rather than Go's 1.5e+10 and 1e-05 (an expression keeps its literals' text).
 //
 // Refused (an error rather than a statement that differs from what the upstream executed):
 //
@@ -43,6 +50,7 @@ import (
 //     unique key; the downstream would fail on them instead).
 //   - MariaDB's executable comments /*M!NNNNNN ... */ (SHOW CREATE TABLE writes BLOB
 //     /*M!100301 COMPRESSED*/): the parser skips them as comments, MariaDB executed them.
+//   - NATIONAL CHAR, NCHAR, NVARCHAR: the parser drops the national charset (utf8mb3).
 //   - TiDB's INTERVAL partitioning, and anything else the parser writes as a "not supported" comment.
 //
 // Statements the parser cannot read at all (CREATE OR REPLACE, system versioning, UUID/INET6 and
@@ -454,7 +462,7 @@ func (w *flavorWriter) WriteString(s string) (int, error) {
 		// text as written, and users write 1.5e10 and 1e-5.
 		m := floatLiteral.FindStringSubmatch(s)
 		s = m[1] + "e" + strings.TrimPrefix(m[2], "+") + strings.TrimLeft(m[3], "0")
-	case strings.Contains(s, "/*"):
+	case strings.Contains(s, "/*") && !strings.HasPrefix(s, "/*+ "): // optimizer hints of a view's SELECT are the user's
 		// The parser writes what it cannot restore as a comment: the statement would not be the one
 		// the upstream ran.
 		if w.err == nil {
