@@ -298,30 +298,52 @@ type renamer struct {
 	defaultSchema string
 	route         Route
 	err           error
+	done          map[*ast.TableName]bool
 }
 
 func (r *renamer) Enter(n ast.Node) (ast.Node, bool) {
+	if cd, ok := n.(*ast.ColumnDef); ok {
+		// The AST walk does not enter a column's REFERENCES (MariaDB makes it a foreign key).
+		for _, o := range cd.Options {
+			if o.Tp == ast.ColumnOptionReference && o.Refer != nil && o.Refer.Table != nil {
+				r.rename(o.Refer.Table)
+			}
+		}
+		return n, false
+	}
 	tn, ok := n.(*ast.TableName)
 	if !ok {
 		return n, false
 	}
+	r.rename(tn)
+	return n, true
+}
+
+// rename routes one table name, once (a node reached twice keeps its first routing).
+func (r *renamer) rename(tn *ast.TableName) {
+	if r.done == nil {
+		r.done = map[*ast.TableName]bool{}
+	}
+	if r.done[tn] {
+		return
+	}
+	r.done[tn] = true
 	src, err := qualify(tn, r.defaultSchema)
 	if err != nil {
 		if r.err == nil {
 			r.err = err
 		}
-		return n, true
+		return
 	}
 	dst := r.route(src)
 	if !utf8.ValidString(dst.Schema) || !utf8.ValidString(dst.Name) {
 		if r.err == nil {
 			r.err = fmt.Errorf("route of %s gives a name that is not valid UTF-8: %q", src, dst.String())
 		}
-		return n, true
+		return
 	}
 	tn.Schema.O, tn.Schema.L = dst.Schema, strings.ToLower(dst.Schema)
 	tn.Name.O, tn.Name.L = dst.Name, strings.ToLower(dst.Name)
-	return n, true
 }
 
 func (r *renamer) Leave(n ast.Node) (ast.Node, bool) { return n, true }
@@ -391,3 +413,17 @@ func (c *tableCollector) Enter(n ast.Node) (ast.Node, bool) {
 }
 
 func (c *tableCollector) Leave(n ast.Node) (ast.Node, bool) { return n, true }
+
+var showCreatePrefix = regexp.MustCompile("^CREATE TABLE `(?:[^`]|``)+` \\(")
+
+// RetargetShowCreate turns a server's SHOW CREATE TABLE output into CREATE TABLE IF NOT EXISTS of
+// target, replacing only the table name the server writes first. It is for definitions the parser cannot
+// read (spatial columns, INVISIBLE columns, expression defaults...), which a downstream of the same
+// flavor runs as the upstream wrote them. Table names inside the definition (foreign keys) are kept.
+func RetargetShowCreate(create string, target TableName) (string, error) {
+	loc := showCreatePrefix.FindStringIndex(create)
+	if loc == nil {
+		return "", fmt.Errorf("not a SHOW CREATE TABLE output: %q", truncate(create))
+	}
+	return "CREATE TABLE IF NOT EXISTS " + target.String() + " (" + create[loc[1]:], nil
+}

@@ -201,3 +201,24 @@ func TestTablesOf(t *testing.T) {
 		t.Fatal("no error for a broken statement")
 	}
 }
+
+func TestSplitRoutesColumnReferences(t *testing.T) {
+	route := func(tb TableName) TableName { return TableName{Schema: "dst", Name: tb.Name} }
+	parts, err := Split("CREATE TABLE src.child (id INT PRIMARY KEY, pid INT REFERENCES src.parent (id), FOREIGN KEY (id) REFERENCES parent (id))", "src", route)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(parts[0].SQL, "`src`") || strings.Count(parts[0].SQL, "`dst`.`parent`") != 2 {
+		t.Fatalf("references not routed: %s", parts[0].SQL)
+	}
+}
+
+func TestRetargetShowCreate(t *testing.T) {
+	got, err := RetargetShowCreate("CREATE TABLE `t``1` (\n  `g` point NOT NULL,\n  SPATIAL KEY `g` (`g`)\n) ENGINE=InnoDB", TableName{Schema: "db", Name: "t"})
+	if err != nil || got != "CREATE TABLE IF NOT EXISTS `db`.`t` (\n  `g` point NOT NULL,\n  SPATIAL KEY `g` (`g`)\n) ENGINE=InnoDB" {
+		t.Fatalf("%q %v", got, err)
+	}
+	if _, err := RetargetShowCreate("CREATE VIEW `v` AS SELECT 1", TableName{Schema: "db", Name: "t"}); err == nil {
+		t.Fatal("a view's definition must be refused")
+	}
+}

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/tributary-db/tributary/internal/mariadbtest"
@@ -70,5 +71,30 @@ func TestGeneratedAndUnsignedColumns(t *testing.T) {
 			}
 			c.converge("id, v, s, c, u8, u16, u24, u32, u64, i64, txt, HEX(bin)")
 		})
+	}
+}
+
+// TestSpatialAndUnparsableDefinitions: a table the TiDB parser cannot read (spatial columns and index,
+// an INVISIBLE column, an expression default) is created downstream from the server's own definition,
+// and its rows, geometry values included, replicate exactly.
+func TestSpatialAndUnparsableDefinitions(t *testing.T) {
+	c := newCluster(t)
+	c.up(0, "CREATE TABLE db_1.geo (id INT PRIMARY KEY, g GEOMETRY NOT NULL, p POINT NULL, d INT DEFAULT (1 + 2), h INT INVISIBLE, SPATIAL KEY sg (g))")
+	c.startSyncer(0)
+	c.startSyncer(1)
+	c.up(0, "INSERT INTO db_1.geo (id, g, p, h) VALUES (1, ST_GeomFromText('POLYGON((0 0,10 0,10 10,0 10,0 0))'), ST_GeomFromText('POINT(1.5 -2.25)'), 7)",
+		"INSERT INTO db_1.geo (id, g, p) VALUES (2, ST_GeomFromText('LINESTRING(0 0,1 1,2 1)'), NULL), (3, ST_GeomFromText('POINT(0 0)'), NULL)",
+		"UPDATE db_1.geo SET p = ST_GeomFromText('POINT(3 4)'), h = 8 WHERE id = 2",
+		"DELETE FROM db_1.geo WHERE id = 3")
+	const q = "SELECT id, ST_AsText(g), HEX(p), d, h FROM %s ORDER BY id"
+	c.same(0, fmt.Sprintf(q, "db_1.geo"), fmt.Sprintf(q, "db.geo"))
+	var name, def string
+	if err := c.downDB.QueryRow("SHOW CREATE TABLE db.geo").Scan(&name, &def); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"SPATIAL KEY `sg`", "INVISIBLE", "DEFAULT (1 + 2)"} {
+		if !strings.Contains(def, want) {
+			t.Fatalf("downstream definition lacks %q:\n%s", want, def)
+		}
 	}
 }

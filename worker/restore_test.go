@@ -415,10 +415,7 @@ func TestRestoreDefinitions(t *testing.T) {
 
 	t.Run("inline REFERENCES", func(t *testing.T) {
 		// MariaDB (10.5+) makes a column's REFERENCES a foreign key. The parser's AST visitor does
-		// not enter a column option's REFERENCES, so Split's renamer does not route that table: the
-		// statement names the upstream table, unqualified (SHOW CREATE TABLE, which has a table-level
-		// FOREIGN KEY, is routed).
-		t.Skip("known: shardgroup's renamer does not route a column-level REFERENCES (ast.ColumnOption.Accept skips Refer)")
+		// not enter a column option's REFERENCES: Split's renamer routes it itself.
 		stmt := "CREATE TABLE inline_ref (id int PRIMARY KEY, c int REFERENCES parent (id))"
 		e.up.Exec(t, e.upDB, stmt)
 		e.tables = append(e.tables, "inline_ref")

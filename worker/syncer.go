@@ -265,7 +265,8 @@ func (s *Syncer) Run(ctx context.Context) error {
 
 func (s *Syncer) init(ctx context.Context) error {
 	var err error
-	s.upstream, err = sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s:%d)/?interpolateParams=true", s.cfg.User, s.cfg.Password, s.cfg.Host, s.cfg.Port))
+	// In UTC, as the downstream session: SHOW CREATE TABLE writes TIMESTAMP defaults in the session's zone.
+	s.upstream, err = sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s:%d)/?interpolateParams=true&time_zone=%%27%%2B00%%3A00%%27", s.cfg.User, s.cfg.Password, s.cfg.Host, s.cfg.Port))
 	if err != nil {
 		return err
 	}
@@ -362,19 +363,31 @@ func (s *Syncer) discover(ctx context.Context) error {
 		if err := s.upstream.QueryRowContext(ctx, "SHOW CREATE TABLE "+t.String()).Scan(&name, &create); err != nil {
 			return fmt.Errorf("read definition of %s on source %s: %w", t, s.cfg.Source, err)
 		}
-		parts, err := shardgroup.Split(create, t.Schema, s.cfg.Router.Route)
-		if err != nil || len(parts) != 1 {
-			return fmt.Errorf("definition of %s on source %s: %v", t, s.cfg.Source, err)
-		}
-		stmt, err := shardgroup.CreateIfNotExists(parts[0].SQL)
+		stmt, err := targetDefinition(create, t, target, s.cfg.Router.Route)
 		if err != nil {
-			return err
+			return fmt.Errorf("definition of %s on source %s: %w", t, s.cfg.Source, err)
 		}
 		if err := s.sink.ExecDDL(ctx, []string{"CREATE DATABASE IF NOT EXISTS " + TableName{Schema: target.Schema}.String(), stmt}, CheckpointUpdate{}); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// targetDefinition is the CREATE TABLE IF NOT EXISTS of target from the upstream's SHOW CREATE TABLE
+// of t: restored through the parser with every name routed, or, for a definition the parser cannot
+// read (spatial and INVISIBLE columns, expression defaults...), the server's own text with the target's
+// name, which a downstream of the same flavor runs as the upstream did.
+func targetDefinition(create string, t, target TableName, route shardgroup.Route) (string, error) {
+	parts, err := shardgroup.Split(create, t.Schema, route)
+	if err == nil && len(parts) == 1 {
+		return shardgroup.CreateIfNotExists(parts[0].SQL)
+	}
+	stmt, rerr := shardgroup.RetargetShowCreate(create, target)
+	if rerr != nil {
+		return "", fmt.Errorf("%v (and %v)", err, rerr)
+	}
+	return stmt, nil
 }
 
 // checkExisting compares a downstream table that exists before the task's first start with the
