@@ -239,7 +239,8 @@ func TestDDLSafetyTable(t *testing.T) {
 		{1, "ALTER TABLE db_2.t_2 RENAME TO db_2.t_old", shardgroup.KindAlterTableRename, shardgroup.Shard},
 		{0, "ALTER TABLE db_1.u_1 EXCHANGE PARTITION p0 WITH TABLE db_1.swap", shardgroup.KindExchangePartition, shardgroup.Shard},
 		{0, "RENAME TABLE db_1.plain TO db_1.plain2", shardgroup.KindRenameTable, shardgroup.MergedSchema},
-		{0, "ALTER TABLE db_1.plain2 RENAME TO db_1.t_7", shardgroup.KindAlterTableRename, shardgroup.Shard},
+		{0, "ALTER TABLE db_1.plain2 RENAME TO db_1.plain3", shardgroup.KindAlterTableRename, shardgroup.MergedSchema},
+		{0, "RENAME TABLE db_1.swap TO db_1.t_7", shardgroup.KindRenameTable, shardgroup.Shard}, // into a shard group
 	} {
 		errc := c.runTask(r.source, fmt.Sprintf("refuse%d", n))
 		defs := c.downDefinitions()
@@ -259,7 +260,7 @@ func TestDDLSafetyTable(t *testing.T) {
 	}
 	// The way on that the error names: a binlog event filter ignoring the statement, and the task
 	// started again from its checkpoint, which is still before the statement.
-	errc := c.runTask(0, "refuse4", config.FilterRule{Name: "skip-it", SchemaPattern: "db_1", TablePattern: "plain2", Events: []string{"rename table"}, Action: "Ignore"})
+	errc := c.runTask(0, "refuse5", config.FilterRule{Name: "skip-it", SchemaPattern: "db_1", TablePattern: "swap", Events: []string{"rename table"}, Action: "Ignore"})
 	c.up(0, "INSERT INTO db_1.t_1 (id, v) VALUES (95000, 'after the filter')")
 	c.waitRow(95000)
 	select {
