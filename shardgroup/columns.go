@@ -18,6 +18,9 @@ type Column struct {
 	Name      string `json:"name"`
 	Generated bool   `json:"gen,omitempty"`
 	Unsigned  bool   `json:"unsigned,omitempty"`
+	// BinaryLen is n for a BINARY(n) column: the binlog strips its trailing zero bytes, which the
+	// server pads back on insert but not in a comparison.
+	BinaryLen int `json:"binlen,omitempty"`
 }
 
 // UnmarshalJSON also reads a plain column name, as checkpoints written before flags were tracked hold.
@@ -44,6 +47,9 @@ func columnOf(def *ast.ColumnDef) Column {
 	c := Column{Name: def.Name.Name.O}
 	if def.Tp != nil && mysql.HasUnsignedFlag(def.Tp.GetFlag()) {
 		c.Unsigned = true
+	}
+	if def.Tp != nil && def.Tp.GetType() == mysql.TypeString && strings.EqualFold(def.Tp.GetCharset(), "binary") && def.Tp.GetFlen() > 0 {
+		c.BinaryLen = def.Tp.GetFlen()
 	}
 	for _, o := range def.Options {
 		if o.Tp == ast.ColumnOptionGenerated {

@@ -85,6 +85,8 @@ func TestTrackColumnFlags(t *testing.T) {
 		{"ALTER TABLE t CHANGE v v TINYINT UNSIGNED", []Column{{Name: "id", Unsigned: true}, {Name: "v", Unsigned: true}, {Name: "g", Generated: true}}},
 		{"ALTER TABLE t DROP COLUMN g", []Column{{Name: "id", Unsigned: true}, {Name: "v"}}},
 		{"ALTER TABLE t RENAME COLUMN g TO h", []Column{{Name: "id", Unsigned: true}, {Name: "v"}, {Name: "h", Generated: true}}},
+		{"ALTER TABLE t ADD COLUMN b BINARY(4), ADD COLUMN c CHAR(3) CHARACTER SET binary, ADD COLUMN d CHAR(3), ADD COLUMN e VARBINARY(4)",
+			[]Column{{Name: "id", Unsigned: true}, {Name: "v"}, {Name: "g", Generated: true}, {Name: "b", BinaryLen: 4}, {Name: "c", BinaryLen: 3}, {Name: "d"}, {Name: "e"}}},
 	}
 	for _, c := range cases {
 		got, err := TrackColumns(c.sql, "db", lookup)

@@ -107,6 +107,9 @@ func newRowShape(tm *replication.TableMapEvent, names []string, tracked []shardg
 			case realType == mysql.MYSQL_TYPE_ENUM || realType == mysql.MYSQL_TYPE_SET:
 			case collations != nil && collations[i] == binaryCollation:
 				conv = colConv{c: toPaddedBytes, n: length}
+			case collations == nil && tracked != nil && tracked[i].BinaryLen > 0:
+				// No charset metadata (binlog_row_metadata NO_LOG): the tracked schema knows BINARY(n).
+				conv = colConv{c: toPaddedBytes, n: tracked[i].BinaryLen}
 			default:
 				conv.c = toBytes
 			}
