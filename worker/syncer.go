@@ -627,7 +627,7 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 		}
 		names = shardgroup.ColumnNames(tracked)
 	}
-	shape := newRowShape(e.Table, names, tracked)
+	shape := newRowShape(e.Table, names, tracked, s.cfg.Flavor == mysql.MariaDBFlavor)
 	cols := shape.cols
 	if !s.cfg.Filter.Empty() {
 		event := "insert"

@@ -56,7 +56,7 @@ const binaryCollation = 63
 // newRowShape describes the rows of table map tm. names are the columns' names (from the binlog, or
 // tracked); tracked, when it fits the event, gives which columns are generated and unsigned. The
 // binlog's own signedness metadata (binlog_row_metadata MINIMAL or FULL) wins where it is present.
-func newRowShape(tm *replication.TableMapEvent, names []string, tracked []shardgroup.Column) *rowShape {
+func newRowShape(tm *replication.TableMapEvent, names []string, tracked []shardgroup.Column, mariadb bool) *rowShape {
 	n := int(tm.ColumnCount)
 	if len(tracked) != n {
 		tracked = nil
@@ -67,7 +67,7 @@ func newRowShape(tm *replication.TableMapEvent, names []string, tracked []shardg
 			break
 		}
 	}
-	unsigned := unsignedColumns(tm)
+	unsigned := unsignedColumns(tm, mariadb)
 	var collations map[int]uint64
 	if len(tm.DefaultCharset) > 0 || len(tm.ColumnCharset) > 0 {
 		collations = tm.CollationMap()
@@ -142,11 +142,10 @@ func stringMeta(meta uint16) (realType byte, length int) {
 // columns as MySQL does, but MariaDB gives YEAR (always unsigned) a bit too: on MariaDB it shifts
 // every later bit onto the wrong column (a SMALLINT after a YEAR was taken for unsigned, -5 written
 // as 65531, and an INT UNSIGNED for signed).
-func unsignedColumns(tm *replication.TableMapEvent) map[int]bool {
+func unsignedColumns(tm *replication.TableMapEvent, mariadb bool) map[int]bool {
 	if len(tm.SignednessBitmap) == 0 {
 		return nil
 	}
-	mariadb := fromMariaDB(tm)
 	out := map[int]bool{}
 	bit := 0
 	for i := 0; i < int(tm.ColumnCount) && bit/8 < len(tm.SignednessBitmap); i++ {
@@ -164,17 +163,6 @@ func unsignedColumns(tm *replication.TableMapEvent) map[int]bool {
 		bit++
 	}
 	return out
-}
-
-// fromMariaDB tells whether go-mysql parsed the table map as a MariaDB event. The flavor is not
-// exported; it shows in one documented behaviour, GEOMETRY counting as a character column on MariaDB
-// only, which a one-column copy of the event asks.
-func fromMariaDB(tm *replication.TableMapEvent) bool {
-	probe := *tm
-	probe.ColumnCount = 1
-	probe.ColumnType = []byte{mysql.MYSQL_TYPE_GEOMETRY}
-	probe.ColumnMeta = []uint16{0}
-	return probe.IsCharacterColumn(0)
 }
 
 func unsignedAs(unsigned bool, c conversion) conversion {
