@@ -5,10 +5,10 @@ package worker
 
 import (
 	"encoding/hex"
-	"slices"
 	"fmt"
 	"math"
 	"math/rand"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -224,7 +224,7 @@ func (t ftype) literalExpr(c string) string {
 		return "CAST(" + q + " AS CHAR)"
 	case t.kind == kBinary || t.kind == kVarbinary:
 		return "CONCAT('X''', HEX(" + q + "), '''')"
-	case t.kind == kChar || t.kind == kVarchar:
+	case t.isString():
 		return "CONCAT('_" + t.charset + " X''', HEX(" + q + "), '''')"
 	default: // dates: their text, exactly as generated
 		return "CONCAT('''', " + q + ", '''')"
@@ -574,11 +574,8 @@ func (t ftype) boundaries(o *fidOptions) []string {
 		}
 		return out
 	case kDate:
-		out := []string{"'1000-01-01'", "'9999-12-31'", "'0000-00-00'", "'1969-12-31'", "'1970-01-01'", "'2024-02-29'", "'0001-01-01'"}
-		if o.zeroInDate {
-			out = append(out, "'2024-00-15'", "'2024-05-00'", "'0000-01-01'")
-		}
-		return out
+		return []string{"'1000-01-01'", "'9999-12-31'", "'0000-00-00'", "'1969-12-31'", "'1970-01-01'", "'2024-02-29'", "'0001-01-01'",
+			"'2024-00-15'", "'2024-05-00'", "'0000-01-01'"}
 	case kDatetime:
 		out := []string{"'1000-01-01 00:00:00" + t.zeroFrac() + "'", "'" + t.fsp("9999-12-31 23:59:59") + "'", "'0000-00-00 00:00:00" + t.zeroFrac() + "'",
 			"'" + t.fsp("1969-12-31 23:59:59") + "'", "'1970-01-01 00:00:00" + t.zeroFrac() + "'", "'" + t.fsp("2038-01-19 03:14:07") + "'",
