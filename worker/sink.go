@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -163,12 +164,20 @@ func (s *Sink) where(ctx context.Context, c Change) (string, []any, error) {
 			use = nil // the key is not in the row image; fall back to all columns
 		}
 	}
+	exact := false
 	if len(use) == 0 {
-		use = c.Columns
+		// No key: every column, and strings byte for byte, or of two rows equal under a
+		// case-insensitive or PAD SPACE collation ('a' and 'A ') the wrong one could change.
+		use, exact = c.Columns, true
 	}
 	for _, k := range use {
+		v := c.Old[idx[strings.ToLower(k)]]
 		conds = append(conds, quoteName(k)+" <=> ?")
-		args = append(args, c.Old[idx[strings.ToLower(k)]])
+		args = append(args, v)
+		if b, ok := v.([]byte); ok && exact {
+			conds = append(conds, "CAST("+quoteName(k)+" AS BINARY) <=> ?")
+			args = append(args, b)
+		}
 	}
 	return strings.Join(conds, " AND "), args, nil
 }
@@ -238,7 +247,7 @@ func (s *Sink) execOnce(ctx context.Context, lockID, q string) error {
 			return fmt.Errorf("DDL %q: %w", q, err)
 		}
 	}
-	var cur string
+	var cur definition
 	if len(tables) > 0 {
 		var err error
 		if cur, err = s.definition(ctx, tables); err != nil {
@@ -249,12 +258,12 @@ func (s *Sink) execOnce(ctx context.Context, lockID, q string) error {
 		case err != nil:
 			return err
 		case !ok:
-		case m.State == "done" && m.After == cur:
+		case m.State == "done" && cur.is(m.After):
 			return nil // ran before a restart; its tables are as it left them
-		case m.State == "started" && m.Before != cur:
-			return s.mark(ctx, lockID, q, "done", m.Before, cur) // took effect before a crash
+		case m.State == "started" && !cur.is(m.Before):
+			return s.mark(ctx, lockID, q, "done", m.Before, cur.hash) // took effect before a crash
 		}
-		if err := s.mark(ctx, lockID, q, "started", cur, ""); err != nil {
+		if err := s.mark(ctx, lockID, q, "started", cur.hash, ""); err != nil {
 			return err
 		}
 	}
@@ -274,7 +283,7 @@ func (s *Sink) execOnce(ctx context.Context, lockID, q string) error {
 	if err != nil {
 		return err
 	}
-	return s.mark(ctx, lockID, q, "done", cur, after)
+	return s.mark(ctx, lockID, q, "done", cur.hash, after.hash)
 }
 
 func (s *Sink) mark(ctx context.Context, lockID, q, state, before, after string) error {
@@ -283,9 +292,19 @@ func (s *Sink) mark(ctx context.Context, lockID, q, state, before, after string)
 
 var autoIncrement = regexp.MustCompile(` AUTO_INCREMENT=\d+`)
 
-// definition is the SHOW CREATE TABLE of each table (without the AUTO_INCREMENT counter, which DML
-// moves), or "absent".
-func (s *Sink) definition(ctx context.Context, tables []TableName) (string, error) {
+// definition is what a DDL marker compares: the SHOW CREATE TABLE of each table the DDL names
+// (without the AUTO_INCREMENT counter, which DML moves), or "absent".
+type definition struct {
+	text string
+	hash string // "sha256:" and the hex SHA-256 of text: what markers store (a definition may hold
+	// bytes that are not text, such as a BINARY column's DEFAULT)
+}
+
+// is reports whether a marker's stored definition is this one (markers written before hashing hold the
+// text itself).
+func (d definition) is(stored string) bool { return stored == d.hash || stored == d.text }
+
+func (s *Sink) definition(ctx context.Context, tables []TableName) (definition, error) {
 	var sb strings.Builder
 	for _, t := range tables {
 		var name, def string
@@ -295,11 +314,11 @@ func (s *Sink) definition(ctx context.Context, tables []TableName) (string, erro
 			def, err = "absent", nil
 		}
 		if err != nil {
-			return "", fmt.Errorf("definition of %s: %w", t, err)
+			return definition{}, fmt.Errorf("definition of %s: %w", t, err)
 		}
 		sb.WriteString(t.String() + ": " + autoIncrement.ReplaceAllString(def, "") + "\n")
 	}
-	return sb.String(), nil
+	return definition{text: sb.String(), hash: fmt.Sprintf("sha256:%x", sha256.Sum256([]byte(sb.String())))}, nil
 }
 
 func quoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }

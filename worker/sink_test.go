@@ -87,18 +87,29 @@ func TestExecDDLOnceAcrossCrashes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sink.mark(ctx, "L", add, "started", def, ""); err != nil {
+	if err := sink.mark(ctx, "L", add, "started", def.hash, ""); err != nil {
 		t.Fatal(err)
 	}
 	s.Exec(t, db, add)
 	once(0, "re-run after a crash right after the DDL")
+
+	// A marker written before definitions were hashed holds the text: a started marker whose table
+	// is unchanged means the DDL did not run.
+	s.Exec(t, db, "ALTER TABLE d.t DROP COLUMN c")
+	if def, err = sink.definition(ctx, tables); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.mark(ctx, "L", add, "started", def.text, ""); err != nil {
+		t.Fatal(err)
+	}
+	once(1, "re-run after a crash before the DDL, marker of the old format (it holds the text)")
 
 	// A crash between the started marker and the DDL: the table did not change, the DDL runs.
 	s.Exec(t, db, "ALTER TABLE d.t DROP COLUMN c")
 	if def, err = sink.definition(ctx, tables); err != nil {
 		t.Fatal(err)
 	}
-	if err := sink.mark(ctx, "L", add, "started", def, ""); err != nil {
+	if err := sink.mark(ctx, "L", add, "started", def.hash, ""); err != nil {
 		t.Fatal(err)
 	}
 	once(1, "re-run after a crash before the DDL")
