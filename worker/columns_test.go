@@ -30,7 +30,8 @@ func TestGeneratedAndUnsignedColumns(t *testing.T) {
 				for _, table := range c.shards[i] {
 					c.up(i, "ALTER TABLE "+table+" ADD COLUMN g INT AS (id + 1) VIRTUAL, ADD COLUMN s BIGINT AS (id * 2) STORED, "+
 						"ADD COLUMN u8 TINYINT UNSIGNED, ADD COLUMN u16 SMALLINT UNSIGNED, ADD COLUMN u24 MEDIUMINT UNSIGNED, "+
-						"ADD COLUMN u32 INT UNSIGNED, ADD COLUMN u64 BIGINT UNSIGNED, ADD COLUMN i64 BIGINT, ADD COLUMN txt VARCHAR(20), ADD COLUMN bin VARBINARY(8)")
+						"ADD COLUMN u32 INT UNSIGNED, ADD COLUMN u64 BIGINT UNSIGNED, ADD COLUMN i64 BIGINT, ADD COLUMN txt VARCHAR(20), ADD COLUMN bin VARBINARY(8), "+
+						"ADD COLUMN dt DATETIME(6), ADD COLUMN dt0 DATETIME, ADD COLUMN d DATE")
 				}
 			}
 			// A table without a key whose rows are matched by every column, a BINARY(4) among them: the
@@ -44,7 +45,7 @@ func TestGeneratedAndUnsignedColumns(t *testing.T) {
 				"INSERT INTO db_1.nopk VALUES (NULL, 1, 'a'), (NULL, 1, 'A'), (NULL, 1, 'a ')",
 				"UPDATE db_1.nopk SET v = 7 WHERE s = BINARY 'A'", "DELETE FROM db_1.nopk WHERE s = BINARY 'a '")
 			c.same(0, "SELECT HEX(b), v, HEX(s) FROM db_1.nopk ORDER BY 1, 2, 3", "SELECT HEX(b), v, HEX(s) FROM db.nopk ORDER BY 1, 2, 3")
-			const cols = "id, v, g, s, u8, u16, u24, u32, u64, i64, txt, HEX(bin)"
+			const cols = "id, v, g, s, u8, u16, u24, u32, u64, i64, txt, HEX(bin), CAST(dt AS CHAR), CAST(dt0 AS CHAR), CAST(d AS CHAR)"
 			for i := range c.ups {
 				for j, table := range c.shards[i] {
 					base := (i*2 + j) * 1000
@@ -55,6 +56,9 @@ func TestGeneratedAndUnsignedColumns(t *testing.T) {
 						fmt.Sprintf("UPDATE %s SET u64 = 18446744073709551614, v = 'upd' WHERE id = %d", table, base+2),
 						// Non-ASCII text in the server's charset (latin1 bytes on a latin1 server) and binary with zero bytes.
 						fmt.Sprintf("UPDATE %s SET txt = 'café ñ', bin = X'00FF0080' WHERE id = %d", table, base+1),
+						// Dates with a zero month or day, which the server's default sql_mode accepts.
+						fmt.Sprintf("UPDATE %s SET dt = '2024-05-00 10:11:12.123456', dt0 = '2024-00-00 01:02:03', d = '2024-05-00' WHERE id = %d", table, base+1),
+						fmt.Sprintf("UPDATE %s SET dt = '1999-12-31 23:59:59.5', dt0 = '0000-00-00 00:00:00', d = '0000-00-00' WHERE id = %d", table, base+2),
 						fmt.Sprintf("DELETE FROM %s WHERE id = %d", table, base+3),
 					)
 				}
@@ -79,7 +83,7 @@ func TestGeneratedAndUnsignedColumns(t *testing.T) {
 						fmt.Sprintf("DELETE FROM %s WHERE id = %d", table, base-199))
 				}
 			}
-			c.converge("id, v, s, c, u8, u16, u24, u32, u64, i64, txt, HEX(bin)")
+			c.converge("id, v, s, c, u8, u16, u24, u32, u64, i64, txt, HEX(bin), CAST(dt AS CHAR), CAST(dt0 AS CHAR), CAST(d AS CHAR)")
 		})
 	}
 }

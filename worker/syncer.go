@@ -490,6 +490,7 @@ func (s *Syncer) startReader(ctx context.Context, from resumePoint) (*reader, er
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		// TIMESTAMP values as UTC text; the downstream session's time_zone is +00:00 (OpenDB).
 		TimestampStringLocation: time.UTC,
+		RowsEventDecodeFunc:     decodeRows, // DATETIME values with a zero month or day read exactly
 	})
 	var streamer *replication.BinlogStreamer
 	var err error
