@@ -47,18 +47,22 @@ type fidOptions struct {
 	// zeroInDate: DATETIME values with a zero month or day ('2024-05-00 00:00:01'), which arrive as
 	// another date ('2024-04-30 00:00:01'): go-mysql decodes DATETIME2 through time.Date.
 	zeroInDate bool
-	// spatial: columns of the spatial types (GEOMETRY, POINT, ...), which the DDL parser refuses.
+	// spatial: columns of the spatial types (GEOMETRY, POINT, ...) in CREATE TABLE and ALTER TABLE
+	// statements of the binlog, which the DDL parser refuses (tables found at start have them always).
 	spatial bool
-	// binaryDefaults: DEFAULTs of BINARY/VARBINARY/BLOB columns, which SHOW CREATE TABLE shows as raw
-	// bytes: a table found at start with one is "not valid UTF-8" for the syncer.
+	// binaryDefaults: DEFAULTs of BINARY/VARBINARY/BLOB columns: their raw bytes in SHOW CREATE TABLE
+	// do not fit the DDL marker's text columns, so the next sharding DDL stops the syncer.
 	binaryDefaults bool
-	// wideShowCreate: 4-byte characters in DEFAULTs and in ENUM and SET members, which MariaDB's
-	// SHOW CREATE TABLE shows as '?': a table found at start gets another default or member
-	// downstream (a SET('😀') value arrives as '?').
+	// wideShowCreate: 4-byte characters in DEFAULTs and in ENUM and SET members of tables found at
+	// start, which MariaDB's SHOW CREATE TABLE shows as '?': the table gets another default or
+	// member downstream (a SET('😀') value arrives as '?'). Tables created through the binlog and
+	// ALTER TABLE have them always.
 	wideShowCreate bool
-	// nearDuplicates: rows of a table without a primary key that differ only in letter case or
-	// trailing spaces of a string (equal under its collation), one of which an UPDATE or DELETE
-	// names exactly upstream.
+	// nearDuplicates: rows of a table without a primary key that differ only in letter case,
+	// trailing spaces or other bytes of a string that its collation holds equal, one of which an
+	// UPDATE or DELETE names upstream: the downstream's WHERE col <=> value under the collation may
+	// change the other. Without it the string columns of such tables have binary collations and no
+	// trailing spaces.
 	nearDuplicates bool
 }
 
@@ -385,6 +389,7 @@ type fgen struct {
 	conns  []*sql.Conn // per source: the generator's session (transactions)
 	owner  map[string]int
 	serial int
+	exact  bool // string columns get exact types (a table without a primary key)
 	log    []string
 	stmts  int
 }
@@ -467,6 +472,9 @@ func (g *fgen) newName(prefix string) string {
 // newBase is a new base column of a random type.
 func (g *fgen) newBase(key bool) *fcol {
 	t := randType(g.rng, key, g.o)
+	if g.exact && t.isString() {
+		t.exact, t.collation = true, t.charset+"_bin"
+	}
 	c := &fcol{name: g.newName("c_" + t.name() + "_"), t: t}
 	if len(c.name) > 64 {
 		c.name = c.name[:50] + g.newName("_")
@@ -484,6 +492,11 @@ func (g *fgen) newBase(key bool) *fcol {
 	}
 	if c.t.isSpatial() {
 		c.notNull, c.def = false, ""
+	}
+	if c.t.kind == kJSON && c.notNull && c.def == "" {
+		// Rows that get the implicit default '' of an added column fail the JSON CHECK at their
+		// next update.
+		c.def = g.defaultValue(t)
 	}
 	return c
 }
@@ -617,6 +630,7 @@ func (g *fgen) newIndex(s *fschema) (findex, bool) {
 func (g *fgen) schema() *fschema {
 	s := &fschema{}
 	mode := g.pick(4) // 0: primary key, 1: primary and unique keys, 2: unique keys only, 3: no key
+	g.exact = mode >= 2 && !g.o.nearDuplicates
 	if mode <= 1 {
 		for n := 1 + g.pick(3); n > 0; n-- {
 			c := g.newBase(true)
@@ -1396,13 +1410,25 @@ func fidelityRun(t *testing.T, e *fidEnv, seed int64, o *fidOptions) {
 			g.shards = append(g.shards, &fshard{src: i, table: fmt.Sprintf("`%s`.`t_%d`", srcDBs[i], j)})
 		}
 	}
+	before := g.chance(2) // tables found at start, or created through the binlog
+	initial := *o
+	if before {
+		initial.spatial = true // created downstream from SHOW CREATE TABLE
+	} else {
+		initial.wideShowCreate = true
+	}
+	g.o = &initial
 	sch := g.schema()
 	for _, sh := range g.shards {
 		sh.sch = sch
 	}
-	// A third of the seeds run on binlogs without column names (binlog_row_metadata=MINIMAL): the
-	// syncer names the columns from the schema it tracks.
-	metadata := []string{"FULL", "FULL", "MINIMAL"}[g.pick(3)]
+	ddls := *o
+	ddls.wideShowCreate = true
+	g.o = &ddls
+	// Binlogs with column names (binlog_row_metadata=FULL), with signedness and charsets only
+	// (MINIMAL), or with neither (NO_LOG, MariaDB's default): the syncer takes what the binlog lacks
+	// from the schema it tracks.
+	metadata := []string{"FULL", "MINIMAL", "NO_LOG"}[g.pick(3)]
 	for i := range e.ups {
 		g.exec(i, "SET GLOBAL binlog_row_metadata = "+metadata)
 	}
@@ -1414,7 +1440,6 @@ func fidelityRun(t *testing.T, e *fidEnv, seed int64, o *fidOptions) {
 			g.exec(sh.src, sch.create(sh.table))
 		}
 	}
-	before := g.chance(2) // tables found at start, or created through the binlog
 	if before {
 		createTables()
 	}

@@ -66,6 +66,9 @@ type ftype struct {
 	charset   string
 	collation string
 	elems     []string // ENUM, SET
+	// exact: strings equal under the collation are equal byte for byte (a binary collation and no
+	// trailing spaces), for tables without a primary key (see fidOptions.nearDuplicates).
+	exact bool
 }
 
 var intBits = map[fkind]uint{kTinyInt: 8, kSmallInt: 16, kMediumInt: 24, kInt: 32, kBigInt: 64}
@@ -437,6 +440,14 @@ func (t ftype) fit(s string) string {
 	return s
 }
 
+// trim drops the trailing spaces of an exact type's string value.
+func (t ftype) trim(s string) string {
+	if t.exact {
+		return strings.TrimRight(s, " ")
+	}
+	return s
+}
+
 // defaultLiteral is lit (a random value of the type) as a DEFAULT: strings as quoted literals in
 // the connection's character set rather than hex with an introducer.
 func (t ftype) defaultLiteral(lit string) string {
@@ -610,7 +621,7 @@ func (t ftype) boundaries(o *fidOptions) []string {
 		}
 		var out []string
 		for _, v := range vals {
-			if lit := strLiteral(t.charset, t.fit(v)); !slices.Contains(out, lit) {
+			if lit := strLiteral(t.charset, t.trim(t.fit(v))); !slices.Contains(out, lit) {
 				out = append(out, lit)
 			}
 		}
@@ -676,7 +687,7 @@ func (t ftype) random(rng *rand.Rand, o *fidOptions) string {
 	case t.isInt():
 		return t.randInt(rng)
 	case t.isString():
-		return strLiteral(t.charset, t.randString(rng, false))
+		return strLiteral(t.charset, t.trim(t.randString(rng, false)))
 	case t.isBinary():
 		return strLiteral("", t.randBinary(rng, false))
 	case t.isSpatial():
