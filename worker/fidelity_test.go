@@ -9,7 +9,9 @@ package worker
 // step the downstream table must equal the merged shards: the schema, and every column's value in an
 // exact text form (HEX of strings and binary values, floats as doubles), compared as multisets.
 // TRIBUTARY_FIDELITY_SEEDS sets the number of seeds (default 50), TRIBUTARY_FIDELITY_SEED the first
-// (to replay a failure, which prints its seed).
+// (to replay a failure, which prints its seed and its last statements). TRIBUTARY_FIDELITY_KNOWN_BUGS
+// turns on cases avoided because of known bugs (see fidOptions); TRIBUTARY_FIDELITY_GENERAL_LOG=1
+// prints the downstream's UPDATE and DELETE statements with a failure.
 //
 // TestFidelityBoundaries writes every type's boundary values (one row each, in a table per type, with
 // and without a primary key) and updates and deletes them: a failure names the type.
@@ -390,6 +392,7 @@ type fgen struct {
 	owner  map[string]int
 	serial int
 	exact  bool // string columns get exact types (a table without a primary key)
+	kinds  map[string]int // statements by kind, for the log
 	log    []string
 	stmts  int
 }
@@ -843,6 +846,7 @@ func (g *fgen) update(i int) {
 			for c, v := range vals {
 				set[c] = v
 			}
+			g.kinds["key change"]++
 		}
 	}
 	if len(set) == 0 {
@@ -876,7 +880,9 @@ func (g *fgen) duplicate(i int) {
 	}
 	cols := strings.Join(names, ", ")
 	if !g.o.nearDuplicates || g.chance(2) {
-		g.exec(sh.src, fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s LIMIT %d", sh.table, cols, cols, sh.table, 1+g.pick(2)))
+		if g.exec(sh.src, fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s LIMIT %d", sh.table, cols, cols, sh.table, 1+g.pick(2))) {
+			g.kinds["duplicate"]++
+		}
 		return
 	}
 	// A near duplicate: equal under the collation of one string column, other bytes.
@@ -936,6 +942,7 @@ func (g *fgen) swap(i int, inTxn bool) {
 		}
 		return strings.Join(s, ", ")
 	}
+	g.kinds["key swap"]++
 	if !inTxn {
 		g.exec(sh.src, "BEGIN")
 	}
@@ -987,6 +994,7 @@ func (g *fgen) dml(i int) {
 
 // bigTxn is a transaction of many rows over the shard tables of source src.
 func (g *fgen) bigTxn(src int) {
+	g.kinds["large transaction"]++
 	var mine []int
 	for i, sh := range g.shards {
 		if sh.src == src {
@@ -1389,7 +1397,7 @@ func TestFidelityRandom(t *testing.T) {
 
 func fidelityRun(t *testing.T, e *fidEnv, seed int64, o *fidOptions) {
 	rng := rand.New(rand.NewSource(seed))
-	g := &fgen{t: t, seed: seed, rng: rng, o: o, owner: map[string]int{}}
+	g := &fgen{t: t, seed: seed, rng: rng, o: o, owner: map[string]int{}, kinds: map[string]int{}}
 	task := fmt.Sprintf("fid%d", seed)
 	srcDBs := []string{task + "_s1", task + "_s2"}
 	router, err := NewRouter(&config.BAList{DoDBs: []string{task + "_s*"}}, []config.RouteRule{
@@ -1476,6 +1484,7 @@ func fidelityRun(t *testing.T, e *fidEnv, seed int64, o *fidOptions) {
 	for step := 1; step <= steps; step++ {
 		if g.chance(3) {
 			spec, next := g.ddl(g.shards[0].sch)
+			g.kinds["DDL"]++
 			for _, i := range g.rng.Perm(len(g.shards)) {
 				sh := g.shards[i]
 				g.exec(sh.src, "ALTER TABLE "+sh.table+" "+spec)
@@ -1494,7 +1503,7 @@ func fidelityRun(t *testing.T, e *fidEnv, seed int64, o *fidOptions) {
 	}
 	fs.stop()
 	e.cleanup(t, task, srcDBs, task)
-	t.Logf("seed %d: %d statements, %d syncer restarts %q", seed, g.stmts, len(fs.restarts), fs.restarts)
+	t.Logf("seed %d: %d statements %v, %d syncer restarts %q", seed, g.stmts, g.kinds, len(fs.restarts), fs.restarts)
 }
 
 // TestFidelityBoundaries writes each type's boundary values, one row per value (and NULL), into a
