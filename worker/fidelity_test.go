@@ -66,6 +66,11 @@ type fidOptions struct {
 	// change the other. Without it the string columns of such tables have binary collations and no
 	// trailing spaces.
 	nearDuplicates bool
+	// restartBeforeCreate: syncer restarts while a syncer's resume position is still before the
+	// CREATE TABLE of its shard tables: the re-read CREATE sets the table's checkpoint back to it,
+	// and its rows after it are applied again (Duplicate entry). Without it, restarts wait until
+	// both checkpoints are past the tables' creation.
+	restartBeforeCreate bool
 }
 
 func fidelityOptions() *fidOptions {
@@ -75,7 +80,8 @@ func fidelityOptions() *fidOptions {
 	}
 	all := on["all"]
 	return &fidOptions{zeroInDate: all || on["zeroInDate"], spatial: all || on["spatial"], binaryDefaults: all || on["binaryDefaults"],
-		wideShowCreate: all || on["wideShowCreate"], nearDuplicates: all || on["nearDuplicates"]}
+		wideShowCreate: all || on["wideShowCreate"], nearDuplicates: all || on["nearDuplicates"],
+		restartBeforeCreate: all || on["restartBeforeCreate"]}
 }
 
 // fidEnv is the servers every seed shares: two upstream sources, one downstream, etcd with a
@@ -140,6 +146,26 @@ type fidSyncers struct {
 	runs           []*fidRun
 	restarts       []string
 	err            error
+	epoch          int64
+}
+
+// nextEpoch is the binding epoch of a new syncer: each start is a new binding.
+func (fs *fidSyncers) nextEpoch() int64 {
+	fs.epoch++
+	return fs.epoch
+}
+
+// restart stops syncer i and starts it again from its checkpoint.
+func (fs *fidSyncers) restart(i int) {
+	fs.runs[i].stop()
+	select {
+	case err := <-fs.runs[i].errc:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			fs.err = fmt.Errorf("syncer s%d stopped before its restart: %w", i+1, err)
+		}
+	default:
+	}
+	fs.startOne(i)
 }
 
 type fidRun struct {
@@ -166,7 +192,7 @@ func (fs *fidSyncers) startOne(i int) {
 	s := NewSyncer(SyncerConfig{Task: fs.task, Source: src, Host: "127.0.0.1", Port: uint16(e.ups[i].Port), User: "root",
 		ServerID: e.serverID, Router: fs.router, Downstream: e.syncDB, MetaSchema: "dm_meta",
 		Agent: pessimist.NewAgent(e.cli, e.layout, fs.task, src, nil), BatchRows: fs.batch, WorkerCount: fs.workers,
-		Log: testLogger(), Epoch: int64(1 + len(fs.restarts))})
+		Log: testLogger(), Epoch: fs.nextEpoch()})
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	done := make(chan struct{})
@@ -211,6 +237,25 @@ func (fs *fidSyncers) failed() error {
 func (fs *fidSyncers) stop() {
 	for _, r := range fs.runs {
 		r.stop()
+	}
+}
+
+// waitCheckpoints waits until each source's resume position in the task's checkpoint is at or past
+// the source's current binlog position.
+func (e *fidEnv) waitCheckpoints(t testing.TB, fs *fidSyncers, task string) {
+	for i, db := range e.upDBs {
+		want, _, err := SourcePosition(context.Background(), db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got Position
+		eventually(t, 30*time.Second, func() bool {
+			if err := fs.failed(); err != nil {
+				t.Fatal(err)
+			}
+			err := e.downDB.QueryRow("SELECT binlog_name, binlog_pos FROM dm_meta.`"+task+"_checkpoint` WHERE source = ? AND id = ''", fmt.Sprintf("s%d", i+1)).Scan(&got.File, &got.Pos)
+			return err == nil && got.Compare(want) >= 0
+		}, func() string { return fmt.Sprintf("checkpoint of s%d at %s, not past %s", i+1, got, want) })
 	}
 }
 
@@ -391,7 +436,7 @@ type fgen struct {
 	conns  []*sql.Conn // per source: the generator's session (transactions)
 	owner  map[string]int
 	serial int
-	exact  bool // string columns get exact types (a table without a primary key)
+	exact  bool           // string columns get exact types (a table without a primary key)
 	kinds  map[string]int // statements by kind, for the log
 	log    []string
 	stmts  int
@@ -1058,7 +1103,7 @@ func (g *fgen) alterSpec(s *fschema, added map[string]bool) string {
 			free = append(free, c)
 		}
 	}
-	switch g.pick(8) {
+	switch g.pick(9) {
 	case 0, 1: // ADD COLUMN
 		c := g.newBase(false)
 		pos, at := g.position(s, added)
@@ -1096,7 +1141,26 @@ func (g *fgen) alterSpec(s *fschema, added map[string]bool) string {
 		if !g.widen(c) {
 			return ""
 		}
-		return "MODIFY COLUMN " + c.ddl()
+		return "MODIFY COLUMN " + c.ddl() + g.move(s, c, added)
+	case 8: // RENAME COLUMN, or CHANGE COLUMN (a new name, maybe a wider type, maybe a new place)
+		var bases []*fcol
+		for _, c := range free {
+			if c.gen == "" {
+				bases = append(bases, c)
+			}
+		}
+		if len(bases) == 0 {
+			return ""
+		}
+		c := bases[g.pick(len(bases))]
+		old := c.name
+		c.name = g.newName("r_")
+		added[old], added[c.name] = true, true
+		if g.chance(2) || c.t.isSpatial() && !g.o.spatial {
+			return "RENAME COLUMN " + quoteName(old) + " TO " + quoteName(c.name)
+		}
+		g.widen(c)
+		return "CHANGE COLUMN " + quoteName(old) + " " + c.ddl() + g.move(s, c, added)
 	case 5, 6: // ADD INDEX
 		ix, ok := g.newIndex(s)
 		if !ok || len(s.indexes) > 6 {
@@ -1120,6 +1184,24 @@ func (g *fgen) alterSpec(s *fschema, added map[string]bool) string {
 		s.indexes = slices.Delete(s.indexes, j, j+1)
 		return "DROP INDEX " + quoteName(name)
 	}
+}
+
+// move sometimes places column c of s elsewhere: a position clause for its MODIFY or CHANGE.
+func (g *fgen) move(s *fschema, c *fcol, added map[string]bool) string {
+	if !g.chance(3) {
+		return ""
+	}
+	s.cols = slices.DeleteFunc(s.cols, func(x *fcol) bool { return x == c })
+	pos, at := g.position(s, added)
+	if pos == "" {
+		pos = " AFTER " + quoteName(s.cols[len(s.cols)-1].name)
+		if added[s.cols[len(s.cols)-1].name] {
+			pos = " FIRST"
+			at = 0
+		}
+	}
+	s.cols = slices.Insert(s.cols, at, c)
+	return pos
 }
 
 // widen changes c to a type that holds every value it holds, or drops NOT NULL.
@@ -1472,6 +1554,12 @@ func fidelityRun(t *testing.T, e *fidEnv, seed int64, o *fidOptions) {
 			if os.Getenv("TRIBUTARY_FIDELITY_GENERAL_LOG") != "" {
 				r, _ := e2e.Rows(e.downDB, "SELECT CONCAT(event_time, ' ', argument) FROM mysql.general_log WHERE argument LIKE 'UPDATE%' OR argument LIKE 'DELETE%'")
 				t.Logf("downstream updates and deletes:\n%s", strings.Join(r, "\n"))
+				for i, db := range e.upDBs {
+					r, _ := e2e.Rows(db, "SHOW BINLOG EVENTS")
+					t.Logf("binlog of s%d (sorted as text):\n%s", i+1, strings.Join(r, "\n"))
+				}
+				r, _ = e2e.Rows(e.downDB, "SELECT * FROM dm_meta.`"+task+"_checkpoint`")
+				t.Logf("checkpoint:\n%s", strings.Join(r, "\n"))
 			}
 			g.fatalf("after %s: downstream differs from the merged upstream: %s\nupstream:   %s\ndownstream: %s", step, d, upDef, downDef)
 		}
@@ -1480,6 +1568,9 @@ func fidelityRun(t *testing.T, e *fidEnv, seed int64, o *fidOptions) {
 		g.insert(i, 1+g.pick(5))
 	}
 	check("create and first rows")
+	if !o.restartBeforeCreate {
+		e.waitCheckpoints(t, fs, task)
+	}
 	steps := 14
 	for step := 1; step <= steps; step++ {
 		if g.chance(3) {
@@ -1492,12 +1583,20 @@ func fidelityRun(t *testing.T, e *fidEnv, seed int64, o *fidOptions) {
 				for n := g.pick(3); n > 0; n-- {
 					g.dml(g.pick(len(g.shards)))
 				}
+				if g.chance(8) { // while the lock is half formed
+					g.kinds["syncer restart"]++
+					fs.restart(g.pick(len(e.ups)))
+				}
 			}
 			check(fmt.Sprintf("step %d (DDL %s)", step, spec))
 			continue
 		}
 		for n := 2 + g.pick(6); n > 0; n-- {
 			g.dml(g.pick(len(g.shards)))
+			if g.chance(30) {
+				g.kinds["syncer restart"]++
+				fs.restart(g.pick(len(e.ups)))
+			}
 		}
 		check(fmt.Sprintf("step %d (DML)", step))
 	}
