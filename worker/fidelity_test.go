@@ -71,6 +71,9 @@ type fidOptions struct {
 	// and its rows after it are applied again (Duplicate entry). Without it, restarts wait until
 	// both checkpoints are past the tables' creation.
 	restartBeforeCreate bool
+	// enumErrorValue: an ENUM's error value (index 0, ''), which a session without strict mode
+	// stores for a value that is no member; the downstream's strict session refuses it.
+	enumErrorValue bool
 }
 
 func fidelityOptions() *fidOptions {
@@ -81,7 +84,7 @@ func fidelityOptions() *fidOptions {
 	all := on["all"]
 	return &fidOptions{zeroInDate: all || on["zeroInDate"], spatial: all || on["spatial"], binaryDefaults: all || on["binaryDefaults"],
 		wideShowCreate: all || on["wideShowCreate"], nearDuplicates: all || on["nearDuplicates"],
-		restartBeforeCreate: all || on["restartBeforeCreate"]}
+		restartBeforeCreate: all || on["restartBeforeCreate"], enumErrorValue: all || on["enumErrorValue"]}
 }
 
 // fidEnv is the servers every seed shares: two upstream sources, one downstream, etcd with a
@@ -155,16 +158,14 @@ func (fs *fidSyncers) nextEpoch() int64 {
 	return fs.epoch
 }
 
-// restart stops syncer i and starts it again from its checkpoint.
+// restart stops syncer i and starts it again from its checkpoint. What Run returns once stopped is
+// not its failure (a flush cut short returns sql.ErrTxDone rather than the context's error).
 func (fs *fidSyncers) restart(i int) {
-	fs.runs[i].stop()
-	select {
-	case err := <-fs.runs[i].errc:
-		if err != nil && !errors.Is(err, context.Canceled) {
-			fs.err = fmt.Errorf("syncer s%d stopped before its restart: %w", i+1, err)
-		}
-	default:
+	if fs.failed() != nil {
+		return
 	}
+	fs.runs[i].stop()
+	<-fs.runs[i].errc
 	fs.startOne(i)
 }
 
@@ -1019,6 +1020,10 @@ func (g *fgen) updateMany(i int) {
 // dml is one random statement on shard i (or a transaction: keyswap, or many rows of the source's
 // shard tables).
 func (g *fgen) dml(i int) {
+	if g.o.enumErrorValue && g.chance(10) {
+		g.enumError(i)
+		return
+	}
 	switch r := g.pick(100); {
 	case r < 35:
 		g.insert(i, 1+g.pick(6))
@@ -1034,6 +1039,23 @@ func (g *fgen) dml(i int) {
 		g.updateMany(i)
 	default:
 		g.bigTxn(g.shards[i].src)
+	}
+}
+
+// enumError sets an ENUM column of rows of shard i to its error value, in a session without strict
+// mode.
+func (g *fgen) enumError(i int) {
+	sh := g.shards[i]
+	for _, c := range sh.sch.baseCols() {
+		if c.t.kind == kEnum && !sh.sch.keyCol(c.name) {
+			if where, ok := g.target(i, 2); ok {
+				g.exec(sh.src, "SET SESSION sql_mode = ''")
+				g.exec(sh.src, "UPDATE "+sh.table+" SET "+quoteName(c.name)+" = 'no such member'"+where)
+				g.exec(sh.src, "SET SESSION sql_mode = DEFAULT")
+				g.kinds["enum error value"]++
+			}
+			return
+		}
 	}
 }
 
@@ -1089,6 +1111,7 @@ func (g *fgen) position(s *fschema, added map[string]bool) (string, int) {
 		return " FIRST", 0
 	case 1:
 		if j := g.pick(len(s.cols)); !added[s.cols[j].name] {
+			added[s.cols[j].name] = true // named here: no other spec of this ALTER renames it
 			return " AFTER " + quoteName(s.cols[j].name), j + 1
 		}
 	}
@@ -1194,11 +1217,13 @@ func (g *fgen) move(s *fschema, c *fcol, added map[string]bool) string {
 	s.cols = slices.DeleteFunc(s.cols, func(x *fcol) bool { return x == c })
 	pos, at := g.position(s, added)
 	if pos == "" {
-		pos = " AFTER " + quoteName(s.cols[len(s.cols)-1].name)
-		if added[s.cols[len(s.cols)-1].name] {
+		last := s.cols[len(s.cols)-1].name
+		pos = " AFTER " + quoteName(last)
+		if added[last] {
 			pos = " FIRST"
 			at = 0
 		}
+		added[last] = true
 	}
 	s.cols = slices.Insert(s.cols, at, c)
 	return pos
