@@ -853,6 +853,9 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 			if err := g.AddTable(p.Source, Position{}); err != nil {
 				return fmt.Errorf("source %s: %w", s.cfg.Source, err)
 			}
+			if end.Compare(s.ckpt.Tables[p.Source]) <= 0 {
+				continue // re-read after a restart: the table's rows after it are applied; keep its checkpoint
+			}
 			stmt, err := shardgroup.CreateIfNotExists(p.SQL)
 			if err != nil {
 				return err
