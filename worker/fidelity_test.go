@@ -5,13 +5,17 @@ package worker
 // TestFidelityRandom runs seeded random workloads: per seed a random shard schema (every column type,
 // generated columns, a primary key, unique keys, both or none), the same on 2 sources x 2 shard tables
 // merged into one target, random DML (key changes, key swaps inside a transaction, duplicate rows in
-// tables without a key, transactions of many rows) and random DDL applied shard by shard. After each
-// step the downstream table must equal the merged shards: the schema, and every column's value in an
-// exact text form (HEX of strings and binary values, floats as doubles), compared as multisets.
+// tables without a key, transactions of many rows) and random DDL applied shard by shard (ADD, DROP,
+// MODIFY, CHANGE and RENAME COLUMN, generated columns too, ADD and DROP INDEX), with syncers restarted
+// at random points. Each seed also draws whether the tables exist at start or come through the
+// binlog, binlog_row_metadata (FULL, MINIMAL or NO_LOG), the batch size and the worker count. After
+// each step the downstream table must equal the merged shards: the schema, and every column's value
+// in an exact text form (HEX of strings and binary values, floats as doubles), compared as
+// multisets. The servers are shared by all seeds; each seed has its own task, databases and target.
 // TRIBUTARY_FIDELITY_SEEDS sets the number of seeds (default 50), TRIBUTARY_FIDELITY_SEED the first
 // (to replay a failure, which prints its seed and its last statements). TRIBUTARY_FIDELITY_KNOWN_BUGS
 // turns on cases avoided because of known bugs (see fidOptions); TRIBUTARY_FIDELITY_GENERAL_LOG=1
-// prints the downstream's UPDATE and DELETE statements with a failure.
+// prints with a failure the downstream's UPDATE and DELETE statements, the binlogs and the checkpoint.
 //
 // TestFidelityBoundaries writes every type's boundary values (one row each, in a table per type, with
 // and without a primary key) and updates and deletes them: a failure names the type.
