@@ -66,9 +66,6 @@ type ftype struct {
 	charset   string
 	collation string
 	elems     []string // ENUM, SET
-	// exact: strings equal under the collation are equal byte for byte (a binary collation and no
-	// trailing spaces), for tables without a primary key (see fidOptions.nearDuplicates).
-	exact bool
 }
 
 var intBits = map[fkind]uint{kTinyInt: 8, kSmallInt: 16, kMediumInt: 24, kInt: 32, kBigInt: 64}
@@ -440,14 +437,6 @@ func (t ftype) fit(s string) string {
 	return s
 }
 
-// trim drops the trailing spaces of an exact type's string value.
-func (t ftype) trim(s string) string {
-	if t.exact {
-		return strings.TrimRight(s, " ")
-	}
-	return s
-}
-
 // defaultLiteral is lit (a random value of the type) as a DEFAULT: strings as quoted literals in
 // the connection's character set rather than hex with an introducer.
 func (t ftype) defaultLiteral(lit string) string {
@@ -590,10 +579,8 @@ func (t ftype) boundaries(o *fidOptions) []string {
 	case kDatetime:
 		out := []string{"'1000-01-01 00:00:00" + t.zeroFrac() + "'", "'" + t.fsp("9999-12-31 23:59:59") + "'", "'0000-00-00 00:00:00" + t.zeroFrac() + "'",
 			"'" + t.fsp("1969-12-31 23:59:59") + "'", "'1970-01-01 00:00:00" + t.zeroFrac() + "'", "'" + t.fsp("2038-01-19 03:14:07") + "'",
-			"'0001-01-01 00:00:00" + t.zeroFrac() + "'"}
-		if o.zeroInDate {
-			out = append(out, "'2024-00-15 10:00:00"+t.zeroFrac()+"'", "'2024-05-00 00:00:01"+t.zeroFrac()+"'")
-		}
+			"'0001-01-01 00:00:00" + t.zeroFrac() + "'", "'2024-00-15 10:00:00" + t.zeroFrac() + "'", "'2024-05-00 00:00:01" + t.zeroFrac() + "'",
+			"'0000-01-01 00:00:00" + t.zeroFrac() + "'"}
 		return out
 	case kTimestamp:
 		return []string{"'1970-01-01 00:00:01" + t.zeroFrac() + "'", "'" + t.fsp("2038-01-19 03:14:07") + "'", "'0000-00-00 00:00:00" + t.zeroFrac() + "'",
@@ -621,7 +608,7 @@ func (t ftype) boundaries(o *fidOptions) []string {
 		}
 		var out []string
 		for _, v := range vals {
-			if lit := strLiteral(t.charset, t.trim(t.fit(v))); !slices.Contains(out, lit) {
+			if lit := strLiteral(t.charset, t.fit(v)); !slices.Contains(out, lit) {
 				out = append(out, lit)
 			}
 		}
@@ -687,7 +674,7 @@ func (t ftype) random(rng *rand.Rand, o *fidOptions) string {
 	case t.isInt():
 		return t.randInt(rng)
 	case t.isString():
-		return strLiteral(t.charset, t.trim(t.randString(rng, false)))
+		return strLiteral(t.charset, t.randString(rng, false))
 	case t.isBinary():
 		return strLiteral("", t.randBinary(rng, false))
 	case t.isSpatial():
