@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -73,7 +74,30 @@ func (s *Sink) Init(ctx context.Context) error { return s.meta.Init(ctx) }
 func (s *Sink) Load(ctx context.Context) (Checkpoint, error) { return s.meta.Load(ctx) }
 
 // Flush applies changes and the checkpoint update in one transaction.
+// A deadlock (1213) or lock wait timeout (1205), with another source's transaction on the same merged
+// table or a user's, rolls the transaction back (here, whole), so it is run again, a few times with
+// backoff, before the error stops the syncer.
 func (s *Sink) Flush(ctx context.Context, changes []Change, up CheckpointUpdate) error {
+	wait := 10 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := s.flushOnce(ctx, changes, up)
+		if err != nil && ctx.Err() != nil {
+			return ctx.Err() // stopped in the middle: not a failure of the transaction
+		}
+		var me *mysql.MySQLError
+		if err == nil || attempt == 8 || !errors.As(err, &me) || (me.Number != 1213 && me.Number != 1205) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+func (s *Sink) flushOnce(ctx context.Context, changes []Change, up CheckpointUpdate) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err

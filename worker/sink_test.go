@@ -3,7 +3,9 @@ package worker
 import (
 	"context"
 	"testing"
+	"time"
 
+	"github.com/tributary-db/tributary/config"
 	"github.com/tributary-db/tributary/internal/mariadbtest"
 	"github.com/tributary-db/tributary/shardgroup"
 )
@@ -120,5 +122,48 @@ func TestExecDDLOnceAcrossCrashes(t *testing.T) {
 	var n int
 	if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'd' AND TABLE_NAME = 't' AND COLUMN_NAME = 'c'").Scan(&n); err != nil || n != 1 {
 		t.Fatalf("column c: %d %v", n, err)
+	}
+}
+
+// TestLockWaitIsRetried: a downstream row locked by someone else for longer than the session's
+// innodb_lock_wait_timeout makes the syncer's transaction fail with 1205; it is rolled back and run
+// again, and the change arrives once the lock is gone, without the syncer stopping.
+func TestLockWaitIsRetried(t *testing.T) {
+	c := newCluster(t)
+	db, err := OpenDB(config.Database{Host: "127.0.0.1", Port: c.down.Port, User: "root",
+		Session: DownstreamSession(map[string]any{"innodb_lock_wait_timeout": 1})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	c.syncDB = db
+	stop := c.startSyncer(0)
+	c.up(0, insert("db_1.t_1", 1, 2))
+	c.waitRow(1)
+	waits := func() int {
+		var name string
+		var n int
+		if err := c.downDB.QueryRow("SHOW GLOBAL STATUS LIKE 'Innodb_row_lock_waits'").Scan(&name, &n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := waits()
+	tx, err := c.downDB.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec("SELECT * FROM db.t WHERE id = 1 FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	c.up(0, "UPDATE db_1.t_1 SET v = 'after the lock' WHERE id = 1")
+	// Two lock waits: the first timed out and the transaction is waiting again.
+	eventually(t, 30*time.Second, func() bool { return waits() >= before+2 }, func() string { return "the syncer did not wait on the lock twice" })
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	c.converge("id, v")
+	if err := stop(); err != nil {
+		t.Fatalf("the syncer stopped on the lock wait: %v", err)
 	}
 }
