@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -536,4 +537,85 @@ func TestE2EGTIDSources(t *testing.T) {
 			t.Fatalf("no GTID set in query-status: %v", r)
 		}
 	}
+}
+
+// TestE2EShardSchemaDropAndRefusedDDL, through the binaries on utf8mb4 servers: a generated column and
+// unsigned values at their limits added by a sharding DDL; DROP DATABASE of one source's shard schema,
+// which must leave the merged target and every shard's rows; then a RENAME of a shard, which is
+// refused (query-status names the statement and the way on) and passed with the binlog event filter
+// the error suggests, after stop-task and start-task with the changed file.
+func TestE2EShardSchemaDropAndRefusedDDL(t *testing.T) {
+	c := startE2E(t, 2)
+	for i := range c.Ups {
+		for j := 1; j <= 2; j++ {
+			c.up(i, insertRows(fmt.Sprintf("db_%d.t_%d", i+1, j), (i*2+j)*100, (i*2+j)*100+5, ""))
+		}
+	}
+	c.converge("id, v")
+	for i := range c.Ups {
+		for j := 1; j <= 2; j++ {
+			table := fmt.Sprintf("db_%d.t_%d", i+1, j)
+			c.up(i, "ALTER TABLE "+table+" ADD COLUMN g INT AS (id + 1) VIRTUAL, ADD COLUMN u BIGINT UNSIGNED",
+				fmt.Sprintf("INSERT INTO %s (id, v, u) VALUES (%d, 'max', 18446744073709551615)", table, (i*2+j)*100+50))
+		}
+	}
+	c.converge("id, v, g, u")
+
+	// DROP DATABASE of a shard schema: nothing of the merged target goes.
+	var before int
+	if err := c.DownDB.QueryRow("SELECT COUNT(*) FROM db.t").Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	c.up(0, "DROP DATABASE db_1")
+	c.up(1, "INSERT INTO db_2.t_1 (id, v) VALUES (900, 'after drop database')")
+	c.until("row 900 downstream", func(e2e.Result) bool {
+		var n int
+		c.DownDB.QueryRow("SELECT COUNT(*) FROM db.t WHERE id = 900").Scan(&n)
+		return n == 1
+	}, "query-status", c.task)
+	var after int
+	if err := c.DownDB.QueryRow("SELECT COUNT(*) FROM db.t").Scan(&after); err != nil || after != before+1 {
+		t.Fatalf("db.t holds %d rows after DROP DATABASE db_1 upstream, want %d (%v)", after, before+1, err)
+	}
+
+	// A RENAME of a shard is refused: the subtask stops before it, and says why and how to go on.
+	c.up(1, "RENAME TABLE db_2.t_2 TO db_2.t_old")
+	r := c.until("the refused RENAME in query-status", func(r e2e.Result) bool {
+		for _, s := range subtasks(r) {
+			for _, e := range s.Get("result").List("errors") {
+				if strings.Contains(e.Str("RawCause"), "RENAME TABLE db_2.t_2 TO db_2.t_old") {
+					return true
+				}
+			}
+		}
+		return false
+	}, "query-status", c.task)
+	if !strings.Contains(fmt.Sprint(r), "filter") {
+		t.Fatalf("the refusal does not name the way on: %v", r)
+	}
+	if n, err := c.DownstreamStatements("RENAME"); err != nil || n != 0 {
+		t.Fatalf("%d RENAME statements downstream (%v)", n, err)
+	}
+	c.ok("stop-task", c.task)
+	f, err := c.TaskFile(c.task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := strings.Replace(string(data), "  - source-id: "+s2+"\n", "  - source-id: "+s2+"\n    filter-rules: [skip-rename]\n", 1) +
+		"filters:\n  skip-rename:\n    schema-pattern: \"db_2\"\n    table-pattern: \"t_2\"\n    events: [\"rename table\"]\n    action: Ignore\n"
+	if err := os.WriteFile(f, []byte(task), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.ok("start-task", f)
+	c.up(1, "INSERT INTO db_2.t_1 (id, v) VALUES (901, 'after the filter')")
+	c.until("row 901 downstream after the filter", func(e2e.Result) bool {
+		var n int
+		c.DownDB.QueryRow("SELECT COUNT(*) FROM db.t WHERE id = 901").Scan(&n)
+		return n == 1
+	}, "query-status", c.task)
+	c.waitStage("Running")
 }
