@@ -229,13 +229,15 @@ func TestDDLSafetyTable(t *testing.T) {
 	c.up(0, "CREATE DATABASE db_1", "CREATE TABLE db_1.t_1 (id INT PRIMARY KEY, v VARCHAR(32), c INT, d INT)",
 		"CREATE TABLE db_1.u_1 (id INT PRIMARY KEY, v INT)"+part, "CREATE TABLE db_1.swap (id INT PRIMARY KEY, v INT)",
 		"CREATE TABLE db_1.plain (id INT PRIMARY KEY, v INT, w INT)")
+	c.up(1, "CREATE DATABASE solo", "CREATE TABLE solo.z (id INT PRIMARY KEY)")
 	for n, r := range []struct {
 		source int
 		ddl    string
 		kind   shardgroup.Kind
 		scope  shardgroup.Scope
 	}{
-		{1, "RENAME TABLE db_2.t_1 TO db_2.t_9", shardgroup.KindRenameTable, shardgroup.Shard},
+		// One statement, two tables: the unsharded one is not renamed either.
+		{1, "RENAME TABLE solo.z TO solo.z2, db_2.t_1 TO db_2.t_9", shardgroup.KindRenameTable, shardgroup.Shard},
 		{1, "ALTER TABLE db_2.t_2 RENAME TO db_2.t_old", shardgroup.KindAlterTableRename, shardgroup.Shard},
 		{0, "ALTER TABLE db_1.u_1 EXCHANGE PARTITION p0 WITH TABLE db_1.swap", shardgroup.KindExchangePartition, shardgroup.Shard},
 		{0, "RENAME TABLE db_1.plain TO db_1.plain2", shardgroup.KindRenameTable, shardgroup.MergedSchema},

@@ -809,7 +809,13 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 			"(filters: {skip-it: {schema-pattern: %q, sql-pattern: [...], action: Ignore}} and filter-rules: [skip-it] in this source's mysql-instances entry), "+
 			"then stop-task and start-task with the changed file: the checkpoint is kept", s.cfg.Source, end, err, schema)
 	}
-	var sharded []shardgroup.Part
+	// Every part is decided before any runs: a statement with one refused part runs no part at all.
+	type decided struct {
+		shardgroup.Part
+		scope shardgroup.Scope
+		shardgroup.Decision
+	}
+	var plan []decided
 	for _, p := range parts {
 		if s.cfg.Router.Skip(p.Source) {
 			continue
@@ -823,13 +829,19 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 		}
 		scope := s.scopeOf(p, q, schema)
 		d := shardgroup.Decide(p.Kind, scope)
+		if d.Action == shardgroup.Refuse {
+			return &RefusedDDLError{Source: s.cfg.Source, Pos: end, DDL: q, Kind: p.Kind, Table: p.Source, Scope: scope, Why: d.Why}
+		}
+		plan = append(plan, decided{p, scope, d})
+	}
+	var sharded []shardgroup.Part
+	for _, x := range plan {
+		p, scope, d := x.Part, x.scope, x.Decision
 		tables := map[TableName]Position{}
 		if p.Source.Name != "" {
 			tables[p.Source] = end
 		}
 		switch d.Action {
-		case shardgroup.Refuse:
-			return &RefusedDDLError{Source: s.cfg.Source, Pos: end, DDL: q, Kind: p.Kind, Table: p.Source, Scope: scope, Why: d.Why}
 		case shardgroup.Ignore:
 			s.log.Warn("DDL not replicated downstream", zap.String("kind", string(p.Kind)), zap.Stringer("table", p.Source),
 				zap.String("scope", scope.String()), zap.String("why", d.Why), zap.String("ddl", p.SQL), zap.Stringer("pos", end))
