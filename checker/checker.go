@@ -74,14 +74,16 @@ func Check(ctx context.Context, task *config.Task, sources map[string]*config.So
 	for _, it := range task.IgnoreCheckingItems {
 		ignored[it] = true
 	}
-	if ignored["all"] {
-		return nil
-	}
+	// "all" skips every check but the two a task cannot run without: the downstream answers, and the
+	// meta tables can be created there.
+	all := ignored["all"]
 	var out []Failure
 	fail := func(item, source, format string, args ...any) {
-		if !ignored[item] {
-			out = append(out, Failure{Item: item, Source: source, Message: fmt.Sprintf(format, args...)})
+		essential := item == ItemConnection || item == ItemMetaSchema
+		if all && !essential || !all && ignored[item] && item != ItemMetaSchema {
+			return
 		}
+		out = append(out, Failure{Item: item, Source: source, Message: fmt.Sprintf(format, args...)})
 	}
 	down, err := dbutil.OpenDB(task.TargetDatabase)
 	if err == nil {
@@ -94,6 +96,9 @@ func Check(ctx context.Context, task *config.Task, sources map[string]*config.So
 	}
 	if err := meta.Probe(ctx, down, task.MetaSchema, task.Name); err != nil {
 		fail(ItemMetaSchema, "", "%v", err)
+	}
+	if all {
+		return out
 	}
 	byTarget := map[shardgroup.TableName][]shardColumns{}
 	for _, inst := range task.MySQLInstances {

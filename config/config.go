@@ -167,8 +167,7 @@ var FilterEvents = []string{"all", "all dml", "all ddl", "none", "none dml", "no
 	"create database", "drop database", "alter database",
 	"create table", "drop table", "truncate table", "rename table", "alter table", "create index", "drop index",
 	"create view", "drop view", "alter view",
-	"add table partition", "drop table partition", "truncate table partition", "exchange table partition",
-	"reorganize table partition", "coalesce table partition"}
+	"drop table partition", "truncate table partition", "exchange table partition"}
 
 // Instance is one entry of a task's mysql-instances.
 type Instance struct {

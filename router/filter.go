@@ -140,15 +140,16 @@ func (f *Filter) Decide(t TableName, events []string, sql string) (FilterAction,
 	return Replicate, ""
 }
 
-// Statement decides for a statement before it is parsed, by sql-pattern alone, in the schema it ran
-// in: how a user skips a statement the parser cannot read (CREATE OR REPLACE TABLE, ...).
+// Statement decides for a statement the parser cannot read (CREATE OR REPLACE TABLE, ...), whose
+// tables are unknown, by the sql-pattern of the rules without a table-pattern whose schema-pattern
+// matches the database it ran in (an empty one when it ran without USE).
 func (f *Filter) Statement(schema, sql string) (FilterAction, string) {
 	if f.Empty() {
 		return Replicate, ""
 	}
 	for i := range f.rules {
 		c := &f.rules[i]
-		if !c.schema.MatchString(schema) || !c.matchesSQL(sql) {
+		if c.table != nil || !c.schema.MatchString(schema) || !c.matchesSQL(sql) {
 			continue
 		}
 		switch c.action {

@@ -48,6 +48,16 @@ func TestFilter(t *testing.T) {
 	if got, rule := f.Statement("db_1", "CREATE OR REPLACE TABLE x (a INT)"); got != IgnoreEvent || rule != "no-procs" {
 		t.Errorf("sql-pattern on an unparsable statement: %v %s", got, rule)
 	}
+	t2, err := NewFilter([]config.FilterRule{{Name: "one-table", SchemaPattern: "db_1", TablePattern: "t_1", SQLPattern: []string{"^ALTER"}, Action: "Ignore"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := t2.Statement("db_1", "ALTER TABLE t_2 ADD c INT"); got != Replicate {
+		t.Error("a rule with a table-pattern decided for a statement whose tables are unknown")
+	}
+	if got, _ := t2.Decide(TableName{Schema: "db_1", Name: "t_2"}, []string{"alter table"}, "ALTER TABLE t_2 ADD c INT"); got != Replicate {
+		t.Error("a rule for t_1 ignored t_2's ALTER")
+	}
 	if got, _ := f.Statement("db_1", "CREATE TABLE x (a INT)"); got != Replicate {
 		t.Errorf("statement not matching any sql-pattern: %v", got)
 	}

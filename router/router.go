@@ -197,11 +197,23 @@ func (r *Router) Route(t TableName) TableName {
 }
 
 // Sharded reports whether more than one upstream table can route to t's target: the table is matched
-// by a table rule with a wildcard, so its DDL must be coordinated.
+// by a table rule with a wildcard, or another table rule routes to the same target, so its DDL must be
+// coordinated.
 func (r *Router) Sharded(t TableName) bool {
-	for _, c := range r.tableRules {
+	for i, c := range r.tableRules {
 		if c.schema.MatchString(t.Schema) && c.table.MatchString(t.Name) {
-			return strings.ContainsAny(c.rule.SchemaPattern+c.rule.TablePattern, "*?~")
+			if strings.ContainsAny(c.rule.SchemaPattern+c.rule.TablePattern, "*?~") {
+				return true
+			}
+			// Explicit rules of several tables onto one target (db_1.a -> db.t, db_1.b -> db.t) merge
+			// them just the same.
+			target := r.Route(t)
+			for j, o := range r.tableRules {
+				if j != i && strings.EqualFold(o.rule.TargetSchema, target.Schema) && strings.EqualFold(o.rule.TargetTable, target.Name) && o.rule.TargetTable != "" {
+					return true
+				}
+			}
+			return false
 		}
 	}
 	return false

@@ -117,3 +117,20 @@ func TestSharedTarget(t *testing.T) {
 		}
 	}
 }
+
+func TestExplicitRulesOntoOneTargetAreShards(t *testing.T) {
+	r, err := NewRouter(nil, []config.RouteRule{
+		{SchemaPattern: "db_1", TablePattern: "a", TargetSchema: "db", TargetTable: "t"},
+		{SchemaPattern: "db_1", TablePattern: "b", TargetSchema: "db", TargetTable: "t"},
+		{SchemaPattern: "db_1", TablePattern: "c", TargetSchema: "db", TargetTable: "c2"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Sharded(TableName{Schema: "db_1", Name: "a"}) || !r.Sharded(TableName{Schema: "db_1", Name: "b"}) {
+		t.Error("two explicit rules onto db.t: both tables are shards of it")
+	}
+	if r.Sharded(TableName{Schema: "db_1", Name: "c"}) {
+		t.Error("db_1.c alone routes to db.c2: not a shard")
+	}
+}

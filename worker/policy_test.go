@@ -110,6 +110,7 @@ func TestDDLSafetyTable(t *testing.T) {
 		"CREATE TABLE solo.gone (id INT PRIMARY KEY)", "INSERT INTO solo.gone VALUES (1)",
 		"CREATE TABLE solo.trunc (id INT PRIMARY KEY)", "INSERT INTO solo.trunc VALUES (1)",
 		"TRUNCATE TABLE solo.trunc",
+		"INSERT INTO solo.trunc VALUES (2)", "TRUNCATE TABLE solo.trunc", // the same text again: a statement of its own
 		"DROP TABLE solo.gone",
 		"DROP VIEW solo.v",
 		"DROP SEQUENCE solo.seq",

@@ -788,13 +788,6 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 		// Only binlogs without column names need it; those report a missing schema when they do.
 		s.log.Debug("schema not tracked for statement", zap.Error(err))
 	}
-	switch act, rule := s.cfg.Filter.Statement(schema, q); act {
-	case router.IgnoreEvent:
-		s.log.Info("statement ignored by a binlog event filter", zap.String("rule", rule), zap.String("ddl", q), zap.Stringer("pos", end))
-		return nil
-	case router.FailEvent:
-		return fmt.Errorf("source %s at %s: binlog event filter %s (action Error) stops at %q", s.cfg.Source, end, rule, q)
-	}
 	parts, err := shardgroup.Split(q, schema, s.cfg.Router.Route)
 	if errors.Is(err, shardgroup.ErrNotDDL) {
 		return nil
@@ -805,9 +798,21 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 		return nil
 	}
 	if err != nil {
+		// A statement the parser cannot read: only a filter's sql-pattern can say what it is.
+		switch act, rule := s.cfg.Filter.Statement(schema, q); act {
+		case router.IgnoreEvent:
+			s.log.Info("statement ignored by a binlog event filter", zap.String("rule", rule), zap.String("ddl", q), zap.Stringer("pos", end))
+			return nil
+		case router.FailEvent:
+			return fmt.Errorf("source %s at %s: binlog event filter %s (action Error) stops at %q", s.cfg.Source, end, rule, q)
+		}
+		pattern := schema
+		if pattern == "" {
+			pattern = "*"
+		}
 		return fmt.Errorf("source %s at %s: %w; nothing ran downstream. To go on without this statement, ignore it with a binlog event filter "+
 			"(filters: {skip-it: {schema-pattern: %q, sql-pattern: [...], action: Ignore}} and filter-rules: [skip-it] in this source's mysql-instances entry), "+
-			"then stop-task and start-task with the changed file: the checkpoint is kept", s.cfg.Source, end, err, schema)
+			"then stop-task and start-task with the changed file: the checkpoint is kept", s.cfg.Source, end, err, pattern)
 	}
 	// Every part is decided before any runs: a statement with one refused part runs no part at all.
 	type decided struct {
@@ -855,7 +860,7 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 					return fmt.Errorf("source %s at %s: %w", s.cfg.Source, end, err)
 				}
 			}
-			if err := s.sink.ExecDDLOnce(ctx, "source:"+s.cfg.Source, []string{stmt}, CheckpointUpdate{Tables: tables}); err != nil {
+			if err := s.sink.ExecDDLOnce(ctx, s.sourceMarker(end), []string{stmt}, CheckpointUpdate{Tables: tables}); err != nil {
 				return err
 			}
 			s.setTables(tables)
@@ -930,6 +935,13 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 	return nil
 }
 
+// sourceMarker is the DDL marker key of a statement of this source that runs downstream by itself:
+// its binlog position is in it, so the statement read again after a crash finds its marker, and the
+// same text later in the binlog (a second TRUNCATE of a table) is a statement of its own.
+func (s *Syncer) sourceMarker(end Position) string {
+	return "source:" + s.cfg.Source + "@" + end.String()
+}
+
 // scopeOf places a DDL part in the safety table's columns (shardgroup.Policy). A rename counts as the
 // most merged of the tables it names: renaming a table into a shard group or onto a shared target is
 // as dangerous as renaming a shard out of one.
@@ -985,7 +997,7 @@ func (s *Syncer) dropReplicatedTables(ctx context.Context, schema string, start,
 		target := s.cfg.Router.Route(t)
 		tables := map[TableName]Position{t: end}
 		s.log.Info("DROP DATABASE: dropping a table replicated from it", zap.String("schema", schema), zap.Stringer("table", target))
-		if err := s.sink.ExecDDLOnce(ctx, "source:"+s.cfg.Source, []string{"DROP TABLE IF EXISTS " + target.String()}, CheckpointUpdate{Tables: tables}); err != nil {
+		if err := s.sink.ExecDDLOnce(ctx, s.sourceMarker(end), []string{"DROP TABLE IF EXISTS " + target.String()}, CheckpointUpdate{Tables: tables}); err != nil {
 			return err
 		}
 		s.setTables(tables)
