@@ -2,6 +2,7 @@ package worker
 
 import (
 	"database/sql"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -321,6 +322,9 @@ func (e *restoreEnv) compare(t *testing.T, table, schema, what string) {
 }
 
 func TestRestoreDefinitions(t *testing.T) {
+	if os.Getenv("TRIBUTARY_TEST_CHARSET") == "latin1" {
+		t.Skip("generates utf8mb4 schemas and values (4-byte characters in definitions): needs utf8mb4 servers")
+	}
 	e := &restoreEnv{t: t, up: mariadbtest.Start(t), down: mariadbtest.Start(t)}
 	var err error
 	// The test's sessions: one time zone for TIMESTAMP defaults written as text, the sql_mode of
