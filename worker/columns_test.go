@@ -36,15 +36,15 @@ func TestGeneratedAndUnsignedColumns(t *testing.T) {
 			}
 			// A table without a key whose rows are matched by every column, a BINARY(4) among them: the
 			// binlog strips its trailing zero bytes.
-			c.up(0, "CREATE TABLE db_1.nopk (b BINARY(4), v INT UNSIGNED, s VARCHAR(10))")
+			c.up(0, "CREATE TABLE db_1.nopk (b BINARY(4), v INT UNSIGNED, s VARCHAR(10), gv BIGINT AS (v + 1) VIRTUAL, gs VARCHAR(12) AS (CONCAT(s, '!')) STORED)")
 			c.startSyncer(0)
 			c.startSyncer(1)
 			// Rows equal under the case-insensitive collation ('a', 'A', 'a '): each change hits its own row.
-			c.up(0, "INSERT INTO db_1.nopk VALUES (x'61', 4294967295, 'x'), (x'61', 4294967295, 'x'), (x'6200', 2, 'x'), (x'61626364', 3, 'x')",
+			c.up(0, "INSERT INTO db_1.nopk (b, v, s) VALUES (x'61', 4294967295, 'x'), (x'61', 4294967295, 'x'), (x'6200', 2, 'x'), (x'61626364', 3, 'x')",
 				"UPDATE db_1.nopk SET v = 5 WHERE b = x'61' LIMIT 1", "DELETE FROM db_1.nopk WHERE b = x'6200'", "UPDATE db_1.nopk SET b = x'00' WHERE v = 3",
-				"INSERT INTO db_1.nopk VALUES (NULL, 1, 'a'), (NULL, 1, 'A'), (NULL, 1, 'a ')",
+				"INSERT INTO db_1.nopk (b, v, s) VALUES (NULL, 1, 'a'), (NULL, 1, 'A'), (NULL, 1, 'a ')",
 				"UPDATE db_1.nopk SET v = 7 WHERE s = BINARY 'A'", "DELETE FROM db_1.nopk WHERE s = BINARY 'a '")
-			c.same(0, "SELECT HEX(b), v, HEX(s) FROM db_1.nopk ORDER BY 1, 2, 3", "SELECT HEX(b), v, HEX(s) FROM db.nopk ORDER BY 1, 2, 3")
+			c.same(0, "SELECT HEX(b), v, HEX(s), gv, HEX(gs) FROM db_1.nopk ORDER BY 1, 2, 3", "SELECT HEX(b), v, HEX(s), gv, HEX(gs) FROM db.nopk ORDER BY 1, 2, 3")
 			const cols = "id, v, g, s, u8, u16, u24, u32, u64, i64, txt, HEX(bin), CAST(dt AS CHAR), CAST(dt0 AS CHAR), CAST(d AS CHAR)"
 			for i := range c.ups {
 				for j, table := range c.shards[i] {
