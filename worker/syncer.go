@@ -81,11 +81,12 @@ type Syncer struct {
 	persisted     Position // the resume position last committed
 	persistedGTID string
 	resync        *resumePoint
-	fresh         bool                // no checkpoint yet: the task's first start on this source
-	gtids         mariadbGTIDs        // GTID set after the last complete event group (GTID mode)
-	curGTID       *mysql.MariadbGTID  // GTID of the event group being read
-	gtidAt        map[Position]string // GTID sets at DDL starts and ends, for resume points there
-	schemas       *schemaTracker      // column lists by position, for binlogs without column names
+	fresh         bool                      // no checkpoint yet: the task's first start on this source
+	gtids         mariadbGTIDs              // GTID set after the last complete event group (GTID mode)
+	curGTID       *mysql.MariadbGTID        // GTID of the event group being read
+	gtidAt        map[Position]string       // GTID sets at DDL starts and ends, for resume points there
+	schemas       *schemaTracker            // column lists by position, for binlogs without column names
+	shapes        map[TableName]cachedShape // per table, the row shape of its last table map
 
 	events   atomic.Int64
 	started  chan struct{}
@@ -292,6 +293,7 @@ func (s *Syncer) init(ctx context.Context) error {
 	}
 	s.lastPos = s.ckpt.Global
 	s.schemas = newSchemaTracker()
+	s.shapes = map[TableName]cachedShape{}
 	if err := s.schemas.load(s.ckpt.Schemas); err != nil {
 		return err
 	}
@@ -618,18 +620,6 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 	if g, ok := s.groups[target]; ok && g.Blocked(src, end) {
 		return nil // past the group's pending DDL: read again after it is resolved
 	}
-	tracked, known := s.schemas.at(src, end)
-	names := e.Table.ColumnNameString()
-	if len(names) == 0 {
-		// binlog_row_metadata is not FULL: use the columns tracked from the table's DDL.
-		if !known || uint64(len(tracked)) != e.Table.ColumnCount {
-			return fmt.Errorf("source %s: the binlog has no column names for %s and the tracked schema (%d columns) does not fit the event (%d columns): set binlog_row_metadata=FULL",
-				s.cfg.Source, src, len(tracked), e.Table.ColumnCount)
-		}
-		names = shardgroup.ColumnNames(tracked)
-	}
-	shape := newRowShape(e.Table, names, tracked, s.cfg.Flavor == mysql.MariaDBFlavor)
-	cols := shape.cols
 	if !s.cfg.Filter.Empty() {
 		event := "insert"
 		switch typ {
@@ -642,9 +632,14 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 		case router.IgnoreEvent:
 			return nil
 		case router.FailEvent:
-			return fmt.Errorf("source %s at %s: binlog event filter %s (action Error) stops at event %q of %s", s.cfg.Source, end, rule, event, src)
+			return s.filterStop(rule, end, fmt.Sprintf("event %q of %s", event, src))
 		}
 	}
+	shape, err := s.shapeOf(src, e.Table, end)
+	if err != nil {
+		return err
+	}
+	cols := shape.cols
 	part := s.partitionOf(src)
 	add := func(kind ChangeKind, row, old []any) {
 		if row != nil {
@@ -680,6 +675,45 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 		return s.flush(ctx)
 	}
 	return nil
+}
+
+// shapeOf returns how the rows of table map tm of src, at end, are written downstream. The shape is
+// kept per table while the table map and the tracked schema version stay the same: a transaction's rows
+// events share one table map, so a large one computes it once.
+func (s *Syncer) shapeOf(src TableName, tm *replication.TableMapEvent, end Position) (*rowShape, error) {
+	tracked, known := s.schemas.at(src, end)
+	if c, ok := s.shapes[src]; ok && c.tm == tm && sameVersion(c.tracked, tracked) {
+		return c.shape, nil
+	}
+	names := tm.ColumnNameString()
+	if len(names) == 0 {
+		// binlog_row_metadata is not FULL: use the columns tracked from the table's DDL.
+		if !known || uint64(len(tracked)) != tm.ColumnCount {
+			return nil, fmt.Errorf("source %s: the binlog has no column names for %s and the tracked schema (%d columns) does not fit the event (%d columns): set binlog_row_metadata=FULL",
+				s.cfg.Source, src, len(tracked), tm.ColumnCount)
+		}
+		names = shardgroup.ColumnNames(tracked)
+	}
+	shape := newRowShape(tm, names, tracked, s.cfg.Flavor == mysql.MariaDBFlavor)
+	s.shapes[src] = cachedShape{tm: tm, tracked: tracked, shape: shape}
+	return shape, nil
+}
+
+type cachedShape struct {
+	tm      *replication.TableMapEvent
+	tracked []shardgroup.Column
+	shape   *rowShape
+}
+
+// sameVersion reports whether two tracked column lists are the same version (the tracker never
+// changes a version's list in place).
+func sameVersion(a, b []shardgroup.Column) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// filterStop is the error of a binlog event filter rule with action Error.
+func (s *Syncer) filterStop(rule string, end Position, what string) error {
+	return fmt.Errorf("source %s at %s: binlog event filter %s (action Error) stops at %s", s.cfg.Source, end, rule, what)
 }
 
 // safeGlobal is the position a restart may resume from: the last complete event group, but not past
@@ -804,7 +838,7 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 			s.log.Info("statement ignored by a binlog event filter", zap.String("rule", rule), zap.String("ddl", q), zap.Stringer("pos", end))
 			return nil
 		case router.FailEvent:
-			return fmt.Errorf("source %s at %s: binlog event filter %s (action Error) stops at %q", s.cfg.Source, end, rule, q)
+			return s.filterStop(rule, end, fmt.Sprintf("%q", q))
 		}
 		pattern := schema
 		if pattern == "" {
@@ -830,7 +864,7 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 			s.log.Info("DDL ignored by a binlog event filter", zap.String("rule", rule), zap.Stringer("table", p.Source), zap.String("ddl", p.SQL), zap.Stringer("pos", end))
 			continue
 		case router.FailEvent:
-			return fmt.Errorf("source %s at %s: binlog event filter %s (action Error) stops at %q", s.cfg.Source, end, rule, q)
+			return s.filterStop(rule, end, fmt.Sprintf("%q", q))
 		}
 		scope := s.scopeOf(p, q, schema)
 		d := shardgroup.Decide(p.Kind, scope)
