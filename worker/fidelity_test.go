@@ -109,12 +109,7 @@ func newFidEnv(t *testing.T) *fidEnv {
 	if os.Getenv("TRIBUTARY_FIDELITY_GENERAL_LOG") != "" {
 		e.down.Exec(t, e.downDB, "SET GLOBAL log_output = 'TABLE'", "SET GLOBAL general_log = 1")
 	}
-	syncDB, err := OpenDB(config.Database{Host: "127.0.0.1", Port: e.down.Port, User: "root", Session: DownstreamSession(nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syncDB.Close() })
-	e.syncDB = syncDB
+	e.syncDB = workerDB(t, e.down.Port, nil)
 	e.cli = etcdtest.Client(t)
 	e.layout = pessimist.NewLayout(fmt.Sprintf("/fidelity/%s/%d/", t.Name(), time.Now().UnixNano()))
 	ctx, cancel := context.WithCancel(context.Background())

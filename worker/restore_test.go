@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tributary-db/tributary/config"
 	"github.com/tributary-db/tributary/internal/mariadbtest"
 	"github.com/tributary-db/tributary/shardgroup"
 )
@@ -335,11 +334,7 @@ func TestRestoreDefinitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.upDB.Close() })
-	e.downDB, err = OpenDB(config.Database{Host: "127.0.0.1", Port: e.down.Port, User: "root", Session: DownstreamSession(nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.downDB.Close() })
+	e.downDB = workerDB(t, e.down.Port, nil)
 	// dst: tables created from SHOW CREATE TABLE (a syncer's start); dst2: from the statement as the
 	// binlog carries it.
 	e.down.Exec(t, e.downDB, "CREATE DATABASE dst", "CREATE DATABASE dst2")

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tributary-db/tributary/config"
 	"github.com/tributary-db/tributary/internal/mariadbtest"
 	"github.com/tributary-db/tributary/shardgroup"
 )
@@ -130,13 +129,7 @@ func TestExecDDLOnceAcrossCrashes(t *testing.T) {
 // again, and the change arrives once the lock is gone, without the syncer stopping.
 func TestLockWaitIsRetried(t *testing.T) {
 	c := newCluster(t)
-	db, err := OpenDB(config.Database{Host: "127.0.0.1", Port: c.down.Port, User: "root",
-		Session: DownstreamSession(map[string]any{"innodb_lock_wait_timeout": 1})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	c.syncDB = db
+	c.syncDB = workerDB(t, c.down.Port, map[string]any{"innodb_lock_wait_timeout": 1})
 	stop := c.startSyncer(0)
 	c.up(0, insert("db_1.t_1", 1, 2))
 	c.waitRow(1)

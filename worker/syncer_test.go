@@ -78,14 +78,10 @@ func newClusterTB(t testing.TB, upstreamArgs ...string) *cluster {
 	}
 	c.down = mariadbtest.Start(t, upstreamArgs...) // same server settings downstream (charset variants)
 	c.downDB = c.down.DB(t)
-	syncDB, err := OpenDB(config.Database{Host: "127.0.0.1", Port: c.down.Port, User: "root", Session: DownstreamSession(nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syncDB.Close() })
-	c.syncDB = syncDB
+	c.syncDB = workerDB(t, c.down.Port, nil)
 	c.cli = etcdtest.Client(t)
 	c.layout = pessimist.NewLayout(fmt.Sprintf("/test/%s/%d/", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano()))
+	var err error
 	c.router, err = NewRouter(&config.BAList{DoDBs: []string{"db_*"}}, []config.RouteRule{
 		{SchemaPattern: "db_*", TablePattern: "t_*", TargetSchema: "db", TargetTable: "t"},
 		{SchemaPattern: "db_*", TablePattern: "u_*", TargetSchema: "db", TargetTable: "u"},
@@ -104,6 +100,18 @@ func newClusterTB(t testing.TB, upstreamArgs ...string) *cluster {
 	go func() { defer close(done); c.coord.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return c
+}
+
+// workerDB opens root's pool to the downstream on port with the session a dm-worker's syncers have
+// (session: the task's target-database.session), closed when the test ends.
+func workerDB(t testing.TB, port int, session map[string]any) *sql.DB {
+	t.Helper()
+	db, err := OpenDB(config.Database{Host: "127.0.0.1", Port: port, User: "root", Session: DownstreamSession(session)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
 
 func (c *cluster) logger() *zap.Logger {
