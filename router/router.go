@@ -202,7 +202,7 @@ func (r *Router) Route(t TableName) TableName {
 func (r *Router) Sharded(t TableName) bool {
 	for i, c := range r.tableRules {
 		if c.schema.MatchString(t.Schema) && c.table.MatchString(t.Name) {
-			if strings.ContainsAny(c.rule.SchemaPattern+c.rule.TablePattern, "*?~") {
+			if isPattern(c.rule.SchemaPattern + c.rule.TablePattern) {
 				return true
 			}
 			// Explicit rules of several tables onto one target (db_1.a -> db.t, db_1.b -> db.t) merge
@@ -225,20 +225,26 @@ func (r *Router) Sharded(t TableName) bool {
 // wildcard schema-pattern, a rule routing another schema to the same target, or a shard table route
 // (a wildcard table rule) matching the schema.
 func (r *Router) MergedSchema(schema string) bool {
-	target := r.Route(TableName{Schema: schema}).Schema
-	check := func(rules []compiledRule) bool {
+	for _, rules := range [][]compiledRule{r.tableRules, r.schemaRules} {
 		for _, c := range rules {
-			matches := c.schema.MatchString(schema)
-			if matches && (isPattern(c.rule.SchemaPattern) || isPattern(c.rule.TablePattern)) {
+			if c.schema.MatchString(schema) && (isPattern(c.rule.SchemaPattern) || isPattern(c.rule.TablePattern)) {
 				return true
 			}
-			if !matches && strings.EqualFold(c.rule.TargetSchema, target) {
-				return true // another schema routes onto this one's target
+		}
+	}
+	return r.othersRouteOnto(schema, r.Route(TableName{Schema: schema}).Schema)
+}
+
+// othersRouteOnto reports whether a rule that does not match schema routes onto target.
+func (r *Router) othersRouteOnto(schema, target string) bool {
+	for _, rules := range [][]compiledRule{r.tableRules, r.schemaRules} {
+		for _, c := range rules {
+			if !c.schema.MatchString(schema) && strings.EqualFold(c.rule.TargetSchema, target) {
+				return true
 			}
 		}
-		return false
 	}
-	return check(r.tableRules) || check(r.schemaRules)
+	return false
 }
 
 func isPattern(p string) bool { return strings.ContainsAny(p, "*?~") }
@@ -264,12 +270,5 @@ func (r *Router) SharedTarget(t TableName) bool {
 			break
 		}
 	}
-	for _, rules := range [][]compiledRule{r.tableRules, r.schemaRules} {
-		for _, c := range rules {
-			if !c.schema.MatchString(t.Schema) && strings.EqualFold(c.rule.TargetSchema, target.Schema) {
-				return true
-			}
-		}
-	}
-	return false
+	return r.othersRouteOnto(t.Schema, target.Schema)
 }
