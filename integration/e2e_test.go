@@ -159,6 +159,16 @@ func (c *e2eCluster) waitSynced() {
 	}
 }
 
+// waitRow waits until the row of id has arrived in db.t.
+func (c *e2eCluster) waitRow(id int) {
+	c.t.Helper()
+	c.until(fmt.Sprintf("row %d downstream", id), func(e2e.Result) bool {
+		var n int
+		c.DownDB.QueryRow("SELECT COUNT(*) FROM db.t WHERE id = ?", id).Scan(&n)
+		return n == 1
+	}, "query-status", c.task)
+}
+
 func (c *e2eCluster) converge(cols string) int {
 	c.t.Helper()
 	n, err := c.Converge(cols, 90*time.Second)
@@ -568,11 +578,7 @@ func TestE2EShardSchemaDropAndRefusedDDL(t *testing.T) {
 	}
 	c.up(0, "DROP DATABASE db_1")
 	c.up(1, "INSERT INTO db_2.t_1 (id, v) VALUES (900, 'after drop database')")
-	c.until("row 900 downstream", func(e2e.Result) bool {
-		var n int
-		c.DownDB.QueryRow("SELECT COUNT(*) FROM db.t WHERE id = 900").Scan(&n)
-		return n == 1
-	}, "query-status", c.task)
+	c.waitRow(900)
 	var after int
 	if err := c.DownDB.QueryRow("SELECT COUNT(*) FROM db.t").Scan(&after); err != nil || after != before+1 {
 		t.Fatalf("db.t holds %d rows after DROP DATABASE db_1 upstream, want %d (%v)", after, before+1, err)
@@ -612,10 +618,6 @@ func TestE2EShardSchemaDropAndRefusedDDL(t *testing.T) {
 	}
 	c.ok("start-task", f)
 	c.up(1, "INSERT INTO db_2.t_1 (id, v) VALUES (901, 'after the filter')")
-	c.until("row 901 downstream after the filter", func(e2e.Result) bool {
-		var n int
-		c.DownDB.QueryRow("SELECT COUNT(*) FROM db.t WHERE id = 901").Scan(&n)
-		return n == 1
-	}, "query-status", c.task)
+	c.waitRow(901)
 	c.waitStage("Running")
 }
