@@ -8,9 +8,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -35,6 +38,13 @@ type notSupported struct {
 func (n *notSupported) check(key string, isDefault bool) {
 	if !isDefault {
 		n.errs = append(n.errs, fmt.Errorf("%s: %s is not supported yet", n.file, key))
+	}
+}
+
+// because records a key set away from DM's default that Tributary does not mean to implement, with why.
+func (n *notSupported) because(key string, isDefault bool, why string) {
+	if !isDefault {
+		n.errs = append(n.errs, fmt.Errorf("%s: %s is not supported: %s", n.file, key, why))
 	}
 }
 
@@ -171,23 +181,181 @@ var FilterEvents = []string{"all", "all dml", "all ddl", "none", "none dml", "no
 
 // Instance is one entry of a task's mysql-instances.
 type Instance struct {
-	SourceID           string   `yaml:"source-id"`
-	Meta               *Meta    `yaml:"meta"`
-	BlockAllowList     string   `yaml:"block-allow-list"`
-	BWList             string   `yaml:"black-white-list"` // DM's old name
-	RouteRules         []string `yaml:"route-rules"`
-	SyncerConfigName   string   `yaml:"syncer-config-name"`
-	Syncer             *Syncer  `yaml:"syncer"`
-	FilterRules        []string `yaml:"filter-rules"`
-	ExpressionFilters  []string `yaml:"expression-filters"`
-	ColumnMappingRules []string `yaml:"column-mapping-rules"`
-	MydumperConfigName string   `yaml:"mydumper-config-name"`
-	LoaderConfigName   string   `yaml:"loader-config-name"`
-	Mydumper           any      `yaml:"mydumper"`
-	Loader             any      `yaml:"loader"`
-	MydumperThread     int      `yaml:"mydumper-thread"`
-	LoaderThread       int      `yaml:"loader-thread"`
-	SyncerThread       int      `yaml:"syncer-thread"`
+	SourceID           string    `yaml:"source-id"`
+	Meta               *Meta     `yaml:"meta"`
+	BlockAllowList     string    `yaml:"block-allow-list"`
+	BWList             string    `yaml:"black-white-list"` // DM's old name
+	RouteRules         []string  `yaml:"route-rules"`
+	SyncerConfigName   string    `yaml:"syncer-config-name"`
+	Syncer             *Syncer   `yaml:"syncer"`
+	FilterRules        []string  `yaml:"filter-rules"`
+	ExpressionFilters  []string  `yaml:"expression-filters"`
+	ColumnMappingRules []string  `yaml:"column-mapping-rules"`
+	MydumperConfigName string    `yaml:"mydumper-config-name"`
+	LoaderConfigName   string    `yaml:"loader-config-name"`
+	Mydumper           *Mydumper `yaml:"mydumper"`        // inline, instead of mydumper-config-name
+	Loader             *Loader   `yaml:"loader"`          // inline, instead of loader-config-name
+	MydumperThread     int       `yaml:"mydumper-thread"` // overrides threads
+	LoaderThread       int       `yaml:"loader-thread"`   // overrides pool-size
+	SyncerThread       int       `yaml:"syncer-thread"`
+}
+
+// MB is a size in MB as DM writes it: a number (64) or a string ("64", or with a unit: "64MiB", "1g").
+// Its YAML may be any scalar; the value is checked by ParseTask, which names the key.
+type MB string
+
+// UnmarshalYAML takes a YAML number or string.
+func (m *MB) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: chunk-filesize must be a number of MB or a string like \"64MiB\"", n.Line)}}
+	}
+	*m = MB(n.Value)
+	return nil
+}
+
+// Megabytes returns the size in whole MB (MiB): a bare number is MB, as in DM; a unit K, M, G or T
+// (any case, with an optional i and B: KiB, MB, g; all powers of 1024 as in DM) is converted. Empty is 0.
+func (m MB) Megabytes() (int, error) {
+	s := strings.TrimSpace(string(m))
+	if s == "" {
+		return 0, nil
+	}
+	match := sizePattern.FindStringSubmatch(s)
+	if match == nil {
+		return 0, fmt.Errorf("%q must be a positive number of MB (like 64 or \"64MiB\")", string(m))
+	}
+	n, err := strconv.Atoi(match[1])
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%q must be a positive number of MB (like 64 or \"64MiB\")", string(m))
+	}
+	mul, div := 1, 1
+	switch strings.ToLower(match[2]) {
+	case "k":
+		div = 1024
+	case "g":
+		mul = 1024
+	case "t":
+		mul = 1024 * 1024
+	}
+	if n%div != 0 || n > math.MaxInt32/mul {
+		return 0, fmt.Errorf("%q is not a whole number of MB up to 2 PiB", string(m))
+	}
+	return n * mul / div, nil
+}
+
+var sizePattern = regexp.MustCompile(`^([0-9]+) ?(?:([kKmMgGtT])[iI]?[bB]?)?$`)
+
+// Mydumper is a mydumpers entry (or an instance's inline mydumper): how the dump of a full load
+// (task-mode all or full) reads the source. Tributary's dump is its own, in-process; it runs no mydumper
+// or dumpling, so only the keys that size its work have a meaning.
+type Mydumper struct {
+	Threads       int    `yaml:"threads"`        // tables dumped at the same time (default 4)
+	Rows          int    `yaml:"rows"`           // rows per chunk; 0 derives them from chunk-filesize
+	ChunkFilesize MB     `yaml:"chunk-filesize"` // size of a chunk in MB (default 64)
+	StatementSize int    `yaml:"statement-size"` // refused when set
+	Where         string `yaml:"where"`          // refused when set
+	// SkipTzUTC is accepted, true or false, and has no effect: the dump always reads the source in UTC.
+	SkipTzUTC    bool   `yaml:"skip-tz-utc"`
+	ExtraArgs    string `yaml:"extra-args"`    // refused when set: there is no dumpling to pass them to
+	MydumperPath string `yaml:"mydumper-path"` // refused unless DM's default ./bin/mydumper
+}
+
+// dmMydumperPath is DM's default mydumper-path, which DM itself no longer runs; it may appear in task
+// files DM wrote and is accepted.
+const dmMydumperPath = "./bin/mydumper"
+
+func (m *Mydumper) validate(where string, add func(string, ...any), ns *notSupported) {
+	if m.Threads < 0 {
+		add("%s.threads %d is negative", where, m.Threads)
+	}
+	if m.Rows < 0 {
+		add("%s.rows %d is negative", where, m.Rows)
+	}
+	if m.ChunkFilesize != "" {
+		if _, err := m.ChunkFilesize.Megabytes(); err != nil {
+			add("%s.chunk-filesize %v", where, err)
+		}
+	}
+	if m.StatementSize < 0 {
+		add("%s.statement-size %d is negative", where, m.StatementSize)
+	}
+	if ns == nil {
+		return
+	}
+	ns.check(where+".statement-size", m.StatementSize == 0)
+	ns.check(where+".where", m.Where == "")
+	ns.because(where+".extra-args", m.ExtraArgs == "", "no dumpling here: the dump is Tributary's own (threads, rows and chunk-filesize set it)")
+	ns.because(where+".mydumper-path", m.MydumperPath == "" || m.MydumperPath == dmMydumperPath, "no mydumper is run: the dump is Tributary's own")
+}
+
+// Loader is a loaders entry (or an instance's inline loader): how the load of a full load writes the
+// dumped rows downstream. The load is logical (SQL statements) and streams from the dump.
+type Loader struct {
+	PoolSize int `yaml:"pool-size"` // downstream connections of the load (default 4)
+	// Dir is accepted and unused: the load streams the dump's rows, it writes and reads no files.
+	Dir        string `yaml:"dir"`
+	ImportMode string `yaml:"import-mode"` // "", logical, or DM's old names sql and loader; physical is refused
+	// OnDuplicate (DM's deprecated name) and OnDuplicateLogical: what a row whose key is already
+	// downstream does: error (Tributary's default), ignore or replace.
+	OnDuplicate        string `yaml:"on-duplicate"`
+	OnDuplicateLogical string `yaml:"on-duplicate-logical"`
+	// DM's keys of TiDB Lightning's physical import: refused unless empty or DM's default.
+	OnDuplicatePhysical string `yaml:"on-duplicate-physical"`
+	ChecksumPhysical    string `yaml:"checksum-physical"`
+	Analyze             string `yaml:"analyze"`
+	SortingDirPhysical  string `yaml:"sorting-dir-physical"`
+	DiskQuotaPhysical   any    `yaml:"disk-quota-physical"`
+	RangeConcurrency    int    `yaml:"range-concurrency"`
+	CompressKVPairs     string `yaml:"compress-kv-pairs"`
+	PDAddr              string `yaml:"pd-addr"`
+}
+
+// onDuplicate is the loader's on-duplicate-logical, or else on-duplicate, in lower case ("" if unset).
+func (l *Loader) onDuplicate() string {
+	if l.OnDuplicateLogical != "" {
+		return strings.ToLower(l.OnDuplicateLogical)
+	}
+	return strings.ToLower(l.OnDuplicate)
+}
+
+func (l *Loader) validate(where string, add func(string, ...any), ns *notSupported) {
+	if l.PoolSize < 0 {
+		add("%s.pool-size %d is negative", where, l.PoolSize)
+	}
+	switch strings.ToLower(l.ImportMode) {
+	case "", "logical", "sql", "loader":
+	case "physical":
+		if ns != nil {
+			ns.errs = append(ns.errs, fmt.Errorf("%s: %s.import-mode physical needs TiDB Lightning's physical import; use logical", ns.file, where))
+		}
+	default:
+		add("%s.import-mode %q must be logical (or DM's old sql or loader)", where, l.ImportMode)
+	}
+	for _, d := range []struct{ key, v string }{{"on-duplicate", l.OnDuplicate}, {"on-duplicate-logical", l.OnDuplicateLogical}} {
+		switch strings.ToLower(d.v) {
+		case "", "error", "ignore", "replace":
+		default:
+			add("%s.%s %q must be error, ignore or replace", where, d.key, d.v)
+		}
+	}
+	if l.OnDuplicate != "" && l.OnDuplicateLogical != "" && !strings.EqualFold(l.OnDuplicate, l.OnDuplicateLogical) {
+		add("%s.on-duplicate %q and on-duplicate-logical %q differ: set one", where, l.OnDuplicate, l.OnDuplicateLogical)
+	}
+	if ns == nil {
+		return
+	}
+	const physical = "it configures TiDB Lightning's physical import; the load here is logical"
+	isOneOf := func(v string, defaults ...string) bool {
+		return v == "" || slices.Contains(defaults, strings.ToLower(v))
+	}
+	ns.because(where+".on-duplicate-physical", isOneOf(l.OnDuplicatePhysical, "none"), physical)
+	ns.because(where+".checksum-physical", isOneOf(l.ChecksumPhysical, "required"), physical)
+	ns.because(where+".analyze", isOneOf(l.Analyze, "optional"), physical)
+	ns.because(where+".sorting-dir-physical", l.SortingDirPhysical == "", physical)
+	ns.because(where+".disk-quota-physical", l.DiskQuotaPhysical == nil || l.DiskQuotaPhysical == 0 || l.DiskQuotaPhysical == "", physical)
+	ns.because(where+".range-concurrency", l.RangeConcurrency == 0, physical)
+	ns.because(where+".compress-kv-pairs", l.CompressKVPairs == "", physical)
+	ns.because(where+".pd-addr", l.PDAddr == "", physical)
 }
 
 // Syncer is a syncers entry.
@@ -213,7 +381,7 @@ type Task struct {
 	CaseSensitive       bool                  `yaml:"case-sensitive"`
 	OnlineDDL           bool                  `yaml:"online-ddl"`
 	OnlineDDLScheme     string                `yaml:"online-ddl-scheme"`
-	CleanDumpFile       bool                  `yaml:"clean-dump-file"`
+	CleanDumpFile       bool                  `yaml:"clean-dump-file"` // accepted, no effect: the load streams, there are no dump files
 	CollationCompatible string                `yaml:"collation_compatible"`
 	Timezone            string                `yaml:"timezone"`
 	IgnoreCheckingItems []string              `yaml:"ignore-checking-items"`
@@ -226,15 +394,17 @@ type Task struct {
 	Filters             map[string]FilterRule `yaml:"filters"`
 	ExpressionFilter    map[string]any        `yaml:"expression-filter"`
 	ColumnMappings      map[string]any        `yaml:"column-mappings"`
-	Mydumpers           map[string]any        `yaml:"mydumpers"`
-	Loaders             map[string]any        `yaml:"loaders"`
+	Mydumpers           map[string]Mydumper   `yaml:"mydumpers"`
+	Loaders             map[string]Loader     `yaml:"loaders"`
 	Validators          map[string]any        `yaml:"validators"`
 }
 
 var taskNamePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
-// ParseTask reads and checks a task file's content; file names it in errors. Rule names must exist,
-// source IDs must be unique, and only an incremental, pessimistic task is accepted.
+// ParseTask reads and checks a task file's content; file names it in errors. Rule and config names must
+// exist, source IDs must be unique, and the task must be pessimistic. The keys of mydumpers and loaders
+// (and the inline mydumper and loader of an instance) that Tributary refuses are refused only when the
+// task dumps (task-mode all or full): an incremental task never uses them, as in DM.
 func ParseTask(file string, data []byte) (*Task, error) {
 	var t Task
 	if err := decodeStrict(file, data, &t); err != nil {
@@ -246,11 +416,22 @@ func ParseTask(file string, data []byte) (*Task, error) {
 		add("name %q must be 1-64 letters, digits, '_', '-' or '.'", t.Name)
 	}
 	switch t.TaskMode {
-	case "incremental":
-	case "all", "full":
-		add("task-mode %s is not supported yet: only incremental (start from a binlog position)", t.TaskMode)
+	case "incremental", "all", "full":
 	default:
-		add("task-mode %q must be incremental", t.TaskMode)
+		add("task-mode %q must be all, full or incremental", t.TaskMode)
+	}
+	// dumpNS collects the refused dump and load keys; nil (value errors only) when the task does not dump.
+	var dumpNS *notSupported
+	if t.Dumps() {
+		dumpNS = &notSupported{file: file}
+	}
+	for _, name := range slices.Sorted(maps.Keys(t.Mydumpers)) {
+		m := t.Mydumpers[name]
+		m.validate("mydumpers."+name, add, dumpNS)
+	}
+	for _, name := range slices.Sorted(maps.Keys(t.Loaders)) {
+		l := t.Loaders[name]
+		l.validate("loaders."+name, add, dumpNS)
 	}
 	switch t.ShardMode {
 	case "pessimistic":
@@ -304,6 +485,28 @@ func ParseTask(file string, data []byte) (*Task, error) {
 				add("%s.syncer-config-name %q is not defined in syncers", where, inst.SyncerConfigName)
 			}
 		}
+		if inst.MydumperConfigName != "" {
+			if _, ok := t.Mydumpers[inst.MydumperConfigName]; !ok {
+				add("%s.mydumper-config-name %q is not defined in mydumpers", where, inst.MydumperConfigName)
+			}
+		}
+		if inst.LoaderConfigName != "" {
+			if _, ok := t.Loaders[inst.LoaderConfigName]; !ok {
+				add("%s.loader-config-name %q is not defined in loaders", where, inst.LoaderConfigName)
+			}
+		}
+		if inst.Mydumper != nil {
+			inst.Mydumper.validate(where+".mydumper", add, dumpNS)
+		}
+		if inst.Loader != nil {
+			inst.Loader.validate(where+".loader", add, dumpNS)
+		}
+		if inst.MydumperThread < 0 {
+			add("%s.mydumper-thread %d is negative", where, inst.MydumperThread)
+		}
+		if inst.LoaderThread < 0 {
+			add("%s.loader-thread %d is negative", where, inst.LoaderThread)
+		}
 		if inst.Meta != nil && inst.Meta.BinlogPos > 0 && inst.Meta.BinlogName == "" {
 			add("%s.meta.binlog-pos needs binlog-name", where)
 		}
@@ -329,11 +532,20 @@ func ParseTask(file string, data []byte) (*Task, error) {
 		ns.check("syncers."+name+".compact", !s.Compact)
 	}
 	errs = append(errs, ns.err())
+	if dumpNS != nil {
+		errs = append(errs, dumpNS.err())
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return &t, nil
 }
+
+// Dumps reports whether the task starts with a full load (dump and load): task-mode all or full.
+func (t *Task) Dumps() bool { return t.TaskMode == "all" || t.TaskMode == "full" }
+
+// Syncs reports whether the task replicates the binlog: task-mode all (after the load) or incremental.
+func (t *Task) Syncs() bool { return t.TaskMode == "all" || t.TaskMode == "incremental" }
 
 // validatePattern checks a DM pattern: wildcards always compile; a ~regex must.
 func validatePattern(p string) error {
@@ -451,6 +663,77 @@ func (t *Task) SyncerOf(inst Instance) Syncer {
 		}
 	}
 	return s
+}
+
+// DumpConfig is what the load unit uses from mydumpers.
+type DumpConfig struct {
+	Threads         int // tables dumped at the same time
+	Rows            int // rows per chunk; 0: derived from ChunkFileSizeMB
+	ChunkFileSizeMB int // size of a chunk
+}
+
+// LoadConfig is what the load unit uses from loaders.
+type LoadConfig struct {
+	PoolSize    int    // downstream connections of the load
+	OnDuplicate string // "error", "ignore" or "replace"
+}
+
+// DumpOf returns the dump settings of an instance: its inline mydumper, or else its
+// mydumper-config-name entry, over the defaults (threads 4, rows 0, chunk-filesize 64 as in DM);
+// mydumper-thread overrides threads. skip-tz-utc, extra-args and mydumper-path change nothing (the
+// last two are refused by ParseTask when the task dumps).
+func (t *Task) DumpOf(inst Instance) DumpConfig {
+	d := DumpConfig{Threads: 4, ChunkFileSizeMB: 64}
+	cfg := inst.Mydumper
+	if cfg == nil {
+		if c, ok := t.Mydumpers[inst.MydumperConfigName]; ok {
+			cfg = &c
+		}
+	}
+	if cfg != nil {
+		if cfg.Threads > 0 {
+			d.Threads = cfg.Threads
+		}
+		if cfg.Rows > 0 {
+			d.Rows = cfg.Rows
+		}
+		if mb, err := cfg.ChunkFilesize.Megabytes(); err == nil && mb > 0 {
+			d.ChunkFileSizeMB = mb
+		}
+	}
+	if inst.MydumperThread > 0 {
+		d.Threads = inst.MydumperThread
+	}
+	return d
+}
+
+// LoadOf returns the load settings of an instance: its inline loader, or else its loader-config-name
+// entry, over the defaults (pool-size 4, on-duplicate error); loader-thread overrides pool-size.
+//
+// Tributary's default on-duplicate is "error" where DM's logical import defaults to replace: rows of two
+// shards with the same key, merged into one table, are reported instead of one silently hiding the other.
+// The task's clean-dump-file and a loader's dir are accepted and have no effect: the load streams the
+// dump, there are no dump files.
+func (t *Task) LoadOf(inst Instance) LoadConfig {
+	l := LoadConfig{PoolSize: 4, OnDuplicate: "error"}
+	cfg := inst.Loader
+	if cfg == nil {
+		if c, ok := t.Loaders[inst.LoaderConfigName]; ok {
+			cfg = &c
+		}
+	}
+	if cfg != nil {
+		if cfg.PoolSize > 0 {
+			l.PoolSize = cfg.PoolSize
+		}
+		if od := cfg.onDuplicate(); od != "" {
+			l.OnDuplicate = od
+		}
+	}
+	if inst.LoaderThread > 0 {
+		l.PoolSize = inst.LoaderThread
+	}
+	return l
 }
 
 // LoadTask reads a task file.

@@ -64,7 +64,8 @@ func mutate(t *testing.T, from, to string) []byte {
 func TestTaskErrorsNameFileAndField(t *testing.T) {
 	cases := []struct{ from, to, want string }{
 		{"mysql-instances:", "mysql-instance:", `task.yaml: line 13: field mysql-instance is not a known key`},
-		{"task-mode: incremental", "task-mode: all", "task.yaml: task-mode all is not supported yet"},
+		{"task-mode: incremental", "task-mode: everything", `task.yaml: task-mode "everything" must be all, full or incremental`},
+		{"task-mode: incremental", "task-mode: Incremental", `task.yaml: task-mode "Incremental" must be all, full or incremental`},
 		{"shard-mode: pessimistic", "shard-mode: optimistic", "shard-mode optimistic is not supported yet"},
 		{"online-ddl: false", "online-ddl: true", "task.yaml: online-ddl is not supported yet"},
 		{"route-rules: [route-table, route-schema]\n    syncer", "route-rules: [route-tables, route-schema]\n    syncer", `mysql-instances[0].route-rules: "route-tables" is not defined in routes`},
@@ -134,5 +135,165 @@ func TestFilterRules(t *testing.T) {
 		if _, err := ParseTask("task.yaml", withFilter(c.rule, c.ref)); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("got %v, want %q", err, c.want)
 		}
+	}
+}
+
+// fullTask is the example task with task-mode mode, more keys for its first instance (inst0, each line
+// indented as the instance's keys) and sections in place of its mydumpers.
+func fullTask(t *testing.T, mode, inst0, sections string) []byte {
+	t.Helper()
+	data := string(mutate(t, "task-mode: incremental", "task-mode: "+mode))
+	if inst0 != "" {
+		data = strings.Replace(data, "syncer-config-name: global\n  - source-id", "syncer-config-name: global\n    "+inst0+"\n  - source-id", 1)
+	}
+	data, ok := strings.CutSuffix(data, "mydumpers:\n  global:\n    threads: 4\n")
+	if !ok {
+		t.Fatal("the example does not end with its mydumpers")
+	}
+	return []byte(data + sections)
+}
+
+func TestTaskModes(t *testing.T) {
+	for _, c := range []struct {
+		mode         string
+		dumps, syncs bool
+	}{{"incremental", false, true}, {"all", true, true}, {"full", true, false}} {
+		task, err := ParseTask("task.yaml", fullTask(t, c.mode, "", ""))
+		if err != nil {
+			t.Fatalf("%s: %v", c.mode, err)
+		}
+		if task.Dumps() != c.dumps || task.Syncs() != c.syncs {
+			t.Errorf("%s: Dumps %v Syncs %v, want %v %v", c.mode, task.Dumps(), task.Syncs(), c.dumps, c.syncs)
+		}
+	}
+}
+
+func TestDumpAndLoadConfig(t *testing.T) {
+	sections := `mydumpers:
+  named:
+    threads: 8
+    rows: 1000
+    chunk-filesize: 128
+    skip-tz-utc: true
+    mydumper-path: ./bin/mydumper
+  str:
+    chunk-filesize: "32"
+  unit:
+    chunk-filesize: 1GiB
+loaders:
+  named:
+    pool-size: 6
+    dir: ./dumped_data
+    import-mode: sql
+    on-duplicate: Replace
+    on-duplicate-physical: none
+    checksum-physical: required
+    analyze: optional
+  both:
+    import-mode: LOGICAL
+    on-duplicate: ignore
+    on-duplicate-logical: IGNORE
+clean-dump-file: true
+`
+	defDump, defLoad := DumpConfig{Threads: 4, ChunkFileSizeMB: 64}, LoadConfig{PoolSize: 4, OnDuplicate: "error"}
+	cases := []struct {
+		inst0 string
+		dump  DumpConfig
+		load  LoadConfig
+	}{
+		{"", defDump, defLoad},
+		{"mydumper-config-name: named\n    loader-config-name: named", DumpConfig{8, 1000, 128}, LoadConfig{6, "replace"}},
+		{"mydumper-config-name: named\n    loader-config-name: named\n    mydumper-thread: 3\n    loader-thread: 2", DumpConfig{3, 1000, 128}, LoadConfig{2, "replace"}},
+		{"mydumper-thread: 3\n    loader-thread: 2", DumpConfig{3, 0, 64}, LoadConfig{2, "error"}},
+		// The inline object replaces the named one, as a whole.
+		{"mydumper-config-name: named\n    mydumper: {threads: 2}\n    loader-config-name: named\n    loader: {on-duplicate-logical: ignore}", DumpConfig{2, 0, 64}, LoadConfig{4, "ignore"}},
+		{"mydumper: {threads: 2, rows: 10, chunk-filesize: 8}\n    mydumper-thread: 5\n    loader: {pool-size: 3}\n    loader-thread: 7", DumpConfig{5, 10, 8}, LoadConfig{7, "error"}},
+		{"mydumper-config-name: str\n    loader-config-name: both", DumpConfig{4, 0, 32}, LoadConfig{4, "ignore"}},
+		{"mydumper-config-name: unit", DumpConfig{4, 0, 1024}, defLoad},
+	}
+	for _, c := range cases {
+		task, err := ParseTask("task.yaml", fullTask(t, "all", c.inst0, sections))
+		if err != nil {
+			t.Fatalf("%q: %v", c.inst0, err)
+		}
+		if d, l := task.DumpOf(task.MySQLInstances[0]), task.LoadOf(task.MySQLInstances[0]); d != c.dump || l != c.load {
+			t.Errorf("%q: %+v %+v, want %+v %+v", c.inst0, d, l, c.dump, c.load)
+		}
+		// The second instance has neither: the defaults.
+		if d, l := task.DumpOf(task.MySQLInstances[1]), task.LoadOf(task.MySQLInstances[1]); d != defDump || l != defLoad {
+			t.Errorf("%q: second instance %+v %+v", c.inst0, d, l)
+		}
+	}
+}
+
+func TestChunkFilesize(t *testing.T) {
+	for in, want := range map[MB]int{"": 0, "64": 64, " 64 ": 64, "64MiB": 64, "64m": 64, "64 MB": 64, "2g": 2048, "1TiB": 1 << 20, "2048KiB": 2} {
+		if got, err := in.Megabytes(); err != nil || got != want {
+			t.Errorf("%q: %d %v, want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []MB{"0", "-1", "abc", "1.5", "64b", "64PiB", "100KiB", "99999999999999999999"} {
+		if got, err := in.Megabytes(); err == nil {
+			t.Errorf("%q: %d, want an error", in, got)
+		}
+	}
+}
+
+func TestDumpAndLoadErrors(t *testing.T) {
+	dump := func(keys string) string { return "mydumpers:\n  bad:\n    " + keys + "\n" }
+	load := func(keys string) string { return "loaders:\n  bad:\n    " + keys + "\n" }
+	cases := []struct{ mode, inst0, sections, want string }{
+		{"all", "", dump("chunk-filesize: abc"), `task.yaml: mydumpers.bad.chunk-filesize "abc" must be a positive number of MB`},
+		{"all", "", dump("chunk-filesize: 0"), `task.yaml: mydumpers.bad.chunk-filesize "0" must be a positive number of MB`},
+		{"all", "", dump("chunk-filesize: [64]"), "chunk-filesize must be a number of MB or a string"},
+		{"all", "", dump("threads: -1"), "task.yaml: mydumpers.bad.threads -1 is negative"},
+		{"all", "", dump("rows: -1"), "task.yaml: mydumpers.bad.rows -1 is negative"},
+		{"all", "", dump("treads: 4"), "field treads is not a known key"},
+		{"all", "", dump(`extra-args: "--consistency auto"`), "task.yaml: mydumpers.bad.extra-args is not supported: no dumpling here: the dump is Tributary's own"},
+		{"full", "", dump("mydumper-path: /usr/bin/mydumper"), "task.yaml: mydumpers.bad.mydumper-path is not supported: no mydumper is run"},
+		{"all", "", dump("statement-size: 100"), "task.yaml: mydumpers.bad.statement-size is not supported yet"},
+		{"all", "", dump(`where: "id > 0"`), "task.yaml: mydumpers.bad.where is not supported yet"},
+		{"all", "", load("pool-size: -1"), "task.yaml: loaders.bad.pool-size -1 is negative"},
+		{"all", "", load("import-mode: physical"), "task.yaml: loaders.bad.import-mode physical needs TiDB Lightning's physical import; use logical"},
+		{"all", "", load("import-mode: fast"), `task.yaml: loaders.bad.import-mode "fast" must be logical`},
+		{"all", "", load("on-duplicate: overwrite"), `task.yaml: loaders.bad.on-duplicate "overwrite" must be error, ignore or replace`},
+		{"all", "", load("on-duplicate-logical: skip"), `task.yaml: loaders.bad.on-duplicate-logical "skip" must be error, ignore or replace`},
+		{"all", "", load("on-duplicate: ignore\n    on-duplicate-logical: replace"), `task.yaml: loaders.bad.on-duplicate "ignore" and on-duplicate-logical "replace" differ`},
+		{"all", "", load("on-duplicate-physical: manual"), "task.yaml: loaders.bad.on-duplicate-physical is not supported: it configures TiDB Lightning's physical import"},
+		{"all", "", load("checksum-physical: off"), "loaders.bad.checksum-physical is not supported"},
+		{"all", "", load("analyze: required"), "loaders.bad.analyze is not supported"},
+		{"all", "", load("sorting-dir-physical: /tmp/sort"), "loaders.bad.sorting-dir-physical is not supported"},
+		{"all", "", load("disk-quota-physical: 10GB"), "loaders.bad.disk-quota-physical is not supported"},
+		{"all", "", load("range-concurrency: 16"), "loaders.bad.range-concurrency is not supported"},
+		{"all", "", load("compress-kv-pairs: gz"), "loaders.bad.compress-kv-pairs is not supported"},
+		{"all", "", load("pd-addr: pd:2379"), "loaders.bad.pd-addr is not supported"},
+		{"all", "mydumper: {extra-args: -x}", "", "task.yaml: mysql-instances[0].mydumper.extra-args is not supported"},
+		{"all", "mydumper: {chunk-filesize: 1.5}", "", `task.yaml: mysql-instances[0].mydumper.chunk-filesize "1.5" must be a positive number of MB`},
+		{"all", "loader: {pool-size: -2}", "", "task.yaml: mysql-instances[0].loader.pool-size -2 is negative"},
+		{"all", "loader: {import-mode: physical}", "", "task.yaml: mysql-instances[0].loader.import-mode physical needs"},
+		{"all", "loader: {dri: x}", "", "field dri is not a known key"},
+		{"all", "mydumper-config-name: nope", "", `task.yaml: mysql-instances[0].mydumper-config-name "nope" is not defined in mydumpers`},
+		{"all", "loader-config-name: nope", dump("threads: 2"), `task.yaml: mysql-instances[0].loader-config-name "nope" is not defined in loaders`},
+		{"all", "mydumper-thread: -1", "", "task.yaml: mysql-instances[0].mydumper-thread -1 is negative"},
+		{"all", "loader-thread: -1", "", "task.yaml: mysql-instances[0].loader-thread -1 is negative"},
+		// An incremental task uses no dump or load settings: their refused keys are accepted (as DM
+		// does), their wrong values and names are not.
+		{"incremental", "", dump("chunk-filesize: abc"), `mydumpers.bad.chunk-filesize "abc" must be a positive number of MB`},
+		{"incremental", "", load("on-duplicate: overwrite"), `loaders.bad.on-duplicate "overwrite" must be`},
+		{"incremental", "mydumper-config-name: nope", "", `mysql-instances[0].mydumper-config-name "nope" is not defined in mydumpers`},
+	}
+	for _, c := range cases {
+		_, err := ParseTask("task.yaml", fullTask(t, c.mode, c.inst0, c.sections))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %q %q: got %v, want %q", c.mode, c.inst0, c.sections, err, c.want)
+		}
+	}
+	// The keys refused for a full load are accepted in an incremental task.
+	refused := dump(`extra-args: "--consistency auto"`+"\n    mydumper-path: /usr/bin/mydumper") + load("import-mode: physical\n    pd-addr: pd:2379")
+	if _, err := ParseTask("task.yaml", fullTask(t, "incremental", "mydumper: {where: x}", refused)); err != nil {
+		t.Errorf("incremental task with dump settings: %v", err)
+	}
+	if _, err := ParseTask("task.yaml", fullTask(t, "all", "", refused)); err == nil {
+		t.Error("task-mode all with extra-args, mydumper-path, import-mode physical and pd-addr was accepted")
 	}
 }

@@ -64,9 +64,9 @@ func TestE2EBadInputIsRefusedAndChangesNothing(t *testing.T) {
 	// A route rule that does not exist.
 	norule := c.writeFile("norule.yaml", strings.Replace(string(body), "route-rules: [route-table, route-schema]", "route-rules: [route-tabel]", 1))
 	contains(t, c.fails("start-task", norule), "norule.yaml", "mysql-instances[0].route-rules", "route-tabel")
-	// task-mode all is not supported yet.
-	all := c.writeFile("all.yaml", strings.Replace(string(body), "task-mode: incremental", "task-mode: all", 1))
-	contains(t, c.fails("start-task", all), "task-mode all is not supported yet")
+	// A task-mode that does not exist.
+	badMode := c.writeFile("badmode.yaml", strings.Replace(string(body), "task-mode: incremental", "task-mode: everything", 1))
+	contains(t, c.fails("start-task", badMode), "badmode.yaml", `task-mode "everything" must be all, full or incremental`)
 	// A source that was never created.
 	nosrc := c.writeFile("nosrc.yaml", strings.Replace(string(body), "source-id: "+s2, "source-id: mysql-replica-09", 1))
 	contains(t, c.fails("start-task", nosrc), "mysql-instances[1].source-id mysql-replica-09", "operate-source create")
