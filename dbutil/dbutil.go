@@ -43,7 +43,7 @@ func OpenDB(d config.Database) (*sql.DB, error) {
 
 // SourcePosition reads a source's current binlog position and, on MariaDB, its GTID set (empty
 // elsewhere).
-func SourcePosition(ctx context.Context, db *sql.DB) (shardgroup.Position, string, error) {
+func SourcePosition(ctx context.Context, db RowQuerier) (shardgroup.Position, string, error) {
 	var p shardgroup.Position
 	var doDB, ignoreDB any
 	if err := db.QueryRowContext(ctx, "SHOW MASTER STATUS").Scan(&p.File, &p.Pos, &doDB, &ignoreDB); err != nil {
@@ -69,6 +69,47 @@ func Signature(ctx context.Context, db *sql.DB, t shardgroup.TableName) ([]strin
 			return nil, err
 		}
 		out = append(out, strings.ToLower(name)+" "+strings.ToLower(typ))
+	}
+	return out, rows.Err()
+}
+
+// RowQuerier is a *sql.DB, *sql.Conn or *sql.Tx.
+type RowQuerier interface {
+	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
+}
+
+// Querier is a *sql.DB, *sql.Conn or *sql.Tx.
+type Querier interface {
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+}
+
+// Columns reads a table's columns with their flags from information_schema (MariaDB and MySQL
+// 8 both mark generated columns "VIRTUAL GENERATED" or "STORED GENERATED" in EXTRA; MariaDB before
+// 10.2 said "PERSISTENT").
+func Columns(ctx context.Context, db Querier, t shardgroup.TableName) ([]shardgroup.Column, error) {
+	rows, err := db.QueryContext(ctx, `SELECT COLUMN_NAME, COLUMN_TYPE, EXTRA, DATA_TYPE, COALESCE(CHARACTER_OCTET_LENGTH, 0)
+		FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`, t.Schema, t.Name)
+	if err != nil {
+		return nil, fmt.Errorf("columns of %s: %w", t, err)
+	}
+	defer rows.Close()
+	var out []shardgroup.Column
+	for rows.Next() {
+		var name, typ, extra, dataType string
+		var octets int64
+		if err := rows.Scan(&name, &typ, &extra, &dataType, &octets); err != nil {
+			return nil, err
+		}
+		extra = strings.ToUpper(extra)
+		c := shardgroup.Column{
+			Name:      name,
+			Unsigned:  strings.Contains(strings.ToLower(typ), "unsigned"),
+			Generated: strings.Contains(extra, "VIRTUAL GENERATED") || strings.Contains(extra, "STORED GENERATED") || strings.Contains(extra, "PERSISTENT"),
+		}
+		if strings.EqualFold(dataType, "binary") {
+			c.BinaryLen = int(octets)
+		}
+		out = append(out, c)
 	}
 	return out, rows.Err()
 }

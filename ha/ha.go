@@ -61,6 +61,9 @@ func TaskKey(task string) string      { return taskPrefix + task }
 const (
 	StageRunning = "Running"
 	StagePaused  = "Paused"
+	// StageFinished is a subtask's stage once a task-mode full load is through (workers report it; etcd
+	// never holds it).
+	StageFinished = "Finished"
 )
 
 // Worker is a registered worker.

@@ -156,7 +156,7 @@ func (s *Store) Load(ctx context.Context) (Checkpoint, error) {
 		}
 		p := Position{File: name, Pos: pos}
 		switch {
-		case id == EpochID:
+		case id == EpochID, strings.HasPrefix(id, LoadPrefix):
 		case id == GlobalID:
 			cp.Global, cp.GlobalGTID = p, gtid.String
 		case strings.HasPrefix(id, "schema:"):
@@ -226,6 +226,66 @@ func (s *Store) Write(ctx context.Context, e Execer, up CheckpointUpdate) error 
 	}
 	if !up.Global.IsZero() || up.GlobalGTID != "" {
 		return put(GlobalID, up.Global, up.GlobalGTID, nil)
+	}
+	return nil
+}
+
+// LoadPrefix starts the ids of a source's full-load state rows (package loader): the load's header
+// at LoadPrefix itself and one row per copy lane after it. Load skips them.
+const LoadPrefix = "load:"
+
+// LoadRow is one row of a source's full-load state.
+type LoadRow struct {
+	ID   string
+	Pos  Position
+	GTID string
+	Data string // JSON of the loader
+}
+
+// LoadRows reads the source's full-load state rows by id.
+func (s *Store) LoadRows(ctx context.Context) (map[string]LoadRow, error) {
+	return s.loadRows(ctx, "source = ? AND id LIKE 'load:%'", s.source)
+}
+
+// LoadHeaders reads the full-load headers of every source of the task, by source.
+func (s *Store) LoadHeaders(ctx context.Context) (map[string]LoadRow, error) {
+	return s.loadRows(ctx, "id_hash = ?", Hash(LoadPrefix))
+}
+
+func (s *Store) loadRows(ctx context.Context, where string, arg any) (map[string]LoadRow, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT source, id, binlog_name, binlog_pos, binlog_gtid, ddls FROM "+s.ckptQ+" WHERE "+where, arg)
+	if err != nil {
+		return nil, fmt.Errorf("read load state from %s: %w", s.ckpt, err)
+	}
+	defer rows.Close()
+	out := map[string]LoadRow{}
+	for rows.Next() {
+		var src string
+		var r LoadRow
+		var gtid, data sql.NullString
+		if err := rows.Scan(&src, &r.ID, &r.Pos.File, &r.Pos.Pos, &gtid, &data); err != nil {
+			return nil, err
+		}
+		r.GTID, r.Data = gtid.String, data.String
+		if where == "id_hash = ?" {
+			out[src] = r
+		} else {
+			out[r.ID] = r
+		}
+	}
+	return out, rows.Err()
+}
+
+// WriteLoad writes one full-load state row with e (the transaction of the rows it covers).
+func (s *Store) WriteLoad(ctx context.Context, e Execer, r LoadRow) error {
+	if !strings.HasPrefix(r.ID, LoadPrefix) {
+		return fmt.Errorf("load state id %q lacks the prefix %q", r.ID, LoadPrefix)
+	}
+	_, err := e.ExecContext(ctx, "INSERT INTO "+s.ckptQ+" (source, id_hash, id, binlog_name, binlog_pos, binlog_gtid, ddls) VALUES (?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE "+
+		"binlog_name = VALUES(binlog_name), binlog_pos = VALUES(binlog_pos), binlog_gtid = VALUES(binlog_gtid), ddls = VALUES(ddls)",
+		s.source, Hash(r.ID), r.ID, r.Pos.File, r.Pos.Pos, r.GTID, r.Data)
+	if err != nil {
+		return fmt.Errorf("write load state %s/%s: %w", s.source, r.ID, err)
 	}
 	return nil
 }

@@ -1276,10 +1276,11 @@ type SubTaskStatus struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
 	Name                string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Stage               string                 `protobuf:"bytes,2,opt,name=stage,proto3" json:"stage,omitempty"` // New, Running, Paused, Stopped, Finished
-	Unit                string                 `protobuf:"bytes,3,opt,name=unit,proto3" json:"unit,omitempty"`   // Sync
+	Unit                string                 `protobuf:"bytes,3,opt,name=unit,proto3" json:"unit,omitempty"`   // Load (task-mode all/full, while loading), Sync
 	Result              *ProcessResult         `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
 	UnresolvedDDLLockID string                 `protobuf:"bytes,5,opt,name=unresolvedDDLLockID,proto3" json:"unresolvedDDLLockID,omitempty"`
 	Sync                *SyncStatus            `protobuf:"bytes,6,opt,name=sync,proto3" json:"sync,omitempty"`
+	Load                *LoadStatus            `protobuf:"bytes,7,opt,name=load,proto3" json:"load,omitempty"`
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache
 }
@@ -1356,6 +1357,139 @@ func (x *SubTaskStatus) GetSync() *SyncStatus {
 	return nil
 }
 
+func (x *SubTaskStatus) GetLoad() *LoadStatus {
+	if x != nil {
+		return x.Load
+	}
+	return nil
+}
+
+// LoadStatus is the progress of a full load (DM's fields, and rows beside bytes: the dump and the load
+// stream together). Totals are the source's estimates (information_schema).
+type LoadStatus struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	FinishedBytes  int64                  `protobuf:"varint,1,opt,name=finishedBytes,proto3" json:"finishedBytes,omitempty"`
+	TotalBytes     int64                  `protobuf:"varint,2,opt,name=totalBytes,proto3" json:"totalBytes,omitempty"`
+	Progress       string                 `protobuf:"bytes,3,opt,name=progress,proto3" json:"progress,omitempty"`     // finished/total bytes, e.g. "41.20 %"
+	MetaBinlog     string                 `protobuf:"bytes,4,opt,name=metaBinlog,proto3" json:"metaBinlog,omitempty"` // the snapshot's binlog position: the sync unit starts there
+	MetaBinlogGTID string                 `protobuf:"bytes,5,opt,name=metaBinlogGTID,proto3" json:"metaBinlogGTID,omitempty"`
+	Bps            string                 `protobuf:"bytes,6,opt,name=bps,proto3" json:"bps,omitempty"` // bytes per second since the load started
+	FinishedRows   int64                  `protobuf:"varint,7,opt,name=finishedRows,proto3" json:"finishedRows,omitempty"`
+	TotalRows      int64                  `protobuf:"varint,8,opt,name=totalRows,proto3" json:"totalRows,omitempty"`
+	Rps            string                 `protobuf:"bytes,9,opt,name=rps,proto3" json:"rps,omitempty"`      // rows per second
+	Eta            string                 `protobuf:"bytes,10,opt,name=eta,proto3" json:"eta,omitempty"`     // at the current rate, e.g. "1m20s"
+	State          string                 `protobuf:"bytes,11,opt,name=state,proto3" json:"state,omitempty"` // snapshot, loading, loaded (waiting for every source before the cut-over), switched
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *LoadStatus) Reset() {
+	*x = LoadStatus{}
+	mi := &file_proto_master_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoadStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoadStatus) ProtoMessage() {}
+
+func (x *LoadStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_master_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoadStatus.ProtoReflect.Descriptor instead.
+func (*LoadStatus) Descriptor() ([]byte, []int) {
+	return file_proto_master_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *LoadStatus) GetFinishedBytes() int64 {
+	if x != nil {
+		return x.FinishedBytes
+	}
+	return 0
+}
+
+func (x *LoadStatus) GetTotalBytes() int64 {
+	if x != nil {
+		return x.TotalBytes
+	}
+	return 0
+}
+
+func (x *LoadStatus) GetProgress() string {
+	if x != nil {
+		return x.Progress
+	}
+	return ""
+}
+
+func (x *LoadStatus) GetMetaBinlog() string {
+	if x != nil {
+		return x.MetaBinlog
+	}
+	return ""
+}
+
+func (x *LoadStatus) GetMetaBinlogGTID() string {
+	if x != nil {
+		return x.MetaBinlogGTID
+	}
+	return ""
+}
+
+func (x *LoadStatus) GetBps() string {
+	if x != nil {
+		return x.Bps
+	}
+	return ""
+}
+
+func (x *LoadStatus) GetFinishedRows() int64 {
+	if x != nil {
+		return x.FinishedRows
+	}
+	return 0
+}
+
+func (x *LoadStatus) GetTotalRows() int64 {
+	if x != nil {
+		return x.TotalRows
+	}
+	return 0
+}
+
+func (x *LoadStatus) GetRps() string {
+	if x != nil {
+		return x.Rps
+	}
+	return ""
+}
+
+func (x *LoadStatus) GetEta() string {
+	if x != nil {
+		return x.Eta
+	}
+	return ""
+}
+
+func (x *LoadStatus) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
 type SyncStatus struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
 	TotalEvents         int64                  `protobuf:"varint,1,opt,name=totalEvents,proto3" json:"totalEvents,omitempty"`
@@ -1374,7 +1508,7 @@ type SyncStatus struct {
 
 func (x *SyncStatus) Reset() {
 	*x = SyncStatus{}
-	mi := &file_proto_master_proto_msgTypes[21]
+	mi := &file_proto_master_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1520,7 @@ func (x *SyncStatus) String() string {
 func (*SyncStatus) ProtoMessage() {}
 
 func (x *SyncStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[21]
+	mi := &file_proto_master_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1533,7 @@ func (x *SyncStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncStatus.ProtoReflect.Descriptor instead.
 func (*SyncStatus) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{21}
+	return file_proto_master_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SyncStatus) GetTotalEvents() int64 {
@@ -1485,7 +1619,7 @@ type ShardingGroup struct {
 
 func (x *ShardingGroup) Reset() {
 	*x = ShardingGroup{}
-	mi := &file_proto_master_proto_msgTypes[22]
+	mi := &file_proto_master_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1497,7 +1631,7 @@ func (x *ShardingGroup) String() string {
 func (*ShardingGroup) ProtoMessage() {}
 
 func (x *ShardingGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[22]
+	mi := &file_proto_master_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1510,7 +1644,7 @@ func (x *ShardingGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardingGroup.ProtoReflect.Descriptor instead.
 func (*ShardingGroup) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{22}
+	return file_proto_master_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ShardingGroup) GetTarget() string {
@@ -1560,7 +1694,7 @@ type ListMemberRequest struct {
 
 func (x *ListMemberRequest) Reset() {
 	*x = ListMemberRequest{}
-	mi := &file_proto_master_proto_msgTypes[23]
+	mi := &file_proto_master_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1572,7 +1706,7 @@ func (x *ListMemberRequest) String() string {
 func (*ListMemberRequest) ProtoMessage() {}
 
 func (x *ListMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[23]
+	mi := &file_proto_master_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1585,7 +1719,7 @@ func (x *ListMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMemberRequest.ProtoReflect.Descriptor instead.
 func (*ListMemberRequest) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{23}
+	return file_proto_master_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListMemberRequest) GetLeader() bool {
@@ -1627,7 +1761,7 @@ type ListMemberResponse struct {
 
 func (x *ListMemberResponse) Reset() {
 	*x = ListMemberResponse{}
-	mi := &file_proto_master_proto_msgTypes[24]
+	mi := &file_proto_master_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1639,7 +1773,7 @@ func (x *ListMemberResponse) String() string {
 func (*ListMemberResponse) ProtoMessage() {}
 
 func (x *ListMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[24]
+	mi := &file_proto_master_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1652,7 +1786,7 @@ func (x *ListMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMemberResponse.ProtoReflect.Descriptor instead.
 func (*ListMemberResponse) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{24}
+	return file_proto_master_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListMemberResponse) GetResult() bool {
@@ -1690,7 +1824,7 @@ type Members struct {
 
 func (x *Members) Reset() {
 	*x = Members{}
-	mi := &file_proto_master_proto_msgTypes[25]
+	mi := &file_proto_master_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1702,7 +1836,7 @@ func (x *Members) String() string {
 func (*Members) ProtoMessage() {}
 
 func (x *Members) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[25]
+	mi := &file_proto_master_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1715,7 +1849,7 @@ func (x *Members) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Members.ProtoReflect.Descriptor instead.
 func (*Members) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{25}
+	return file_proto_master_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Members) GetMember() isMembers_Member {
@@ -1785,7 +1919,7 @@ type ListLeaderMember struct {
 
 func (x *ListLeaderMember) Reset() {
 	*x = ListLeaderMember{}
-	mi := &file_proto_master_proto_msgTypes[26]
+	mi := &file_proto_master_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1797,7 +1931,7 @@ func (x *ListLeaderMember) String() string {
 func (*ListLeaderMember) ProtoMessage() {}
 
 func (x *ListLeaderMember) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[26]
+	mi := &file_proto_master_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1810,7 +1944,7 @@ func (x *ListLeaderMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLeaderMember.ProtoReflect.Descriptor instead.
 func (*ListLeaderMember) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{26}
+	return file_proto_master_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListLeaderMember) GetMsg() string {
@@ -1844,7 +1978,7 @@ type ListMasterMember struct {
 
 func (x *ListMasterMember) Reset() {
 	*x = ListMasterMember{}
-	mi := &file_proto_master_proto_msgTypes[27]
+	mi := &file_proto_master_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1856,7 +1990,7 @@ func (x *ListMasterMember) String() string {
 func (*ListMasterMember) ProtoMessage() {}
 
 func (x *ListMasterMember) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[27]
+	mi := &file_proto_master_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1869,7 +2003,7 @@ func (x *ListMasterMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMasterMember.ProtoReflect.Descriptor instead.
 func (*ListMasterMember) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{27}
+	return file_proto_master_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListMasterMember) GetMsg() string {
@@ -1899,7 +2033,7 @@ type MasterInfo struct {
 
 func (x *MasterInfo) Reset() {
 	*x = MasterInfo{}
-	mi := &file_proto_master_proto_msgTypes[28]
+	mi := &file_proto_master_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1911,7 +2045,7 @@ func (x *MasterInfo) String() string {
 func (*MasterInfo) ProtoMessage() {}
 
 func (x *MasterInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[28]
+	mi := &file_proto_master_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1924,7 +2058,7 @@ func (x *MasterInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterInfo.ProtoReflect.Descriptor instead.
 func (*MasterInfo) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{28}
+	return file_proto_master_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *MasterInfo) GetName() string {
@@ -1972,7 +2106,7 @@ type ListWorkerMember struct {
 
 func (x *ListWorkerMember) Reset() {
 	*x = ListWorkerMember{}
-	mi := &file_proto_master_proto_msgTypes[29]
+	mi := &file_proto_master_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1984,7 +2118,7 @@ func (x *ListWorkerMember) String() string {
 func (*ListWorkerMember) ProtoMessage() {}
 
 func (x *ListWorkerMember) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[29]
+	mi := &file_proto_master_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1997,7 +2131,7 @@ func (x *ListWorkerMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkerMember.ProtoReflect.Descriptor instead.
 func (*ListWorkerMember) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{29}
+	return file_proto_master_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListWorkerMember) GetMsg() string {
@@ -2026,7 +2160,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_proto_master_proto_msgTypes[30]
+	mi := &file_proto_master_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2038,7 +2172,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[30]
+	mi := &file_proto_master_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2051,7 +2185,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{30}
+	return file_proto_master_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WorkerInfo) GetName() string {
@@ -2091,7 +2225,7 @@ type CheckTaskRequest struct {
 
 func (x *CheckTaskRequest) Reset() {
 	*x = CheckTaskRequest{}
-	mi := &file_proto_master_proto_msgTypes[31]
+	mi := &file_proto_master_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2103,7 +2237,7 @@ func (x *CheckTaskRequest) String() string {
 func (*CheckTaskRequest) ProtoMessage() {}
 
 func (x *CheckTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[31]
+	mi := &file_proto_master_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2116,7 +2250,7 @@ func (x *CheckTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTaskRequest.ProtoReflect.Descriptor instead.
 func (*CheckTaskRequest) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{31}
+	return file_proto_master_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CheckTaskRequest) GetTask() string {
@@ -2136,7 +2270,7 @@ type CheckTaskResponse struct {
 
 func (x *CheckTaskResponse) Reset() {
 	*x = CheckTaskResponse{}
-	mi := &file_proto_master_proto_msgTypes[32]
+	mi := &file_proto_master_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2148,7 +2282,7 @@ func (x *CheckTaskResponse) String() string {
 func (*CheckTaskResponse) ProtoMessage() {}
 
 func (x *CheckTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[32]
+	mi := &file_proto_master_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2161,7 +2295,7 @@ func (x *CheckTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTaskResponse.ProtoReflect.Descriptor instead.
 func (*CheckTaskResponse) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{32}
+	return file_proto_master_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CheckTaskResponse) GetResult() bool {
@@ -2188,7 +2322,7 @@ type OfflineMemberRequest struct {
 
 func (x *OfflineMemberRequest) Reset() {
 	*x = OfflineMemberRequest{}
-	mi := &file_proto_master_proto_msgTypes[33]
+	mi := &file_proto_master_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2200,7 +2334,7 @@ func (x *OfflineMemberRequest) String() string {
 func (*OfflineMemberRequest) ProtoMessage() {}
 
 func (x *OfflineMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[33]
+	mi := &file_proto_master_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2213,7 +2347,7 @@ func (x *OfflineMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfflineMemberRequest.ProtoReflect.Descriptor instead.
 func (*OfflineMemberRequest) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{33}
+	return file_proto_master_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *OfflineMemberRequest) GetType() string {
@@ -2240,7 +2374,7 @@ type OfflineMemberResponse struct {
 
 func (x *OfflineMemberResponse) Reset() {
 	*x = OfflineMemberResponse{}
-	mi := &file_proto_master_proto_msgTypes[34]
+	mi := &file_proto_master_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2252,7 +2386,7 @@ func (x *OfflineMemberResponse) String() string {
 func (*OfflineMemberResponse) ProtoMessage() {}
 
 func (x *OfflineMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[34]
+	mi := &file_proto_master_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2265,7 +2399,7 @@ func (x *OfflineMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfflineMemberResponse.ProtoReflect.Descriptor instead.
 func (*OfflineMemberResponse) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{34}
+	return file_proto_master_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *OfflineMemberResponse) GetResult() bool {
@@ -2379,14 +2513,33 @@ const file_proto_master_proto_rawDesc = "" +
 	"\bRawCause\x18\x06 \x01(\tR\bRawCause\x12\x1e\n" +
 	"\n" +
 	"Workaround\x18\a \x01(\tR\n" +
-	"Workaround\"\xdc\x01\n" +
+	"Workaround\"\x87\x02\n" +
 	"\rSubTaskStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05stage\x18\x02 \x01(\tR\x05stage\x12\x12\n" +
 	"\x04unit\x18\x03 \x01(\tR\x04unit\x120\n" +
 	"\x06result\x18\x04 \x01(\v2\x18.tributary.ProcessResultR\x06result\x120\n" +
 	"\x13unresolvedDDLLockID\x18\x05 \x01(\tR\x13unresolvedDDLLockID\x12)\n" +
-	"\x04sync\x18\x06 \x01(\v2\x15.tributary.SyncStatusR\x04sync\"\xa2\x03\n" +
+	"\x04sync\x18\x06 \x01(\v2\x15.tributary.SyncStatusR\x04sync\x12)\n" +
+	"\x04load\x18\a \x01(\v2\x15.tributary.LoadStatusR\x04load\"\xc4\x02\n" +
+	"\n" +
+	"LoadStatus\x12$\n" +
+	"\rfinishedBytes\x18\x01 \x01(\x03R\rfinishedBytes\x12\x1e\n" +
+	"\n" +
+	"totalBytes\x18\x02 \x01(\x03R\n" +
+	"totalBytes\x12\x1a\n" +
+	"\bprogress\x18\x03 \x01(\tR\bprogress\x12\x1e\n" +
+	"\n" +
+	"metaBinlog\x18\x04 \x01(\tR\n" +
+	"metaBinlog\x12&\n" +
+	"\x0emetaBinlogGTID\x18\x05 \x01(\tR\x0emetaBinlogGTID\x12\x10\n" +
+	"\x03bps\x18\x06 \x01(\tR\x03bps\x12\"\n" +
+	"\ffinishedRows\x18\a \x01(\x03R\ffinishedRows\x12\x1c\n" +
+	"\ttotalRows\x18\b \x01(\x03R\ttotalRows\x12\x10\n" +
+	"\x03rps\x18\t \x01(\tR\x03rps\x12\x10\n" +
+	"\x03eta\x18\n" +
+	" \x01(\tR\x03eta\x12\x14\n" +
+	"\x05state\x18\v \x01(\tR\x05state\"\xa2\x03\n" +
 	"\n" +
 	"SyncStatus\x12 \n" +
 	"\vtotalEvents\x18\x01 \x01(\x03R\vtotalEvents\x12\"\n" +
@@ -2484,7 +2637,7 @@ func file_proto_master_proto_rawDescGZIP() []byte {
 	return file_proto_master_proto_rawDescData
 }
 
-var file_proto_master_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_proto_master_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_proto_master_proto_goTypes = []any{
 	(*ShowDDLLocksRequest)(nil),     // 0: tributary.ShowDDLLocksRequest
 	(*DDLLock)(nil),                 // 1: tributary.DDLLock
@@ -2507,20 +2660,21 @@ var file_proto_master_proto_goTypes = []any{
 	(*ProcessResult)(nil),           // 18: tributary.ProcessResult
 	(*ProcessError)(nil),            // 19: tributary.ProcessError
 	(*SubTaskStatus)(nil),           // 20: tributary.SubTaskStatus
-	(*SyncStatus)(nil),              // 21: tributary.SyncStatus
-	(*ShardingGroup)(nil),           // 22: tributary.ShardingGroup
-	(*ListMemberRequest)(nil),       // 23: tributary.ListMemberRequest
-	(*ListMemberResponse)(nil),      // 24: tributary.ListMemberResponse
-	(*Members)(nil),                 // 25: tributary.Members
-	(*ListLeaderMember)(nil),        // 26: tributary.ListLeaderMember
-	(*ListMasterMember)(nil),        // 27: tributary.ListMasterMember
-	(*MasterInfo)(nil),              // 28: tributary.MasterInfo
-	(*ListWorkerMember)(nil),        // 29: tributary.ListWorkerMember
-	(*WorkerInfo)(nil),              // 30: tributary.WorkerInfo
-	(*CheckTaskRequest)(nil),        // 31: tributary.CheckTaskRequest
-	(*CheckTaskResponse)(nil),       // 32: tributary.CheckTaskResponse
-	(*OfflineMemberRequest)(nil),    // 33: tributary.OfflineMemberRequest
-	(*OfflineMemberResponse)(nil),   // 34: tributary.OfflineMemberResponse
+	(*LoadStatus)(nil),              // 21: tributary.LoadStatus
+	(*SyncStatus)(nil),              // 22: tributary.SyncStatus
+	(*ShardingGroup)(nil),           // 23: tributary.ShardingGroup
+	(*ListMemberRequest)(nil),       // 24: tributary.ListMemberRequest
+	(*ListMemberResponse)(nil),      // 25: tributary.ListMemberResponse
+	(*Members)(nil),                 // 26: tributary.Members
+	(*ListLeaderMember)(nil),        // 27: tributary.ListLeaderMember
+	(*ListMasterMember)(nil),        // 28: tributary.ListMasterMember
+	(*MasterInfo)(nil),              // 29: tributary.MasterInfo
+	(*ListWorkerMember)(nil),        // 30: tributary.ListWorkerMember
+	(*WorkerInfo)(nil),              // 31: tributary.WorkerInfo
+	(*CheckTaskRequest)(nil),        // 32: tributary.CheckTaskRequest
+	(*CheckTaskResponse)(nil),       // 33: tributary.CheckTaskResponse
+	(*OfflineMemberRequest)(nil),    // 34: tributary.OfflineMemberRequest
+	(*OfflineMemberResponse)(nil),   // 35: tributary.OfflineMemberResponse
 }
 var file_proto_master_proto_depIdxs = []int32{
 	2,  // 0: tributary.DDLLock.conflict:type_name -> tributary.SourceDDLs
@@ -2534,39 +2688,40 @@ var file_proto_master_proto_depIdxs = []int32{
 	18, // 8: tributary.SourceStatus.result:type_name -> tributary.ProcessResult
 	19, // 9: tributary.ProcessResult.errors:type_name -> tributary.ProcessError
 	18, // 10: tributary.SubTaskStatus.result:type_name -> tributary.ProcessResult
-	21, // 11: tributary.SubTaskStatus.sync:type_name -> tributary.SyncStatus
-	22, // 12: tributary.SyncStatus.unresolvedGroups:type_name -> tributary.ShardingGroup
-	25, // 13: tributary.ListMemberResponse.members:type_name -> tributary.Members
-	26, // 14: tributary.Members.leader:type_name -> tributary.ListLeaderMember
-	27, // 15: tributary.Members.master:type_name -> tributary.ListMasterMember
-	29, // 16: tributary.Members.worker:type_name -> tributary.ListWorkerMember
-	28, // 17: tributary.ListMasterMember.masters:type_name -> tributary.MasterInfo
-	30, // 18: tributary.ListWorkerMember.workers:type_name -> tributary.WorkerInfo
-	0,  // 19: tributary.Master.ShowDDLLocks:input_type -> tributary.ShowDDLLocksRequest
-	4,  // 20: tributary.Master.UnlockDDLLock:input_type -> tributary.UnlockDDLLockRequest
-	7,  // 21: tributary.Master.OperateSource:input_type -> tributary.OperateSourceRequest
-	9,  // 22: tributary.Master.StartTask:input_type -> tributary.StartTaskRequest
-	11, // 23: tributary.Master.OperateTask:input_type -> tributary.OperateTaskRequest
-	13, // 24: tributary.Master.QueryStatus:input_type -> tributary.QueryStatusListRequest
-	23, // 25: tributary.Master.ListMember:input_type -> tributary.ListMemberRequest
-	31, // 26: tributary.Master.CheckTask:input_type -> tributary.CheckTaskRequest
-	33, // 27: tributary.Master.OfflineMember:input_type -> tributary.OfflineMemberRequest
-	15, // 28: tributary.Worker.QueryStatus:input_type -> tributary.QueryStatusRequest
-	3,  // 29: tributary.Master.ShowDDLLocks:output_type -> tributary.ShowDDLLocksResponse
-	5,  // 30: tributary.Master.UnlockDDLLock:output_type -> tributary.UnlockDDLLockResponse
-	8,  // 31: tributary.Master.OperateSource:output_type -> tributary.OperateSourceResponse
-	10, // 32: tributary.Master.StartTask:output_type -> tributary.StartTaskResponse
-	12, // 33: tributary.Master.OperateTask:output_type -> tributary.OperateTaskResponse
-	14, // 34: tributary.Master.QueryStatus:output_type -> tributary.QueryStatusListResponse
-	24, // 35: tributary.Master.ListMember:output_type -> tributary.ListMemberResponse
-	32, // 36: tributary.Master.CheckTask:output_type -> tributary.CheckTaskResponse
-	34, // 37: tributary.Master.OfflineMember:output_type -> tributary.OfflineMemberResponse
-	16, // 38: tributary.Worker.QueryStatus:output_type -> tributary.QueryStatusResponse
-	29, // [29:39] is the sub-list for method output_type
-	19, // [19:29] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	22, // 11: tributary.SubTaskStatus.sync:type_name -> tributary.SyncStatus
+	21, // 12: tributary.SubTaskStatus.load:type_name -> tributary.LoadStatus
+	23, // 13: tributary.SyncStatus.unresolvedGroups:type_name -> tributary.ShardingGroup
+	26, // 14: tributary.ListMemberResponse.members:type_name -> tributary.Members
+	27, // 15: tributary.Members.leader:type_name -> tributary.ListLeaderMember
+	28, // 16: tributary.Members.master:type_name -> tributary.ListMasterMember
+	30, // 17: tributary.Members.worker:type_name -> tributary.ListWorkerMember
+	29, // 18: tributary.ListMasterMember.masters:type_name -> tributary.MasterInfo
+	31, // 19: tributary.ListWorkerMember.workers:type_name -> tributary.WorkerInfo
+	0,  // 20: tributary.Master.ShowDDLLocks:input_type -> tributary.ShowDDLLocksRequest
+	4,  // 21: tributary.Master.UnlockDDLLock:input_type -> tributary.UnlockDDLLockRequest
+	7,  // 22: tributary.Master.OperateSource:input_type -> tributary.OperateSourceRequest
+	9,  // 23: tributary.Master.StartTask:input_type -> tributary.StartTaskRequest
+	11, // 24: tributary.Master.OperateTask:input_type -> tributary.OperateTaskRequest
+	13, // 25: tributary.Master.QueryStatus:input_type -> tributary.QueryStatusListRequest
+	24, // 26: tributary.Master.ListMember:input_type -> tributary.ListMemberRequest
+	32, // 27: tributary.Master.CheckTask:input_type -> tributary.CheckTaskRequest
+	34, // 28: tributary.Master.OfflineMember:input_type -> tributary.OfflineMemberRequest
+	15, // 29: tributary.Worker.QueryStatus:input_type -> tributary.QueryStatusRequest
+	3,  // 30: tributary.Master.ShowDDLLocks:output_type -> tributary.ShowDDLLocksResponse
+	5,  // 31: tributary.Master.UnlockDDLLock:output_type -> tributary.UnlockDDLLockResponse
+	8,  // 32: tributary.Master.OperateSource:output_type -> tributary.OperateSourceResponse
+	10, // 33: tributary.Master.StartTask:output_type -> tributary.StartTaskResponse
+	12, // 34: tributary.Master.OperateTask:output_type -> tributary.OperateTaskResponse
+	14, // 35: tributary.Master.QueryStatus:output_type -> tributary.QueryStatusListResponse
+	25, // 36: tributary.Master.ListMember:output_type -> tributary.ListMemberResponse
+	33, // 37: tributary.Master.CheckTask:output_type -> tributary.CheckTaskResponse
+	35, // 38: tributary.Master.OfflineMember:output_type -> tributary.OfflineMemberResponse
+	16, // 39: tributary.Worker.QueryStatus:output_type -> tributary.QueryStatusResponse
+	30, // [30:40] is the sub-list for method output_type
+	20, // [20:30] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_proto_master_proto_init() }
@@ -2574,7 +2729,7 @@ func file_proto_master_proto_init() {
 	if File_proto_master_proto != nil {
 		return
 	}
-	file_proto_master_proto_msgTypes[25].OneofWrappers = []any{
+	file_proto_master_proto_msgTypes[26].OneofWrappers = []any{
 		(*Members_Leader)(nil),
 		(*Members_Master)(nil),
 		(*Members_Worker)(nil),
@@ -2585,7 +2740,7 @@ func file_proto_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_master_proto_rawDesc), len(file_proto_master_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   35,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

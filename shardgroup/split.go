@@ -427,3 +427,19 @@ func RetargetShowCreate(create string, target TableName) (string, error) {
 	}
 	return "CREATE TABLE IF NOT EXISTS " + target.String() + " (" + create[loc[1]:], nil
 }
+
+// TargetDefinition is the CREATE TABLE IF NOT EXISTS of target from the upstream's SHOW CREATE TABLE
+// of t: restored through the parser with every name routed, or, for a definition the parser cannot
+// read (spatial and INVISIBLE columns, expression defaults...), the server's own text with the target's
+// name, which a downstream of the same flavor runs as the upstream did.
+func TargetDefinition(create string, t, target TableName, route Route) (string, error) {
+	parts, err := Split(create, t.Schema, route)
+	if err == nil && len(parts) == 1 {
+		return CreateIfNotExists(parts[0].SQL)
+	}
+	stmt, rerr := RetargetShowCreate(create, target)
+	if rerr != nil {
+		return "", fmt.Errorf("%v (and %v)", err, rerr)
+	}
+	return stmt, nil
+}

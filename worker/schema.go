@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tributary-db/tributary/dbutil"
 	"github.com/tributary-db/tributary/shardgroup"
 )
 
@@ -136,43 +137,12 @@ func (s *schemaTracker) initFromUpstream(ctx context.Context, db *sql.DB, t Tabl
 	if _, ok := s.tables[t]; ok {
 		return nil
 	}
-	cols, err := upstreamColumns(ctx, db, t)
+	cols, err := dbutil.Columns(ctx, db, t)
 	if err != nil {
 		return err
 	}
 	s.set(t, Position{}, cols)
 	return nil
-}
-
-// upstreamColumns reads a table's columns with their flags from information_schema (MariaDB and MySQL
-// 8 both mark generated columns "VIRTUAL GENERATED" or "STORED GENERATED" in EXTRA; MariaDB before
-// 10.2 said "PERSISTENT").
-func upstreamColumns(ctx context.Context, db *sql.DB, t TableName) ([]shardgroup.Column, error) {
-	rows, err := db.QueryContext(ctx, `SELECT COLUMN_NAME, COLUMN_TYPE, EXTRA, DATA_TYPE, COALESCE(CHARACTER_OCTET_LENGTH, 0)
-		FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`, t.Schema, t.Name)
-	if err != nil {
-		return nil, fmt.Errorf("columns of %s: %w", t, err)
-	}
-	defer rows.Close()
-	var out []shardgroup.Column
-	for rows.Next() {
-		var name, typ, extra, dataType string
-		var octets int64
-		if err := rows.Scan(&name, &typ, &extra, &dataType, &octets); err != nil {
-			return nil, err
-		}
-		extra = strings.ToUpper(extra)
-		c := shardgroup.Column{
-			Name:      name,
-			Unsigned:  strings.Contains(strings.ToLower(typ), "unsigned"),
-			Generated: strings.Contains(extra, "VIRTUAL GENERATED") || strings.Contains(extra, "STORED GENERATED") || strings.Contains(extra, "PERSISTENT"),
-		}
-		if strings.EqualFold(dataType, "binary") {
-			c.BinaryLen = int(octets)
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
 }
 
 // columnDef is a column as information_schema describes it.

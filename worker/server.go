@@ -18,6 +18,7 @@ import (
 
 	"github.com/tributary-db/tributary/config"
 	"github.com/tributary-db/tributary/ha"
+	"github.com/tributary-db/tributary/loader"
 	"github.com/tributary-db/tributary/pessimist"
 	pb "github.com/tributary-db/tributary/proto"
 	routepkg "github.com/tributary-db/tributary/router"
@@ -228,6 +229,7 @@ type subtask struct {
 	stage   string
 	lastErr error
 	syncer  *Syncer
+	loader  *loader.Unit // while a task-mode all or full subtask loads
 	cancel  context.CancelFunc
 	done    chan struct{}
 	upDB    *sql.DB // for the source's own position in status
@@ -324,6 +326,19 @@ func (t *subtask) runOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if sp.task.Dumps() {
+		if err := t.load(ctx, sp, router, down); err != nil {
+			return err
+		}
+		if !sp.task.Syncs() { // task-mode full: done
+			t.mu.Lock()
+			t.stage, t.lastErr = ha.StageFinished, nil
+			t.mu.Unlock()
+			t.log.Info("full load finished")
+			<-ctx.Done()
+			return ctx.Err()
+		}
+	}
 	sc := sp.task.SyncerOf(sp.inst)
 	cfg := SyncerConfig{
 		Task: sp.task.Name, Source: sp.inst.SourceID, Flavor: flavor,
@@ -340,6 +355,9 @@ func (t *subtask) runOnce(ctx context.Context) error {
 	m := sp.inst.Meta
 	if m == nil || (m.BinlogName == "" && m.BinlogGTID == "") {
 		m = sp.start
+	}
+	if sp.task.Dumps() {
+		m = nil // the load's checkpoint says where to start
 	}
 	if m != nil {
 		cfg.Start = Position{File: m.BinlogName, Pos: max(m.BinlogPos, 4)}
@@ -388,6 +406,20 @@ func (t *subtask) status(ctx context.Context) *pb.SubTaskStatus {
 	stage, lastErr, syncer := t.stage, t.lastErr, t.syncer
 	t.mu.Unlock()
 	out := &pb.SubTaskStatus{Name: t.spec.task.Name, Stage: stage, Unit: "Sync"}
+	if t.spec.task.Dumps() && (syncer == nil || !t.spec.task.Syncs()) {
+		out.Unit = "Load"
+		t.mu.Lock()
+		if t.loader != nil {
+			out.Load = loadStatus(t.loader.Progress())
+		}
+		t.mu.Unlock()
+		if stage == ha.StageFinished {
+			return out
+		}
+		if stage == ha.StageRunning && t.loader != nil {
+			return out
+		}
+	}
 	if lastErr != nil {
 		out.Result = &pb.ProcessResult{Errors: []*pb.ProcessError{{ErrCode: 36069, ErrClass: "sync-unit", ErrScope: "internal", ErrLevel: "high",
 			Message: "the subtask stopped on an error and resumes automatically; resume-task retries at once", RawCause: lastErr.Error()}}}

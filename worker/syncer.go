@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tributary-db/tributary/internal/failpoint"
+	"github.com/tributary-db/tributary/loader"
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/router"
 	"github.com/tributary-db/tributary/shardgroup"
@@ -87,6 +88,9 @@ type Syncer struct {
 	gtidAt        map[Position]string       // GTID sets at DDL starts and ends, for resume points there
 	schemas       *schemaTracker            // column lists by position, for binlogs without column names
 	shapes        map[TableName]cachedShape // per table, the row shape of its last table map
+	// loadKeys: tables a full load copied from more than one snapshot (it was resumed after a crash):
+	// which snapshot holds which key, for the events between the snapshots.
+	loadKeys map[TableName]*loader.KeyRanges
 
 	events   atomic.Int64
 	started  chan struct{}
@@ -277,6 +281,13 @@ func (s *Syncer) init(ctx context.Context) error {
 	if s.ckpt, err = s.sink.Load(ctx); err != nil {
 		return err
 	}
+	loadRows, err := s.sink.meta.LoadRows(ctx)
+	if err != nil {
+		return err
+	}
+	if s.loadKeys, _, err = loader.Segments(loadRows); err != nil {
+		return err
+	}
 	if s.cfg.EnableGTID && s.cfg.Flavor != mysql.MariaDBFlavor {
 		return fmt.Errorf("source %s: GTID mode with flavor %s is not supported yet; use binlog positions", s.cfg.Source, s.cfg.Flavor)
 	}
@@ -365,7 +376,7 @@ func (s *Syncer) discover(ctx context.Context) error {
 		if err := s.upstream.QueryRowContext(ctx, "SHOW CREATE TABLE "+t.String()).Scan(&name, &create); err != nil {
 			return fmt.Errorf("read definition of %s on source %s: %w", t, s.cfg.Source, err)
 		}
-		stmt, err := targetDefinition(create, t, target, s.cfg.Router.Route)
+		stmt, err := shardgroup.TargetDefinition(create, t, target, s.cfg.Router.Route)
 		if err != nil {
 			return fmt.Errorf("definition of %s on source %s: %w", t, s.cfg.Source, err)
 		}
@@ -374,22 +385,6 @@ func (s *Syncer) discover(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// targetDefinition is the CREATE TABLE IF NOT EXISTS of target from the upstream's SHOW CREATE TABLE
-// of t: restored through the parser with every name routed, or, for a definition the parser cannot
-// read (spatial and INVISIBLE columns, expression defaults...), the server's own text with the target's
-// name, which a downstream of the same flavor runs as the upstream did.
-func targetDefinition(create string, t, target TableName, route shardgroup.Route) (string, error) {
-	parts, err := shardgroup.Split(create, t.Schema, route)
-	if err == nil && len(parts) == 1 {
-		return shardgroup.CreateIfNotExists(parts[0].SQL)
-	}
-	stmt, rerr := shardgroup.RetargetShowCreate(create, target)
-	if rerr != nil {
-		return "", fmt.Errorf("%v (and %v)", err, rerr)
-	}
-	return stmt, nil
 }
 
 // checkExisting compares a downstream table that exists before the task's first start with the
@@ -652,18 +647,37 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 		s.rows++
 	}
 	defer s.notePeak()
+	// copied: the row with this image is in a load's copy taken after this event (only for a table
+	// loaded from more than one snapshot, between them).
+	copied := func([]any) bool { return false }
+	if kr := s.loadKeys[src]; kr != nil && end.Compare(kr.Max) <= 0 {
+		copied = func(row []any) bool { return kr.Copied(row, end) }
+	}
 	switch typ {
 	case replication.WRITE_ROWS_EVENTv0, replication.WRITE_ROWS_EVENTv1, replication.WRITE_ROWS_EVENTv2:
 		for _, r := range e.Rows {
-			add(Insert, r, nil)
+			if !copied(r) {
+				add(Insert, r, nil)
+			}
 		}
 	case replication.UPDATE_ROWS_EVENTv0, replication.UPDATE_ROWS_EVENTv1, replication.UPDATE_ROWS_EVENTv2:
 		for i := 0; i+1 < len(e.Rows); i += 2 {
-			add(Update, e.Rows[i+1], e.Rows[i])
+			oldIn, newIn := copied(e.Rows[i]), copied(e.Rows[i+1])
+			switch {
+			case oldIn && newIn:
+			case oldIn: // the old row had left the copy; the new one was not in it yet
+				add(Insert, e.Rows[i+1], nil)
+			case newIn: // the old row is in the copy, the new one too
+				add(Delete, nil, e.Rows[i])
+			default:
+				add(Update, e.Rows[i+1], e.Rows[i])
+			}
 		}
 	case replication.DELETE_ROWS_EVENTv0, replication.DELETE_ROWS_EVENTv1, replication.DELETE_ROWS_EVENTv2:
 		for _, r := range e.Rows {
-			add(Delete, nil, r)
+			if !copied(r) {
+				add(Delete, nil, r)
+			}
 		}
 	default:
 		return nil
