@@ -222,13 +222,14 @@ func (c *copier) chunkOnce(ctx context.Context, q string, limit int) (err error)
 	if err := c.u.writeLane(ctx, tx, &l); err != nil {
 		return err
 	}
+	failpoint.Inject("load-chunk-written") // a chunk's rows and state written downstream, not committed
 	if err := tx.Commit(); err != nil {
 		return err
 	}
 	*c.lane = l
 	c.u.doneRows.Add(total)
 	c.u.doneBytes.Add(bytes)
-	failpoint.Inject("load-chunk-committed")
+	failpoint.Inject("load-chunk-committed") // between chunks
 	if c.u.cfg.AfterChunk != nil {
 		return c.u.cfg.AfterChunk(c.lane.Table)
 	}

@@ -29,6 +29,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tributary-db/tributary/dbutil"
+	"github.com/tributary-db/tributary/internal/failpoint"
 	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/router"
 	"github.com/tributary-db/tributary/shardgroup"
@@ -175,6 +176,7 @@ func (u *Unit) Run(ctx context.Context) (Result, error) {
 	}
 	u.noteTotals(lanes)
 	u.state.Store(stateLoaded)
+	failpoint.Inject("load-loaded") // every lane copied and the header says loaded; no info put yet
 	u.log.Info("source loaded; waiting for every source of the task to load before the cut-over",
 		zap.Int64("rows", u.doneRows.Load()), zap.Int64("bytes", u.doneBytes.Load()), zap.Duration("elapsed", time.Since(u.started)))
 	exec, done, err := u.cfg.Barrier.Arrive(ctx)
@@ -185,6 +187,7 @@ func (u *Unit) Run(ctx context.Context) (Result, error) {
 		if err := u.cutOver(ctx); err != nil {
 			return Result{}, err
 		}
+		failpoint.Inject("load-renamed") // the owner renamed the hidden tables; no sync checkpoint yet
 	}
 	if rows, err = u.cfg.Store.LoadRows(ctx); err != nil {
 		return Result{}, err
@@ -216,6 +219,7 @@ func (u *Unit) Finish(ctx context.Context, res Result, up meta.CheckpointUpdate)
 		if err != nil {
 			return err
 		}
+		failpoint.Inject("load-switched") // the sync checkpoint is written; the cut-over's done is not
 	}
 	u.state.Store(stateSwitched)
 	if res.done != nil {
