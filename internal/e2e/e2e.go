@@ -108,6 +108,11 @@ type Options struct {
 	// Failpoints names the points (internal/failpoint) where processes pause once; the binaries
 	// must be built with -tags failpoints. See Reached and Release.
 	Failpoints []string
+	// TaskMode is the task-mode of TaskFile's tasks: incremental (default), all or full. The
+	// environment's TRIBUTARY_TASK_MODE sets it when empty, so `make test` runs the scenarios in both.
+	TaskMode string
+	// TaskExtra is appended to TaskFile's tasks (top-level YAML, e.g. mydumpers and loaders sections).
+	TaskExtra string
 }
 
 // Cluster is a running cluster.
@@ -125,6 +130,8 @@ type Cluster struct {
 	gtid    bool
 	env     []string
 	fpDir   string
+	mode    string
+	extra   string
 }
 
 // Start launches the databases, one dm-master and the workers, and waits until the master leads.
@@ -145,7 +152,13 @@ func Start(o Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Dir: dir, Bin: o.Bin, ttl: o.KeepaliveTTL, gtid: o.GTID}
+	c := &Cluster{Dir: dir, Bin: o.Bin, ttl: o.KeepaliveTTL, gtid: o.GTID, mode: o.TaskMode, extra: o.TaskExtra}
+	if c.mode == "" {
+		c.mode = os.Getenv("TRIBUTARY_TASK_MODE")
+	}
+	if c.mode == "" {
+		c.mode = "incremental"
+	}
 	defer func() {
 		if err != nil {
 			c.Close()
@@ -424,6 +437,9 @@ from:
 // SourceID is the ID of upstream i.
 func SourceID(i int) string { return fmt.Sprintf("mysql-replica-%02d", i+1) }
 
+// TaskMode is the task-mode of the cluster's task files.
+func (c *Cluster) TaskMode() string { return c.mode }
+
 // TaskFile writes a shard-merge task named name: db_*.t_* on every upstream into db.t.
 func (c *Cluster) TaskFile(name string) (string, error) {
 	var inst strings.Builder
@@ -431,7 +447,7 @@ func (c *Cluster) TaskFile(name string) (string, error) {
 		fmt.Fprintf(&inst, "  - source-id: %s\n    block-allow-list: bw-rule-1\n    route-rules: [route-table, route-schema]\n    syncer-config-name: global\n", SourceID(i))
 	}
 	body := fmt.Sprintf(`name: %s
-task-mode: incremental
+task-mode: %s
 shard-mode: pessimistic
 meta-schema: dm_meta
 target-database:
@@ -456,7 +472,7 @@ syncers:
   global:
     worker-count: 4
     batch: 256
-`, name, c.Down.Port, inst.String())
+%s`, name, c.TaskMode(), c.Down.Port, inst.String(), c.extra)
 	path := filepath.Join(c.Dir, name+".yaml")
 	return path, os.WriteFile(path, []byte(body), 0o644)
 }
