@@ -79,6 +79,11 @@ type Unit struct {
 	doneRows   atomic.Int64
 	doneBytes  atomic.Int64
 	snapPos    atomic.Value // string
+	// noBackslash: the downstream session's sql_mode has NO_BACKSLASH_ESCAPES (strings are then
+	// escaped by doubling quotes only).
+	noBackslash bool
+	// noLocalInfile: the downstream refused LOAD DATA LOCAL INFILE once; INSERTs from then on.
+	noLocalInfile atomic.Bool
 }
 
 // New returns a load unit; Run runs it.
@@ -151,6 +156,11 @@ func (u *Unit) Run(ctx context.Context) (Result, error) {
 	if err := u.cfg.Store.Init(ctx); err != nil {
 		return Result{}, err
 	}
+	var mode string
+	if err := u.cfg.Downstream.QueryRowContext(ctx, "SELECT @@SESSION.sql_mode").Scan(&mode); err != nil {
+		return Result{}, fmt.Errorf("read the downstream's sql_mode: %w", err)
+	}
+	u.noBackslash = strings.Contains(strings.ToUpper(mode), "NO_BACKSLASH_ESCAPES")
 	rows, err := u.cfg.Store.LoadRows(ctx)
 	if err != nil {
 		return Result{}, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -133,9 +134,18 @@ func (c *cluster) tableExists(t TableName) bool {
 // TestFullLoadThenSync: two sources load their shards while writers change them, the merged target
 // stays hidden until both have loaded, and the sync units started at the snapshots converge the
 // downstream to the merged upstream: nothing lost, nothing twice, values exact.
-func TestFullLoadThenSync(t *testing.T) {
+func TestFullLoadThenSync(t *testing.T) { fullLoadThenSync(t, true) }
+
+// TestFullLoadWithoutLocalInfile: the same with a downstream that refuses LOAD DATA LOCAL INFILE
+// (MySQL 8's default): the load writes multi-row INSERTs instead.
+func TestFullLoadWithoutLocalInfile(t *testing.T) { fullLoadThenSync(t, false) }
+
+func fullLoadThenSync(t *testing.T, localInfile bool) {
 	const rows = 3000
 	c := loadCluster(t, rows)
+	if !localInfile {
+		c.down.Exec(t, c.downDB, "SET GLOBAL local_infile = 0")
+	}
 	stopWriter := c.writer(1, rows)
 	defer stopWriter()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -216,4 +226,30 @@ func TestFullLoadResumesAfterCrash(t *testing.T) {
 	stopWriter()
 	c.converge("id, v")
 	c.convergeTable("db.u", "u_1", uCols)
+}
+
+// TestDuplicateKeyBetweenShardsStopsTheLoad: two shards holding the same key cannot merge; with
+// on-duplicate error (the default) the load stops with the server's duplicate-key message instead of
+// keeping one of the rows silently (LOAD DATA LOCAL turns errors into warnings: they are checked), and
+// with ignore it keeps the first.
+func TestDuplicateKeyBetweenShardsStopsTheLoad(t *testing.T) {
+	for _, localInfile := range []bool{true, false} {
+		t.Run(fmt.Sprintf("local_infile=%t", localInfile), func(t *testing.T) {
+			c := newCluster(t)
+			if !localInfile {
+				c.down.Exec(t, c.downDB, "SET GLOBAL local_infile = 0")
+			}
+			c.up(0, "INSERT INTO db_1.t_1 VALUES (1, 'first'), (2, 'two')")
+			c.up(1, "INSERT INTO db_2.t_1 VALUES (1, 'second')")
+			errs := make(chan error, 2)
+			for i := range c.ups {
+				p := c.loadParams(i)
+				go func() { errs <- runLoad(t.Context(), p) }()
+			}
+			err := <-errs
+			if err == nil || !strings.Contains(err.Error(), "Duplicate entry") {
+				t.Fatalf("load: %v, want a duplicate key error", err)
+			}
+		})
+	}
 }
