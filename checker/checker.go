@@ -1,20 +1,29 @@
 // Package checker runs a task's prechecks (start-task, check-task) against the real upstreams and
 // downstream: binlog settings, replication privileges, consistent shard schemas and a compatible
 // existing target table; and that the meta schema and the task's meta tables can be created and written
-// with the target user's privileges (meta_schema, which cannot be ignored). Item names are DM's, so
-// ignore-checking-items carries over.
+// with the target user's privileges (meta_schema, which cannot be ignored). A task that loads
+// (task-mode all or full) also checks the privileges of the load's snapshot and reads (dump_privilege),
+// that no target it would write holds rows already (table_empty), and reports how much it loads
+// (load_size). Item names are DM's where DM has the item, so ignore-checking-items carries over.
+//
+// A check ends in an error (the task does not start), a warning (it starts; DM's behaviour for
+// non-mandatory items) or information.
 package checker
 
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/tributary-db/tributary/config"
+
 	"github.com/tributary-db/tributary/dbutil"
+	"github.com/tributary-db/tributary/loader"
 	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/router"
 	"github.com/tributary-db/tributary/shardgroup"
@@ -32,32 +41,89 @@ const (
 	// ItemMetaSchema: the meta schema and the task's meta tables can be created and written with the
 	// target user's privileges. It cannot be ignored: no subtask starts without them.
 	ItemMetaSchema = "meta_schema"
+	// ItemDumpPrivilege (DM's): the source user may take the load's consistent snapshot and read the
+	// replicated tables.
+	ItemDumpPrivilege = "dump_privilege"
+	// ItemTableEmpty: no target the load writes into holds rows already (unless on-duplicate merges
+	// into them), and no hidden table of an earlier load is in the way. Not a DM item (DM checks
+	// empty targets for its physical import only).
+	ItemTableEmpty = "table_empty"
+	// ItemLoadSize: information on how many rows and bytes each source loads. Not a DM item.
+	ItemLoadSize = "load_size"
 )
 
 // Known are the items ignore-checking-items may name ("all" ignores every item).
-var Known = []string{ItemBinlogEnable, ItemBinlogFormat, ItemBinlogRowImage, ItemReplPrivilege, ItemShardSchema, ItemTableSchema}
+var Known = []string{ItemBinlogEnable, ItemBinlogFormat, ItemBinlogRowImage, ItemReplPrivilege, ItemShardSchema, ItemTableSchema,
+	ItemDumpPrivilege, ItemTableEmpty, ItemLoadSize}
 
-// Failure is one failed check.
+// Level is how much a check's result weighs.
+type Level int
+
+// Levels.
+const (
+	Error   Level = iota // the task does not start
+	Warning              // the task starts; the result says what is degraded or at risk
+	Info                 // information only
+)
+
+func (l Level) String() string {
+	switch l {
+	case Warning:
+		return "warning"
+	case Info:
+		return "info"
+	}
+	return "error"
+}
+
+// Failure is one result of a check: a failure (Level Error, the zero value), a warning or
+// information.
 type Failure struct {
 	Item    string
 	Source  string // empty for the downstream
 	Message string
+	Level   Level
 }
 
 func (f Failure) String() string {
-	if f.Source == "" {
-		return fmt.Sprintf("[%s] downstream: %s", f.Item, f.Message)
+	item := f.Item
+	if f.Level != Error {
+		item += " " + f.Level.String()
 	}
-	return fmt.Sprintf("[%s] source %s: %s", f.Item, f.Source, f.Message)
+	if f.Source == "" {
+		return fmt.Sprintf("[%s] downstream: %s", item, f.Message)
+	}
+	return fmt.Sprintf("[%s] source %s: %s", item, f.Source, f.Message)
 }
 
-// Report joins failures into one message, one line each.
+// Report joins results into one message, one line each: errors first, then warnings, then
+// information.
 func Report(fs []Failure) string {
-	lines := make([]string, len(fs))
-	for i, f := range fs {
+	sorted := slices.Clone(fs)
+	slices.SortStableFunc(sorted, func(a, b Failure) int { return int(a.Level) - int(b.Level) })
+	lines := make([]string, len(sorted))
+	for i, f := range sorted {
 		lines[i] = f.String()
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Failed reports whether a result is an error: the task may not start.
+func Failed(fs []Failure) bool {
+	return slices.ContainsFunc(fs, func(f Failure) bool { return f.Level == Error })
+}
+
+// report records a check's result at a level.
+type report func(level Level, item, source, format string, args ...any)
+
+func (r report) fail(item, source, format string, args ...any) {
+	r(Error, item, source, format, args...)
+}
+func (r report) warn(item, source, format string, args ...any) {
+	r(Warning, item, source, format, args...)
+}
+func (r report) info(item, source, format string, args ...any) {
+	r(Info, item, source, format, args...)
 }
 
 type shardColumns struct {
@@ -66,9 +132,22 @@ type shardColumns struct {
 	cols   []string
 }
 
-// Check runs the prechecks of task over the given sources (by ID). It returns the failures of the
-// items not ignored; an empty result means the task may start. fresh says the task's checkpoints will
-// be removed (start-task --remove-meta): the schema checks then run even where a checkpoint exists.
+// srcTable is a replicated table of a source, with information_schema's estimates of its size.
+type srcTable struct {
+	table, target shardgroup.TableName
+	rows, bytes   int64
+}
+
+// loadInto is a source whose load plans where to write a target (its on-duplicate decides whether the
+// target may hold rows).
+type loadInto struct {
+	source, onDuplicate string
+}
+
+// Check runs the prechecks of task over the given sources (by ID). It returns the results of the
+// items not ignored: errors (Failed: the task may not start), warnings and information. fresh says
+// the task's checkpoints will be removed (start-task --remove-meta): the schema checks then run even
+// where a checkpoint exists, and a load starts again on every source.
 func Check(ctx context.Context, task *config.Task, sources map[string]*config.Source, fresh bool) []Failure {
 	ignored := map[string]bool{}
 	for _, it := range task.IgnoreCheckingItems {
@@ -78,33 +157,43 @@ func Check(ctx context.Context, task *config.Task, sources map[string]*config.So
 	// meta tables can be created there.
 	all := ignored["all"]
 	var out []Failure
-	fail := func(item, source, format string, args ...any) {
+	r := report(func(level Level, item, source, format string, args ...any) {
 		essential := item == ItemConnection || item == ItemMetaSchema
 		if all && !essential || !all && ignored[item] && item != ItemMetaSchema {
 			return
 		}
-		out = append(out, Failure{Item: item, Source: source, Message: fmt.Sprintf(format, args...)})
-	}
+		out = append(out, Failure{Item: item, Source: source, Message: fmt.Sprintf(format, args...), Level: level})
+	})
 	down, err := dbutil.OpenDB(task.TargetDatabase)
 	if err == nil {
 		defer down.Close()
 		err = down.PingContext(ctx)
 	}
 	if err != nil {
-		fail(ItemConnection, "", "target-database %s: %v", task.TargetDatabase, err)
+		r.fail(ItemConnection, "", "target-database %s: %v", task.TargetDatabase, err)
 		return out
 	}
 	if err := meta.Probe(ctx, down, task.MetaSchema, task.Name); err != nil {
-		fail(ItemMetaSchema, "", "%v", err)
+		r.fail(ItemMetaSchema, "", "%v", err)
 	}
 	if all {
 		return out
 	}
+	// The loads recorded in the checkpoint table: a source whose load is switched does not load
+	// again, one that has a header resumes its load with the targets placed already.
+	loads := map[string]loader.LoadState{}
+	if task.Dumps() {
+		if loads, err = loader.Loads(ctx, down, task.MetaSchema, task.Name); err != nil {
+			r.fail(ItemConnection, "", "read the load state of task %s: %v", task.Name, err)
+			loads = map[string]loader.LoadState{}
+		}
+	}
 	byTarget := map[shardgroup.TableName][]shardColumns{}
+	planned := map[shardgroup.TableName][]loadInto{}
 	for _, inst := range task.MySQLInstances {
 		src, ok := sources[inst.SourceID]
 		if !ok {
-			fail(ItemConnection, inst.SourceID, "source is not created (dmctl operate-source create)")
+			r.fail(ItemConnection, inst.SourceID, "source is not created (dmctl operate-source create)")
 			continue
 		}
 		db, err := dbutil.OpenDB(src.From)
@@ -112,31 +201,13 @@ func Check(ctx context.Context, task *config.Task, sources map[string]*config.So
 			err = db.PingContext(ctx)
 		}
 		if err != nil {
-			fail(ItemConnection, inst.SourceID, "from %s: %v", src.From, err)
+			r.fail(ItemConnection, inst.SourceID, "from %s: %v", src.From, err)
 			if db != nil {
 				db.Close()
 			}
 			continue
 		}
-		checkBinlog(ctx, db, inst.SourceID, fail)
-		checkPrivileges(ctx, db, inst.SourceID, fail)
-		resuming := false
-		if !fresh {
-			if resuming, err = meta.HasCheckpoint(ctx, down, task.MetaSchema, task.Name, inst.SourceID); err != nil {
-				fail(ItemConnection, "", "read checkpoint of task %s: %v", task.Name, err)
-			}
-		}
-		// A task that resumes from a checkpoint may be mid-way through a sharding DDL: its shards
-		// legitimately differ, and the target was created by the task itself.
-		if !resuming {
-			ba, rules := task.Rules(inst)
-			rt, err := router.NewRouter(ba, rules)
-			if err != nil {
-				fail(ItemConnection, inst.SourceID, "%v", err)
-			} else if err := collectShards(ctx, db, inst.SourceID, rt, byTarget); err != nil {
-				fail(ItemConnection, inst.SourceID, "list tables: %v", err)
-			}
-		}
+		checkSource(ctx, r, task, inst, db, down, fresh, loads, byTarget, planned)
 		db.Close()
 	}
 	targets := make([]shardgroup.TableName, 0, len(byTarget))
@@ -149,103 +220,349 @@ func Check(ctx context.Context, task *config.Task, sources map[string]*config.So
 		first := shards[0]
 		for _, s := range shards[1:] {
 			if !slices.Equal(s.cols, first.cols) {
-				fail(ItemShardSchema, s.source, "shard %s has columns (%s) but %s on source %s has (%s); all shards of %s must have the same schema",
+				r.fail(ItemShardSchema, s.source, "shard %s has columns (%s) but %s on source %s has (%s); all shards of %s must have the same schema",
 					s.table, strings.Join(s.cols, ", "), first.table, first.source, strings.Join(first.cols, ", "), target)
 			}
 		}
 		cols, err := dbutil.Signature(ctx, down, target)
 		if err != nil {
-			fail(ItemTableSchema, "", "read %s: %v", target, err)
+			r.fail(ItemTableSchema, "", "read %s: %v", target, err)
 		} else if len(cols) > 0 && !slices.Equal(cols, first.cols) {
-			fail(ItemTableSchema, "", "table %s exists with columns (%s) but shard %s on source %s has (%s); it is left untouched: fix or drop it by hand",
+			r.fail(ItemTableSchema, "", "table %s exists with columns (%s) but shard %s on source %s has (%s); it is left untouched: fix or drop it by hand",
 				target, strings.Join(cols, ", "), first.table, first.source, strings.Join(first.cols, ", "))
 		}
+	}
+	if len(planned) > 0 && !ignored[ItemTableEmpty] {
+		checkTargetsEmpty(ctx, r, down, task.Name, fresh, loads, planned)
 	}
 	return out
 }
 
-func checkBinlog(ctx context.Context, db *sql.DB, source string, fail func(item, source, format string, args ...any)) {
-	var logBin, format, image string
-	if err := db.QueryRowContext(ctx, "SELECT @@log_bin, @@binlog_format, @@binlog_row_image").Scan(&logBin, &format, &image); err != nil {
-		fail(ItemBinlogEnable, source, "read binlog settings: %v", err)
+// checkSource runs the checks of one source.
+func checkSource(ctx context.Context, r report, task *config.Task, inst config.Instance, db, down *sql.DB, fresh bool,
+	loads map[string]loader.LoadState, byTarget map[shardgroup.TableName][]shardColumns, planned map[shardgroup.TableName][]loadInto) {
+	source := inst.SourceID
+	grants, grantsErr := globalGrants(ctx, db)
+	if task.Syncs() {
+		checkBinlog(ctx, db, source, r, true)
+		if grantsErr != nil {
+			r.fail(ItemReplPrivilege, source, "SHOW GRANTS: %v", grantsErr)
+		} else {
+			checkPrivileges(grants, source, r)
+		}
+	} else {
+		// task-mode full: no binlog is replicated, but the load reads the snapshot's binlog position.
+		checkBinlog(ctx, db, source, r, false)
+	}
+	resuming := false
+	if !fresh {
+		var err error
+		if resuming, err = meta.HasCheckpoint(ctx, down, task.MetaSchema, task.Name, source); err != nil {
+			r.fail(ItemConnection, "", "read checkpoint of task %s: %v", task.Name, err)
+		}
+	}
+	// The load runs unless this source's load was switched (handed over to the sync unit) already.
+	state, hasLoad := loads[source]
+	willLoad := task.Dumps() && (fresh || !state.Switched())
+	// A task that resumes from a checkpoint may be mid-way through a sharding DDL: its shards
+	// legitimately differ, and the target was created by the task itself.
+	if resuming && !willLoad {
 		return
 	}
-	if logBin != "1" && !strings.EqualFold(logBin, "ON") {
-		fail(ItemBinlogEnable, source, "log_bin is OFF; start the server with log_bin")
+	ba, rules := task.Rules(inst)
+	rt, err := router.NewRouter(ba, rules)
+	if err != nil {
+		r.fail(ItemConnection, source, "%v", err)
+		return
 	}
-	if !strings.EqualFold(format, "ROW") {
-		fail(ItemBinlogFormat, source, "binlog_format is %s, must be ROW (SET GLOBAL binlog_format = ROW, and in the server's configuration)", format)
+	tables, err := listTables(ctx, db, rt)
+	if err != nil {
+		r.fail(ItemConnection, source, "list tables: %v", err)
+		return
 	}
-	if !strings.EqualFold(image, "FULL") {
-		fail(ItemBinlogRowImage, source, "binlog_row_image is %s, must be FULL (SET GLOBAL binlog_row_image = FULL, and in the server's configuration)", image)
+	if !resuming {
+		if err := collectShards(ctx, db, source, tables, byTarget); err != nil {
+			r.fail(ItemConnection, source, "list tables: %v", err)
+		}
+	}
+	if !willLoad {
+		return
+	}
+	if grantsErr != nil {
+		r.fail(ItemDumpPrivilege, source, "SHOW GRANTS: %v", grantsErr)
+	} else {
+		checkDumpPrivileges(ctx, db, source, grants, tables, r)
+	}
+	var rows, bytes int64
+	for _, t := range tables {
+		rows += t.rows
+		bytes += t.bytes
+	}
+	what := "the full load copies"
+	if hasLoad && !fresh {
+		what = "the full load resumes, copying what remains of"
+	}
+	r.info(ItemLoadSize, source, "%s %d tables: about %d rows, %s (information_schema's estimates)", what, len(tables), rows, humanBytes(bytes))
+	// A source with a load header resumes it: its targets are placed already. Otherwise its load
+	// plans where each target goes, and refuses a target holding rows unless on-duplicate merges.
+	if hasLoad && !fresh {
+		return
+	}
+	onDup := task.LoadOf(inst).OnDuplicate
+	seen := map[shardgroup.TableName]bool{}
+	for _, t := range tables {
+		if !seen[t.target] {
+			seen[t.target] = true
+			planned[t.target] = append(planned[t.target], loadInto{source: source, onDuplicate: onDup})
+		}
 	}
 }
 
-// checkPrivileges looks for REPLICATION SLAVE, REPLICATION CLIENT (MariaDB: or BINLOG MONITOR) and
-// SELECT in the user's global grants.
-func checkPrivileges(ctx context.Context, db *sql.DB, source string, fail func(item, source, format string, args ...any)) {
+// checkTargetsEmpty checks the targets that a load will place: one that exists must be empty unless
+// every source loading into it merges (on-duplicate ignore or replace); one that does not must not
+// have a hidden table that no load of the task names (a load refuses to write into it).
+func checkTargetsEmpty(ctx context.Context, r report, down *sql.DB, task string, fresh bool, loads map[string]loader.LoadState, planned map[shardgroup.TableName][]loadInto) {
+	placed := map[shardgroup.TableName]bool{} // targets a resumed load placed already
+	listed := map[shardgroup.TableName]bool{} // hidden tables the loads name (dropped by --remove-meta)
+	for _, st := range loads {
+		for _, m := range st.Targets {
+			if !fresh {
+				placed[m.Target] = true
+			}
+			if m.Hidden != "" {
+				listed[shardgroup.TableName{Schema: m.Target.Schema, Name: m.Hidden}] = true
+			}
+		}
+	}
+	targets := make([]shardgroup.TableName, 0, len(planned))
+	for t := range planned {
+		if !placed[t] {
+			targets = append(targets, t)
+		}
+	}
+	sort.Slice(targets, func(i, j int) bool { return targets[i].Less(targets[j]) })
+	for _, target := range targets {
+		exists, err := tableExists(ctx, down, target)
+		if err != nil {
+			r.fail(ItemTableEmpty, "", "%v", err)
+			continue
+		}
+		if !exists {
+			hidden := shardgroup.TableName{Schema: target.Schema, Name: loader.HiddenName(target)}
+			if listed[hidden] {
+				continue
+			}
+			if exists, err = tableExists(ctx, down, hidden); err != nil {
+				r.fail(ItemTableEmpty, "", "%v", err)
+			} else if exists {
+				r.fail(ItemTableEmpty, "", "table %s is left from an earlier load of task %s whose checkpoint is gone, and the load of %s refuses to write into it: drop it (Tributary created it; it may hold part of a load)",
+					hidden, task, target)
+			}
+			continue
+		}
+		var strict []string
+		for _, l := range planned[target] {
+			if l.onDuplicate != "ignore" && l.onDuplicate != "replace" {
+				strict = append(strict, l.source)
+			}
+		}
+		if len(strict) == 0 {
+			continue
+		}
+		var one int
+		err = down.QueryRowContext(ctx, "SELECT 1 FROM "+target.String()+" LIMIT 1").Scan(&one)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			r.fail(ItemTableEmpty, "", "look into %s: %v", target, err)
+		default:
+			r.fail(ItemTableEmpty, "", "table %s exists and holds rows: the full load of source %s does not write into it (loaders on-duplicate: error). Empty or drop it, or set the loaders' on-duplicate to ignore or replace to merge the load into its rows",
+				target, strings.Join(strict, ", "))
+		}
+	}
+}
+
+func tableExists(ctx context.Context, db *sql.DB, t shardgroup.TableName) (bool, error) {
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", t.Schema, t.Name).Scan(&n); err != nil {
+		return false, fmt.Errorf("look for %s: %w", t, err)
+	}
+	return n > 0, nil
+}
+
+// checkBinlog checks log_bin and, when the task replicates the binlog, its format and row image.
+func checkBinlog(ctx context.Context, db *sql.DB, source string, r report, syncs bool) {
+	var logBin, format, image string
+	if err := db.QueryRowContext(ctx, "SELECT @@log_bin, @@binlog_format, @@binlog_row_image").Scan(&logBin, &format, &image); err != nil {
+		r.fail(ItemBinlogEnable, source, "read binlog settings: %v", err)
+		return
+	}
+	if logBin != "1" && !strings.EqualFold(logBin, "ON") {
+		if syncs {
+			r.fail(ItemBinlogEnable, source, "log_bin is OFF; start the server with log_bin")
+		} else {
+			r.fail(ItemBinlogEnable, source, "log_bin is OFF: the load reads its snapshot's binlog position; start the server with log_bin")
+		}
+	}
+	if !syncs {
+		return
+	}
+	if !strings.EqualFold(format, "ROW") {
+		r.fail(ItemBinlogFormat, source, "binlog_format is %s, must be ROW (SET GLOBAL binlog_format = ROW, and in the server's configuration)", format)
+	}
+	if !strings.EqualFold(image, "FULL") {
+		r.fail(ItemBinlogRowImage, source, "binlog_row_image is %s, must be FULL (SET GLOBAL binlog_row_image = FULL, and in the server's configuration)", image)
+	}
+}
+
+// globalGrants returns the user's grants ON *.*, upper case, one a line.
+func globalGrants(ctx context.Context, db *sql.DB) (string, error) {
 	rows, err := db.QueryContext(ctx, "SHOW GRANTS")
 	if err != nil {
-		fail(ItemReplPrivilege, source, "SHOW GRANTS: %v", err)
-		return
+		return "", err
 	}
 	defer rows.Close()
 	var global string
 	for rows.Next() {
 		var g string
 		if err := rows.Scan(&g); err != nil {
-			fail(ItemReplPrivilege, source, "SHOW GRANTS: %v", err)
-			return
+			return "", err
 		}
 		if strings.Contains(g, " ON *.* ") {
 			global += strings.ToUpper(g) + "\n"
 		}
 	}
-	if strings.Contains(global, "ALL PRIVILEGES") {
+	return global, rows.Err()
+}
+
+func hasAll(global string) bool { return strings.Contains(global, "ALL PRIVILEGES") }
+
+func hasReplClient(global string) bool {
+	return hasAll(global) || strings.Contains(global, "REPLICATION CLIENT") || strings.Contains(global, "BINLOG MONITOR")
+}
+
+// checkPrivileges looks for REPLICATION SLAVE, REPLICATION CLIENT (MariaDB: or BINLOG MONITOR) and
+// SELECT in the user's global grants.
+func checkPrivileges(global, source string, r report) {
+	if hasAll(global) {
 		return
 	}
 	var missing []string
 	if !strings.Contains(global, "REPLICATION SLAVE") && !strings.Contains(global, "REPLICATION REPLICA") {
 		missing = append(missing, "REPLICATION SLAVE")
 	}
-	if !strings.Contains(global, "REPLICATION CLIENT") && !strings.Contains(global, "BINLOG MONITOR") {
+	if !hasReplClient(global) {
 		missing = append(missing, "REPLICATION CLIENT")
 	}
 	if !strings.Contains(global, "SELECT") {
 		missing = append(missing, "SELECT")
 	}
 	if len(missing) > 0 {
-		fail(ItemReplPrivilege, source, "the user lacks %s ON *.* (GRANT %s ON *.* TO the source's user)", strings.Join(missing, ", "), strings.Join(missing, ", "))
+		r.fail(ItemReplPrivilege, source, "the user lacks %s ON *.* (GRANT %s ON *.* TO the source's user)", strings.Join(missing, ", "), strings.Join(missing, ", "))
 	}
 }
 
-func collectShards(ctx context.Context, db *sql.DB, source string, rt *router.Router, byTarget map[shardgroup.TableName][]shardColumns) error {
-	rows, err := db.QueryContext(ctx, "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' ORDER BY 1, 2")
-	if err != nil {
-		return err
+// snapshotGrants judges the global grants for the load's snapshot: FLUSH TABLES WITH READ LOCK needs
+// RELOAD, and SHOW MASTER STATUS under it REPLICATION CLIENT (BINLOG MONITOR on MariaDB 10.5+).
+// Without RELOAD, MariaDB gives a consistent snapshot's binlog position without a lock, to one reader
+// (a warning); MySQL does not (an error).
+func snapshotGrants(global string, mariadb bool) (errs, warns []string) {
+	reload := hasAll(global) || strings.Contains(global, "RELOAD")
+	switch {
+	case !reload && mariadb:
+		warns = append(warns, "the user lacks RELOAD ON *.*: the load cannot take FLUSH TABLES WITH READ LOCK, so it reads the source with one connection on MariaDB's lock-free consistent snapshot instead of mydumpers threads connections (GRANT RELOAD ON *.* TO the source's user for parallel reads)")
+	case !reload:
+		errs = append(errs, "the user lacks RELOAD ON *.*: the load takes its consistent snapshot under FLUSH TABLES WITH READ LOCK, and MySQL has no lock-free way to read a snapshot's binlog position (GRANT RELOAD ON *.* TO the source's user)")
+	case !hasReplClient(global):
+		errs = append(errs, "the user lacks REPLICATION CLIENT (or BINLOG MONITOR) ON *.*: the load reads the snapshot's binlog position with SHOW MASTER STATUS (GRANT REPLICATION CLIENT ON *.* TO the source's user)")
 	}
-	var tables []shardgroup.TableName
-	for rows.Next() {
-		var t shardgroup.TableName
-		if err := rows.Scan(&t.Schema, &t.Name); err != nil {
-			rows.Close()
-			return err
-		}
-		if !rt.Skip(t) {
-			tables = append(tables, t)
-		}
+	return errs, warns
+}
+
+// checkDumpPrivileges checks what the load needs of the source user: the snapshot's privileges, and
+// SELECT on every replicated table.
+func checkDumpPrivileges(ctx context.Context, db *sql.DB, source, global string, tables []srcTable, r report) {
+	var version string
+	if err := db.QueryRowContext(ctx, "SELECT @@version").Scan(&version); err != nil {
+		r.fail(ItemDumpPrivilege, source, "read the server version: %v", err)
+		return
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
+	errs, warns := snapshotGrants(global, strings.Contains(strings.ToLower(version), "mariadb"))
+	for _, e := range errs {
+		r.fail(ItemDumpPrivilege, source, "%s", e)
 	}
+	for _, w := range warns {
+		r.warn(ItemDumpPrivilege, source, "%s", w)
+	}
+	if hasAll(global) || strings.Contains(global, "SELECT") {
+		return
+	}
+	// No SELECT ON *.*: try each table the user can see. A table it holds no privilege on at all is
+	// not in its information_schema, so neither this check nor the load finds it.
+	var denied []string
 	for _, t := range tables {
-		cols, err := dbutil.Signature(ctx, db, t)
+		_, err := db.ExecContext(ctx, "SELECT 1 FROM "+t.table.String()+" LIMIT 0")
+		var me *mysql.MySQLError
+		switch {
+		case err == nil:
+		case errors.As(err, &me) && (me.Number == 1142 || me.Number == 1143 || me.Number == 1044):
+			denied = append(denied, t.table.String())
+		default:
+			r.fail(ItemDumpPrivilege, source, "read %s: %v", t.table, err)
+		}
+	}
+	if len(denied) > 0 {
+		const show = 10
+		list := strings.Join(denied[:min(len(denied), show)], ", ")
+		if len(denied) > show {
+			list += fmt.Sprintf(" and %d more", len(denied)-show)
+		}
+		r.fail(ItemDumpPrivilege, source, "the user lacks SELECT on %s, which the load reads (GRANT SELECT ON the schemas or *.* TO the source's user)", list)
+	}
+	r.warn(ItemDumpPrivilege, source, "the user has no SELECT ON *.*: a table it holds no privilege on is invisible to it and is not loaded (%d replicated tables are visible)", len(tables))
+}
+
+// listTables lists the source's tables that the task replicates, with their size estimates.
+func listTables(ctx context.Context, db *sql.DB, rt *router.Router) ([]srcTable, error) {
+	rows, err := db.QueryContext(ctx, "SELECT TABLE_SCHEMA, TABLE_NAME, COALESCE(TABLE_ROWS, 0), COALESCE(DATA_LENGTH, 0) FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' ORDER BY 1, 2")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []srcTable
+	for rows.Next() {
+		var t srcTable
+		if err := rows.Scan(&t.table.Schema, &t.table.Name, &t.rows, &t.bytes); err != nil {
+			return nil, err
+		}
+		if !rt.Skip(t.table) {
+			t.target = rt.Route(t.table)
+			out = append(out, t)
+		}
+	}
+	return out, rows.Err()
+}
+
+func collectShards(ctx context.Context, db *sql.DB, source string, tables []srcTable, byTarget map[shardgroup.TableName][]shardColumns) error {
+	for _, t := range tables {
+		cols, err := dbutil.Signature(ctx, db, t.table)
 		if err != nil {
 			return err
 		}
-		target := rt.Route(t)
-		byTarget[target] = append(byTarget[target], shardColumns{source: source, table: t, cols: cols})
+		byTarget[t.target] = append(byTarget[t.target], shardColumns{source: source, table: t.table, cols: cols})
 	}
 	return nil
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d bytes", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }

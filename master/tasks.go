@@ -17,6 +17,7 @@ import (
 	"github.com/tributary-db/tributary/config"
 	"github.com/tributary-db/tributary/dbutil"
 	"github.com/tributary-db/tributary/ha"
+	"github.com/tributary-db/tributary/loader"
 	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/pessimist"
 	pb "github.com/tributary-db/tributary/proto"
@@ -238,13 +239,29 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 	if err != nil {
 		return nil, err
 	}
-	if fs := checker.Check(ctx, task, srcs, req.RemoveMeta); len(fs) > 0 {
-		return &pb.StartTaskResponse{Msg: "precheck failed; nothing started:\n" + checker.Report(fs), CheckResult: checker.Report(fs)}, nil
+	// Warnings and information do not stop the start (DM's way); they come back in checkResult.
+	checks := checker.Check(ctx, task, srcs, req.RemoveMeta)
+	if checker.Failed(checks) {
+		return &pb.StartTaskResponse{Msg: "precheck failed; nothing started:\n" + checker.Report(checks), CheckResult: checker.Report(checks)}, nil
 	}
 	if req.RemoveMeta {
 		down, err := dbutil.OpenDB(task.TargetDatabase)
 		if err != nil {
 			return nil, err
+		}
+		// The hidden tables of an interrupted load go first: their names are in the load headers of
+		// the checkpoint table, and a new load refuses one that no header names.
+		dropped, err := loader.DropHidden(ctx, down, task.MetaSchema, task.Name)
+		if len(dropped) > 0 {
+			names := make([]string, len(dropped))
+			for i, t := range dropped {
+				names[i] = t.String()
+			}
+			s.logger().Info("tables of the task's interrupted load dropped", zap.String("task", task.Name), zap.Strings("tables", names))
+		}
+		if err != nil {
+			down.Close()
+			return nil, fmt.Errorf("drop the tables of the interrupted load of task %s: %w", task.Name, err)
 		}
 		err = meta.Remove(ctx, down, task.MetaSchema, task.Name)
 		down.Close()
@@ -283,7 +300,9 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 	statuses := s.waitSubtasks(ctx, task.Name, sources, func(sub *pb.SubTaskStatus) bool {
 		return sub != nil && (sub.Stage == ha.StageRunning || sub.Result != nil)
 	})
-	return startResponse(task.Name, sources, statuses), nil
+	resp := startResponse(task.Name, sources, statuses)
+	resp.CheckResult = checker.Report(checks)
+	return resp, nil
 }
 
 // startResponse is start-task's answer: true only when the subtask runs on every source; otherwise
@@ -574,10 +593,15 @@ func (s *Service) CheckTask(ctx context.Context, req *pb.CheckTaskRequest) (*pb.
 	if err != nil {
 		return &pb.CheckTaskResponse{Msg: err.Error()}, nil
 	}
-	if fs := checker.Check(ctx, task, srcs, false); len(fs) > 0 {
+	fs := checker.Check(ctx, task, srcs, false)
+	if checker.Failed(fs) {
 		return &pb.CheckTaskResponse{Msg: "precheck failed:\n" + checker.Report(fs)}, nil
 	}
-	return &pb.CheckTaskResponse{Result: true, Msg: "pre-check is passed. "}, nil
+	msg := "pre-check is passed. "
+	if len(fs) > 0 {
+		msg += "\n" + checker.Report(fs)
+	}
+	return &pb.CheckTaskResponse{Result: true, Msg: msg}, nil
 }
 
 // ListMember implements dmctl list-member.
