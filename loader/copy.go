@@ -80,9 +80,12 @@ func (c *copier) prepare() {
 			expr = "CAST(" + expr + " AS DOUBLE)"
 		}
 		loadCol := quote(col.Name)
-		if data == "bit" && c.loadData {
-			// LOAD DATA cannot assign bits from text: read the number, assign it through a variable.
-			expr = "(" + expr + " + 0)"
+		if (data == "bit" || data == "year") && c.loadData {
+			// LOAD DATA cannot assign bits from text, and it reads the text "0000" into a YEAR as
+			// 2000: read a number, assign it through a variable.
+			if data == "bit" {
+				expr = "(" + expr + " + 0)"
+			}
 			loadCol = fmt.Sprintf("@c%d", i)
 			c.loadSet = append(c.loadSet, quote(col.Name)+" = CAST("+loadCol+" AS UNSIGNED)")
 		}

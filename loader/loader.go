@@ -510,7 +510,8 @@ func HiddenName(target TableName) string {
 	return string(r[:meta.MaxIdentifier-len(tag)]) + tag
 }
 
-// hiddenInUse lists the hidden tables that the task's sources' load headers name.
+// hiddenInUse lists the tables the task's sources' loads write into (hidden tables and targets loaded
+// in place), as their load headers name them.
 func (u *Unit) hiddenInUse(ctx context.Context) (map[TableName]bool, error) {
 	heads, err := u.cfg.Store.LoadHeaders(ctx)
 	if err != nil {
@@ -523,16 +524,16 @@ func (u *Unit) hiddenInUse(ctx context.Context) (map[TableName]bool, error) {
 			return nil, fmt.Errorf("load state of source %s: %w", src, err)
 		}
 		for _, m := range h.Targets {
-			if m.Hidden != "" {
-				out[TableName{Schema: m.Target.Schema, Name: m.Hidden}] = true
-			}
+			// a hidden table, or a target another source of the task loads in place (its rows may be
+			// there already)
+			out[m.dest()] = true
 		}
 	}
 	return out, nil
 }
 
 // placement decides where a target is loaded: in place when it exists already (refused when it holds
-// rows and on-duplicate is error), else under its hidden name.
+// rows that no source of the task loaded and on-duplicate is error), else under its hidden name.
 func (u *Unit) placement(ctx context.Context, target TableName, inUse map[TableName]bool) (hiddenMap, error) {
 	exists, err := tableExists(ctx, u.cfg.Downstream, target)
 	if err != nil {
@@ -541,7 +542,7 @@ func (u *Unit) placement(ctx context.Context, target TableName, inUse map[TableN
 	if exists {
 		var one int
 		err := u.cfg.Downstream.QueryRowContext(ctx, "SELECT 1 FROM "+target.String()+" LIMIT 1").Scan(&one)
-		if err == nil && u.cfg.OnDuplicate == "error" {
+		if err == nil && u.cfg.OnDuplicate == "error" && !inUse[target] {
 			return hiddenMap{}, fmt.Errorf("downstream table %s exists and holds rows: a full load does not write into it (loaders on-duplicate: error). Empty it, or set on-duplicate to ignore or replace to merge into it", target)
 		}
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {

@@ -253,3 +253,34 @@ func TestDuplicateKeyBetweenShardsStopsTheLoad(t *testing.T) {
 		})
 	}
 }
+
+// TestFullLoadIntoExistingEmptyTarget: a target the user created (empty) is loaded in place by every
+// source, one after the other: the second does not take the first one's rows for the user's.
+func TestFullLoadIntoExistingEmptyTarget(t *testing.T) {
+	const rows = 1000
+	c := loadCluster(t, rows)
+	c.down.Exec(t, c.downDB, "CREATE DATABASE db", "CREATE TABLE db.t (id INT PRIMARY KEY, v VARCHAR(32))")
+	errs := make(chan error, 2)
+	var units [2]atomic.Pointer[loader.Unit]
+	for i := range c.ups {
+		p := c.loadParams(i)
+		p.onUnit = func(u *loader.Unit) { units[i].Store(u) }
+		go func() { errs <- runLoad(t.Context(), p) }()
+		// the second source plans only once the first has loaded its rows in place
+		eventually(t, 60*time.Second, func() bool {
+			u := units[i].Load()
+			return i == 1 || (u != nil && u.Progress().State == "loaded")
+		}, func() string { return "source 1 did not finish loading" })
+	}
+	for range c.ups {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.tableExists(TableName{Schema: "db", Name: loader.HiddenName(TableName{Schema: "db", Name: "t"})}) {
+		t.Fatal("a target that existed is loaded in place, without a hidden table")
+	}
+	c.startSyncer(0)
+	c.startSyncer(1)
+	c.converge("id, v")
+}
