@@ -1598,7 +1598,9 @@ func TestFidelityBoundariesLoad(t *testing.T) { fidelityBoundaries(t, true) }
 
 // TestFidelityBoundariesLoadInsert: the same on a downstream without local_infile, where the load
 // writes multi-row INSERTs.
-func TestFidelityBoundariesLoadInsert(t *testing.T) { fidelityBoundaries(t, true, "SET GLOBAL local_infile = 0") }
+func TestFidelityBoundariesLoadInsert(t *testing.T) {
+	fidelityBoundaries(t, true, "SET GLOBAL local_infile = 0")
+}
 
 func fidelityBoundaries(t *testing.T, load bool, downSetup ...string) {
 	if os.Getenv("TRIBUTARY_TEST_CHARSET") == "latin1" {
