@@ -23,7 +23,7 @@ test: vet
 FAULT_RUNS ?= 1
 test-faults:
 	TRIBUTARY_FAULTS=all TRIBUTARY_FAULT_RUNS=$(FAULT_RUNS) $(GO) test -count=1 -timeout 60m -v \
-		-run 'TestFaultMatrix|TestE2EPartition|TestE2EThreeMasters|TestE2EWorkerFailover|TestE2EFailoverWhile|TestE2EKillWorker' ./integration/ 2>&1 \
+		-run 'TestFaultMatrix|TestLoadFaults|TestE2EPartition|TestE2EThreeMasters|TestE2EWorkerFailover|TestE2EFailoverWhile|TestE2EKillWorker' ./integration/ 2>&1 \
 		| grep -E '^(=== RUN|--- |\s+--- |PASS|FAIL|ok)'
 
 # Lock resolution on embedded etcd with 2, 8, 64 and 256 sources; binlog catch-up of 4 x 250k rows
