@@ -169,6 +169,9 @@ func (u *Unit) Run(ctx context.Context) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if h != nil {
+		u.snapPos.Store(h.Pos.String())
+	}
 	if h != nil && h.State == stateSwitched {
 		u.state.Store(stateSwitched)
 		res, err := u.result(rows, h)

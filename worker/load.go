@@ -110,7 +110,9 @@ func runLoad(ctx context.Context, p loadParams) error {
 		return err
 	}
 	if res.Switched {
-		return nil // the sync unit finishes the cut-over's done if a crash came before it (recoverOperations)
+		// A crash may have come between the hand-over and the cut-over's done: finish it (a full task
+		// has no sync unit to do so).
+		return finishCutover(ctx, p.Agent, target.String())
 	}
 	tracker := newSchemaTracker()
 	for tb, cols := range res.Columns {
@@ -121,6 +123,27 @@ func runLoad(ctx context.Context, p loadParams) error {
 		upd.GlobalGTID = res.GTID
 	}
 	return unit.Finish(ctx, res, upd)
+}
+
+// finishCutover marks done this source's cut-over operation if one is left.
+func finishCutover(ctx context.Context, agent *pessimist.Agent, target string) error {
+	ops, err := agent.Operations(ctx)
+	if err != nil {
+		return fmt.Errorf("list operations: %w", err)
+	}
+	for _, op := range ops {
+		if op.Target != target {
+			continue
+		}
+		info, _, err := agent.Info(ctx, target)
+		if err != nil {
+			return err
+		}
+		if err := agent.DoneOperationDeleteInfo(ctx, op, info); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // loadStatus is query-status's view of a load in progress.
