@@ -381,6 +381,8 @@ type Task struct {
 	CaseSensitive       bool                  `yaml:"case-sensitive"`
 	OnlineDDL           bool                  `yaml:"online-ddl"`
 	OnlineDDLScheme     string                `yaml:"online-ddl-scheme"`
+	ShadowTableRules    []string              `yaml:"shadow-table-rules"`
+	TrashTableRules     []string              `yaml:"trash-table-rules"`
 	CleanDumpFile       bool                  `yaml:"clean-dump-file"` // accepted, no effect: the load streams, there are no dump files
 	CollationCompatible string                `yaml:"collation_compatible"`
 	Timezone            string                `yaml:"timezone"`
@@ -523,7 +525,29 @@ func ParseTask(file string, data []byte) (*Task, error) {
 	t.validateRules(add)
 	ns := notSupported{file: file}
 	ns.check("case-sensitive", !t.CaseSensitive)
-	ns.check("online-ddl", !t.OnlineDDL && t.OnlineDDLScheme == "")
+	switch t.OnlineDDLScheme {
+	case "", "gh-ost", "pt":
+	default:
+		add("online-ddl-scheme %q must be gh-ost or pt (or use online-ddl: true, which recognises both)", t.OnlineDDLScheme)
+	}
+	for _, rules := range []struct {
+		key   string
+		list  []string
+		group bool
+	}{{"shadow-table-rules", t.ShadowTableRules, true}, {"trash-table-rules", t.TrashTableRules, false}} {
+		for i, r := range rules.list {
+			re, err := regexp.Compile(r)
+			switch {
+			case err != nil:
+				add("%s[%d] %q: %v", rules.key, i, r, err)
+			case rules.group && re.NumSubexp() < 1:
+				add("%s[%d] %q needs a group that captures the real table's name, as in ^_(.+)_gho$", rules.key, i, r)
+			}
+		}
+		if len(rules.list) > 0 && !t.OnlineDDLEnabled() {
+			add("%s is set but online-ddl is not true", rules.key)
+		}
+	}
 	ns.check("expression-filter", len(t.ExpressionFilter) == 0)
 	ns.check("column-mappings", len(t.ColumnMappings) == 0)
 	ns.check("validators", len(t.Validators) == 0)
@@ -539,6 +563,25 @@ func ParseTask(file string, data []byte) (*Task, error) {
 		return nil, err
 	}
 	return &t, nil
+}
+
+// OnlineDDLEnabled reports whether ghost and trash tables of online schema change tools are recognised
+// (online-ddl: true, or DM's older online-ddl-scheme).
+func (t *Task) OnlineDDLEnabled() bool { return t.OnlineDDL || t.OnlineDDLScheme != "" }
+
+// OnlineDDLRules are the shadow and trash table rules (empty: the defaults, which recognise gh-ost and
+// pt-osc; online-ddl-scheme narrows them to its tool).
+func (t *Task) OnlineDDLRules() (shadow, trash []string) {
+	if len(t.ShadowTableRules) > 0 || len(t.TrashTableRules) > 0 {
+		return t.ShadowTableRules, t.TrashTableRules
+	}
+	switch t.OnlineDDLScheme {
+	case "gh-ost":
+		return []string{`^_(.+)_gho$`}, []string{`^_(.+)_(?:ghc|del)$`}
+	case "pt":
+		return []string{`^_(.+)_new$`}, []string{`^_(.+)_old$`}
+	}
+	return nil, nil
 }
 
 // Dumps reports whether the task starts with a full load (dump and load): task-mode all or full.

@@ -54,6 +54,7 @@ func roundTrip(t *testing.T, db *sql.DB, schema, task, source string) {
 		Tables:         map[TableName]Position{long: pos(10), {Schema: "db_1", Name: "t_1"}: pos(11)},
 		Resolved:       map[TableName]Position{long: pos(12)},
 		Schemas:        map[TableName]string{long: `[{"from":{"file":"","pos":0},"cols":["id"]}]`},
+		Online:         map[TableName]string{long: `{"ghost":{"Schema":"db_1","Name":"_t_gho"}}`, {Schema: "db_1", Name: "t_2"}: ""},
 		ResolvedTarget: &target, ResolvedDDLs: []string{"ALTER TABLE `db`.`t` ADD COLUMN `c` INT"},
 	}
 	tx, err := db.BeginTx(ctx, nil)
@@ -79,7 +80,8 @@ func roundTrip(t *testing.T, db *sql.DB, schema, task, source string) {
 		t.Fatal(err)
 	}
 	want := Checkpoint{Global: pos(4), GlobalGTID: "0-1-100", Tables: up.Tables, Resolved: up.Resolved, Schemas: up.Schemas,
-		ResolvedDDLs: map[TableName][]string{target: up.ResolvedDDLs}}
+		ResolvedDDLs: map[TableName][]string{target: up.ResolvedDDLs},
+		Online:       map[TableName]string{long: up.Online[long]}} // a run written as "" is over
 	if !reflect.DeepEqual(cp, want) {
 		t.Fatalf("loaded %+v\nwant   %+v", cp, want)
 	}
@@ -231,7 +233,7 @@ func oldTask(t *testing.T, s *mariadbtest.Server, db *sql.DB, task string) map[s
 			Tables:       map[TableName]Position{t1: {File: "mysql-bin.000003", Pos: n + 1}, t2: {File: "mysql-bin.000003", Pos: n + 2}},
 			Resolved:     map[TableName]Position{t1: {File: "mysql-bin.000003", Pos: n + 3}},
 			ResolvedDDLs: map[TableName][]string{target: ddls},
-			Schemas:      map[TableName]string{t1: schema}}
+			Schemas:      map[TableName]string{t1: schema}, Online: map[TableName]string{}}
 	}
 	ddl := "ALTER TABLE `db`.`t` ADD COLUMN `c` INT"
 	if _, err := db.Exec("INSERT INTO "+marker+" (lock_id, ddl_hash, ddl, state, before_def, after_def, source) VALUES (?, ?, ?, ?, ?, ?, ?)",

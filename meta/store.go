@@ -29,6 +29,9 @@ type Checkpoint struct {
 	ResolvedDDLs map[TableName][]string
 	// Schemas, per upstream table, the tracked column versions (JSON) for binlogs without names.
 	Schemas map[TableName]string
+	// Online, per real upstream table, the online schema change tool's run in progress (JSON of
+	// package onlineddl).
+	Online map[TableName]string
 }
 
 // CheckpointUpdate is the checkpoint part of one downstream transaction.
@@ -38,6 +41,7 @@ type CheckpointUpdate struct {
 	Tables     map[TableName]Position
 	Resolved   map[TableName]Position
 	Schemas    map[TableName]string // tracked column versions (JSON) of changed tables
+	Online     map[TableName]string // online DDL tool runs of changed tables ("" when over)
 	// ResolvedTarget records a lock's DDLs for its target (optional).
 	ResolvedTarget *TableName
 	ResolvedDDLs   []string
@@ -141,7 +145,7 @@ func (s *Store) CheckEpoch(ctx context.Context, q Queryer, share bool) error {
 // Load reads the source's checkpoint (zero positions when there is none).
 func (s *Store) Load(ctx context.Context) (Checkpoint, error) {
 	cp := Checkpoint{Tables: map[TableName]Position{}, Resolved: map[TableName]Position{},
-		ResolvedDDLs: map[TableName][]string{}, Schemas: map[TableName]string{}}
+		ResolvedDDLs: map[TableName][]string{}, Schemas: map[TableName]string{}, Online: map[TableName]string{}}
 	rows, err := s.db.QueryContext(ctx, "SELECT id, binlog_name, binlog_pos, binlog_gtid, ddls FROM "+s.ckptQ+" WHERE source = ?", s.source)
 	if err != nil {
 		return cp, fmt.Errorf("load checkpoint of %s from %s: %w", s.source, s.ckpt, err)
@@ -165,6 +169,14 @@ func (s *Store) Load(ctx context.Context) (Checkpoint, error) {
 				return cp, fmt.Errorf("checkpoint row %q: %w", id, err)
 			}
 			cp.Schemas[t] = ddls.String
+		case strings.HasPrefix(id, "online:"):
+			var t TableName
+			if err := json.Unmarshal([]byte(id[len("online:"):]), &t); err != nil {
+				return cp, fmt.Errorf("checkpoint row %q: %w", id, err)
+			}
+			if ddls.String != "" {
+				cp.Online[t] = ddls.String
+			}
 		case strings.HasPrefix(id, "resolved:"):
 			var t TableName
 			if err := json.Unmarshal([]byte(id[len("resolved:"):]), &t); err != nil {
@@ -210,6 +222,11 @@ func (s *Store) Write(ctx context.Context, e Execer, up CheckpointUpdate) error 
 	}
 	for t, js := range up.Schemas {
 		if err := put(tableID("schema:", t), Position{}, nil, js); err != nil {
+			return err
+		}
+	}
+	for t, js := range up.Online {
+		if err := put(tableID("online:", t), Position{}, nil, js); err != nil {
 			return err
 		}
 	}

@@ -21,7 +21,12 @@ type Router struct {
 	doTables, ignoreTables []tablePattern
 	tableRules             []compiledRule
 	schemaRules            []compiledRule
+	tool                   func(TableName) bool // ghost and trash tables of online DDL tools
 }
+
+// SkipToolTables makes Skip true for the tables tool reports (the ghost and trash tables of online
+// schema change tools, task online-ddl): their rows and DDL never go downstream as such.
+func (r *Router) SkipToolTables(tool func(TableName) bool) { r.tool = tool }
 
 type tablePattern struct{ db, tbl *regexp.Regexp }
 
@@ -157,6 +162,9 @@ func (r *Router) Skip(t TableName) bool {
 	}
 	if t.Name == "" {
 		return false
+	}
+	if r.tool != nil && r.tool(t) {
+		return true
 	}
 	if len(r.doTables) > 0 && !matchTables(r.doTables, t) {
 		return true

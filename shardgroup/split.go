@@ -40,6 +40,8 @@ type Part struct {
 	Target TableName
 	// SQL is the single-table statement with every table name routed, restored from the AST.
 	SQL string
+	// RenamedTo is, for RENAME TABLE and ALTER TABLE RENAME, the upstream table's new name.
+	RenamedTo TableName
 }
 
 // ErrNotDDL is returned (wrapped) by Split for statements that change no table or database (GRANT,
@@ -119,9 +121,10 @@ func Split(sql, defaultSchema string, route Route) (parts []Part, err error) {
 
 // piece is a single-table statement node that may share sub-nodes with the original statement.
 type piece struct {
-	kind   Kind
-	source TableName
-	node   ast.StmtNode
+	kind      Kind
+	source    TableName
+	node      ast.StmtNode
+	renamedTo TableName
 }
 
 func splitStmt(stmt ast.StmtNode, defaultSchema string) ([]piece, error) {
@@ -131,11 +134,11 @@ func splitStmt(stmt ast.StmtNode, defaultSchema string) ([]piece, error) {
 		if err != nil {
 			return nil, err
 		}
-		return []piece{{kind, src, node}}, nil
+		return []piece{{kind: kind, source: src, node: node}}, nil
 	}
 	switch s := stmt.(type) {
 	case *ast.CreateDatabaseStmt:
-		return []piece{{KindCreateDatabase, TableName{Schema: s.Name.O}, s}}, nil
+		return []piece{{kind: KindCreateDatabase, source: TableName{Schema: s.Name.O}, node: s}}, nil
 	case *ast.AlterDatabaseStmt:
 		db := s.Name.O
 		if s.AlterDefaultDatabase || db == "" {
@@ -146,9 +149,9 @@ func splitStmt(stmt ast.StmtNode, defaultSchema string) ([]piece, error) {
 		}
 		s.Name.O, s.Name.L = db, strings.ToLower(db)
 		s.AlterDefaultDatabase = false
-		return []piece{{KindAlterDatabase, TableName{Schema: db}, s}}, nil
+		return []piece{{kind: KindAlterDatabase, source: TableName{Schema: db}, node: s}}, nil
 	case *ast.DropDatabaseStmt:
-		return []piece{{KindDropDatabase, TableName{Schema: s.Name.O}, s}}, nil
+		return []piece{{kind: KindDropDatabase, source: TableName{Schema: s.Name.O}, node: s}}, nil
 	case *ast.CreateTableStmt:
 		if s.Select != nil {
 			return nil, fmt.Errorf("CREATE TABLE ... SELECT is not supported")
@@ -158,7 +161,17 @@ func splitStmt(stmt ast.StmtNode, defaultSchema string) ([]piece, error) {
 		}
 		return one(KindCreateTable, s.Table, s)
 	case *ast.AlterTableStmt:
-		return one(alterKind(s), s.Table, s)
+		pcs, err := one(alterKind(s), s.Table, s)
+		if err == nil && pcs[0].kind == KindAlterTableRename {
+			for _, spec := range s.Specs {
+				if spec.Tp == ast.AlterTableRenameTable && spec.NewTable != nil {
+					if pcs[0].renamedTo, err = name(spec.NewTable); err != nil {
+						return nil, err
+					}
+				}
+			}
+		}
+		return pcs, err
 	case *ast.CreateViewStmt:
 		return one(KindView, s.ViewName, s)
 	case *ast.CreateSequenceStmt:
@@ -189,7 +202,7 @@ func splitStmt(stmt ast.StmtNode, defaultSchema string) ([]piece, error) {
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, piece{KindDropTable, src, &ast.DropTableStmt{
+			out = append(out, piece{kind: KindDropTable, source: src, node: &ast.DropTableStmt{
 				IfExists: s.IfExists, Tables: []*ast.TableName{tn}, TemporaryKeyword: s.TemporaryKeyword,
 			}})
 		}
@@ -201,7 +214,11 @@ func splitStmt(stmt ast.StmtNode, defaultSchema string) ([]piece, error) {
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, piece{KindRenameTable, src, &ast.RenameTableStmt{TableToTables: []*ast.TableToTable{tt}}})
+			dst, err := name(tt.NewTable)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, piece{kind: KindRenameTable, source: src, node: &ast.RenameTableStmt{TableToTables: []*ast.TableToTable{tt}}, renamedTo: dst})
 		}
 		return out, nil
 	default:
@@ -290,7 +307,7 @@ func rewrite(pc piece, defaultSchema string, route Route) (Part, error) {
 	if _, err := parse(sql); err != nil {
 		return Part{}, fmt.Errorf("rewritten DDL %q is not valid: %w", sql, err)
 	}
-	return Part{Kind: pc.kind, Source: pc.source, Target: target, SQL: sql}, nil
+	return Part{Kind: pc.kind, Source: pc.source, Target: target, SQL: sql, RenamedTo: pc.renamedTo}, nil
 }
 
 // renamer routes every table name of a statement.

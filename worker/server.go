@@ -19,6 +19,7 @@ import (
 	"github.com/tributary-db/tributary/config"
 	"github.com/tributary-db/tributary/ha"
 	"github.com/tributary-db/tributary/loader"
+	"github.com/tributary-db/tributary/onlineddl"
 	"github.com/tributary-db/tributary/pessimist"
 	pb "github.com/tributary-db/tributary/proto"
 	routepkg "github.com/tributary-db/tributary/router"
@@ -315,6 +316,13 @@ func (t *subtask) runOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var online *onlineddl.Rules
+	if sp.task.OnlineDDLEnabled() {
+		if online, err = onlineddl.NewRules(sp.task.OnlineDDLRules()); err != nil {
+			return err
+		}
+		router.SkipToolTables(online.Tool)
+	}
 	target := sp.task.TargetDatabase
 	target.Session = DownstreamSession(target.Session)
 	down, err := OpenDB(target)
@@ -343,7 +351,7 @@ func (t *subtask) runOnce(ctx context.Context) error {
 	cfg := SyncerConfig{
 		Task: sp.task.Name, Source: sp.inst.SourceID, Flavor: flavor,
 		Host: sp.source.From.Host, Port: uint16(sp.source.From.Port), User: sp.source.From.User, Password: sp.source.From.Password,
-		ServerID: sp.source.ServerID, EnableGTID: sp.source.EnableGTID, Router: router, Filter: filter, Downstream: down,
+		ServerID: sp.source.ServerID, EnableGTID: sp.source.EnableGTID, Router: router, Filter: filter, Online: online, Downstream: down,
 		MetaSchema: sp.task.MetaSchema, Agent: pessimist.NewAgent(t.cfg.Client, t.cfg.Layout, sp.task.Name, sp.inst.SourceID, t.log),
 		BatchRows: sc.Batch, WorkerCount: sc.WorkerCount, Epoch: sp.epoch, Log: t.log,
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/tributary-db/tributary/internal/failpoint"
 	"github.com/tributary-db/tributary/loader"
+	"github.com/tributary-db/tributary/onlineddl"
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/router"
 	"github.com/tributary-db/tributary/shardgroup"
@@ -44,6 +45,9 @@ type SyncerConfig struct {
 	StartGTID  string
 	Router     *Router
 	Filter     *router.Filter // binlog event filters (task filters); nil: none
+	// Online recognises the ghost and trash tables of online schema change tools (task online-ddl;
+	// nil: off). The Router must skip them too (Router.SkipToolTables).
+	Online     *onlineddl.Rules
 	Downstream *sql.DB
 	MetaSchema string
 	Agent      *pessimist.Agent
@@ -91,6 +95,10 @@ type Syncer struct {
 	// loadKeys: tables a full load copied from more than one snapshot (it was resumed after a crash):
 	// which snapshot holds which key, for the events between the snapshots.
 	loadKeys map[TableName]*loader.KeyRanges
+	// runs are the online schema change tools' runs by real table (cfg.Online), persisted with the
+	// checkpoint; onlineDirty those changed since the last flush.
+	runs        onlineddl.Runs
+	onlineDirty map[TableName]bool
 
 	events   atomic.Int64
 	started  chan struct{}
@@ -303,6 +311,16 @@ func (s *Syncer) init(ctx context.Context) error {
 		}
 	}
 	s.lastPos = s.ckpt.Global
+	s.runs, s.onlineDirty = onlineddl.Runs{}, map[TableName]bool{}
+	for t, js := range s.ckpt.Online {
+		run, err := onlineddl.Decode(js)
+		if err != nil {
+			return fmt.Errorf("checkpoint of source %s, table %s: %w", s.cfg.Source, t, err)
+		}
+		if run != nil {
+			s.runs[t] = run
+		}
+	}
 	s.schemas = newSchemaTracker()
 	s.shapes = map[TableName]cachedShape{}
 	if err := s.schemas.load(s.ckpt.Schemas); err != nil {
@@ -766,6 +784,20 @@ func (s *Syncer) resetBatch() {
 	s.rows = 0
 }
 
+// takeOnlineDirty returns the online DDL runs changed since the last call, encoded ("" for a run that
+// is over), or nil.
+func (s *Syncer) takeOnlineDirty() map[TableName]string {
+	if len(s.onlineDirty) == 0 {
+		return nil
+	}
+	out := make(map[TableName]string, len(s.onlineDirty))
+	for t := range s.onlineDirty {
+		out[t] = onlineddl.Encode(s.runs[t])
+	}
+	s.onlineDirty = map[TableName]bool{}
+	return out
+}
+
 // flush commits the batched changes with their checkpoints, one transaction per partition in
 // parallel. It may run between any two events: the per-table positions skip what is applied when it
 // is read again. The resume position written is never past data that is not committed: with one
@@ -781,18 +813,19 @@ func (s *Syncer) flush(ctx context.Context) error {
 	}
 	s.schemas.prune(s.persisted)
 	schemas := s.schemas.takeDirty()
+	online := s.takeOnlineDirty()
 	switch {
 	case len(busy) == 0:
-		if global.Compare(s.persisted) == 0 && schemas == nil {
+		if global.Compare(s.persisted) == 0 && schemas == nil && online == nil {
 			return nil
 		}
-		if err := s.sink.Flush(ctx, nil, CheckpointUpdate{Global: global, GlobalGTID: s.gtidFor(global), Schemas: schemas}); err != nil {
+		if err := s.sink.Flush(ctx, nil, CheckpointUpdate{Global: global, GlobalGTID: s.gtidFor(global), Schemas: schemas, Online: online}); err != nil {
 			return err
 		}
 		s.persisted = global
 		s.persistedGTID = s.gtidFor(global)
 	case len(busy) == 1:
-		if err := busy[0].sink.Flush(ctx, busy[0].batch, CheckpointUpdate{Global: global, GlobalGTID: s.gtidFor(global), Tables: busy[0].pos, Schemas: schemas}); err != nil {
+		if err := busy[0].sink.Flush(ctx, busy[0].batch, CheckpointUpdate{Global: global, GlobalGTID: s.gtidFor(global), Tables: busy[0].pos, Schemas: schemas, Online: online}); err != nil {
 			return err
 		}
 		s.persisted = global
@@ -803,7 +836,7 @@ func (s *Syncer) flush(ctx context.Context) error {
 		for i, p := range busy {
 			up := CheckpointUpdate{Global: s.persisted, GlobalGTID: s.persistedGTID, Tables: p.pos}
 			if i == 0 {
-				up.Schemas = schemas
+				up.Schemas, up.Online = schemas, online
 			}
 			wg.Add(1)
 			go func() {
@@ -832,6 +865,22 @@ func (s *Syncer) flush(ctx context.Context) error {
 }
 
 func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Position) error {
+	if s.cfg.Online != nil {
+		d, err := s.cfg.Online.Decide(s.runs, q, schema, end)
+		if err != nil {
+			return fmt.Errorf("source %s at %s: %w", s.cfg.Source, end, err)
+		}
+		for _, t := range d.Changed {
+			s.onlineDirty[t] = true
+		}
+		if !d.Pass {
+			s.log.Info("online DDL tool statement", zap.String("ddl", q), zap.String("what", d.Note), zap.Strings("replaced-by", d.DDLs), zap.Stringer("pos", end))
+			if len(d.DDLs) == 0 {
+				return nil
+			}
+			return s.handleDDL(ctx, strings.Join(d.DDLs, ";\n"), schema, start, end)
+		}
+	}
 	if err := s.schemas.apply(q, schema, end); err != nil {
 		// Only binlogs without column names need it; those report a missing schema when they do.
 		s.log.Debug("schema not tracked for statement", zap.Error(err))

@@ -20,6 +20,7 @@ import (
 	"github.com/tributary-db/tributary/internal/e2e"
 	"github.com/tributary-db/tributary/internal/etcdtest"
 	"github.com/tributary-db/tributary/internal/mariadbtest"
+	"github.com/tributary-db/tributary/onlineddl"
 	"github.com/tributary-db/tributary/pessimist"
 )
 
@@ -57,6 +58,7 @@ type cluster struct {
 	gtid   bool // GTID mode: start from a GTID set and resume by GTID
 	gtids  map[int]string
 	epoch  int64 // binding epoch of the last syncer started (each start is a new binding)
+	online *onlineddl.Rules
 }
 
 func newCluster(t *testing.T) *cluster { return newClusterTB(t) }
@@ -165,7 +167,7 @@ func (c *cluster) startSyncerGet(i int) (stop func() error, syncer *Syncer) {
 		Task: c.task, Source: src, Host: "127.0.0.1", Port: uint16(c.ups[i].Port), User: "root",
 		ServerID: 9000 + uint32(i), Router: c.router, Downstream: c.syncDB, MetaSchema: "dm_meta",
 		Agent: pessimist.NewAgent(c.cli, c.layout, c.task, src, nil), BatchRows: 64, Log: c.logger(),
-		Epoch: c.nextEpoch(),
+		Epoch: c.nextEpoch(), Online: c.online,
 	})
 	errc := make(chan error, 1)
 	go func() { errc <- s.Run(ctx) }()

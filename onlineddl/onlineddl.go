@@ -1,0 +1,265 @@
+// Package onlineddl turns what an online schema change tool (gh-ost, pt-online-schema-change) writes
+// to the binlog back into the DDL the user meant, as DM's online-ddl does: a ghost table is created
+// from the real one, altered, filled by a row copy (and triggers or binlog replay), and swapped in
+// with a RENAME TABLE. Ghost and trash tables never reach the downstream; the ALTERs run on the ghost
+// table are kept, and the cut-over RENAME becomes those ALTERs on the real table at that position.
+//
+// The package is pure: Decide reads a statement and the tracked runs and says what to do; the caller
+// persists the runs with its checkpoint. Every step is keyed by binlog position, so a statement read
+// again (a restart or a re-sync from an earlier position) changes nothing and gives the same answer.
+package onlineddl
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+
+	"github.com/tributary-db/tributary/shardgroup"
+)
+
+// TableName is an upstream table.
+type TableName = shardgroup.TableName
+
+// Position is a binlog position.
+type Position = shardgroup.Position
+
+// DM's default rules: gh-ost's _t_gho ghost and _t_ghc/_t_del trash tables, pt-osc's _t_new ghost and
+// _t_old trash tables. The first group is the real table's name.
+var (
+	DefaultShadowRules = []string{`^_(.+)_(?:new|gho)$`}
+	DefaultTrashRules  = []string{`^_(.+)_(?:ghc|del|old)$`}
+)
+
+// Kind is what a table is to the rules.
+type Kind int
+
+// Table kinds.
+const (
+	Real  Kind = iota // a table of the user's
+	Ghost             // a tool's copy of a real table, altered and swapped in at the cut-over
+	Trash             // a tool's bookkeeping table, or the real table renamed away at the cut-over
+)
+
+// Rules recognise ghost and trash tables by name.
+type Rules struct {
+	shadow, trash []*regexp.Regexp
+}
+
+// NewRules compiles the shadow and trash table rules (DM's shadow-table-rules and trash-table-rules;
+// empty: DM's defaults). A shadow rule's first group must be the real table's name.
+func NewRules(shadow, trash []string) (*Rules, error) {
+	if len(shadow) == 0 {
+		shadow = DefaultShadowRules
+	}
+	if len(trash) == 0 {
+		trash = DefaultTrashRules
+	}
+	r := &Rules{}
+	for _, s := range shadow {
+		re, err := regexp.Compile(s)
+		if err != nil {
+			return nil, fmt.Errorf("shadow-table-rules %q: %w", s, err)
+		}
+		if re.NumSubexp() < 1 {
+			return nil, fmt.Errorf("shadow-table-rules %q: needs a group that captures the real table's name", s)
+		}
+		r.shadow = append(r.shadow, re)
+	}
+	for _, s := range trash {
+		re, err := regexp.Compile(s)
+		if err != nil {
+			return nil, fmt.Errorf("trash-table-rules %q: %w", s, err)
+		}
+		r.trash = append(r.trash, re)
+	}
+	return r, nil
+}
+
+// Classify says what a table name is; for a ghost table also the real table's name.
+func (r *Rules) Classify(name string) (Kind, string) {
+	for _, re := range r.shadow {
+		if m := re.FindStringSubmatch(name); m != nil {
+			return Ghost, m[1]
+		}
+	}
+	for _, re := range r.trash {
+		if re.MatchString(name) {
+			return Trash, ""
+		}
+	}
+	return Real, ""
+}
+
+// Tool reports whether t is a ghost or trash table (its rows and DDL never go downstream).
+func (r *Rules) Tool(t TableName) bool {
+	k, _ := r.Classify(t.Name)
+	return k != Real
+}
+
+// Run is one tool run on a real table, as the binlog showed it so far.
+type Run struct {
+	Ghost   TableName `json:"ghost"`
+	Created Position  `json:"created"` // the ghost table's CREATE (zero: before the task started)
+	DDLs    []Applied `json:"ddls,omitempty"`
+	CutOver Position  `json:"cutover"` // the RENAME that swapped the ghost in (zero: not yet)
+}
+
+// Applied is one ALTER run on the ghost table, rewritten onto the real table.
+type Applied struct {
+	At  Position `json:"at"`
+	SQL string   `json:"sql"`
+}
+
+// Runs are the tracked runs by real table.
+type Runs map[TableName]*Run
+
+// Encode is a run as the checkpoint keeps it ("" for none: the table's run is over).
+func Encode(r *Run) string {
+	if r == nil {
+		return ""
+	}
+	b, _ := json.Marshal(r)
+	return string(b)
+}
+
+// Decode reads a run that Encode wrote (nil for "").
+func Decode(s string) (*Run, error) {
+	if s == "" {
+		return nil, nil
+	}
+	r := &Run{}
+	if err := json.Unmarshal([]byte(s), r); err != nil {
+		return nil, fmt.Errorf("online DDL run %q: %w", truncate(s), err)
+	}
+	return r, nil
+}
+
+// Decision is what to do with one DDL statement.
+type Decision struct {
+	// Pass: the statement names no ghost or trash table; it goes its usual way.
+	Pass bool
+	// DDLs replace the statement (the cut-over: the ghost table's ALTERs on the real table); with
+	// Pass false and no DDLs the statement is dropped.
+	DDLs []string
+	// Changed lists the real tables whose run changed (to persist with the checkpoint).
+	Changed []TableName
+	// Note says what was recognised, for the log.
+	Note string
+}
+
+// Decide reads a DDL statement (its default schema, the end position of its event) against the runs,
+// updates them, and says what to do with it.
+func (r *Rules) Decide(runs Runs, sql, schema string, at Position) (Decision, error) {
+	route := func(t TableName) TableName { // a ghost table's name becomes its real table's
+		if k, real := r.Classify(t.Name); k == Ghost && t.Name != "" {
+			return TableName{Schema: t.Schema, Name: real}
+		}
+		return t
+	}
+	parts, err := shardgroup.Split(sql, schema, route)
+	if err != nil {
+		return Decision{Pass: true}, nil // the usual path reports or skips what it cannot read
+	}
+	tool, real := 0, 0
+	for _, p := range parts {
+		if p.Source.Name == "" {
+			real++
+			continue
+		}
+		if r.Tool(p.Source) || (p.RenamedTo.Name != "" && r.Tool(p.RenamedTo)) {
+			tool++
+		} else {
+			real++
+		}
+	}
+	if tool == 0 {
+		return Decision{Pass: true}, nil
+	}
+	if real > 0 {
+		return Decision{}, fmt.Errorf("online DDL: statement %q mixes the tool's ghost or trash tables with other tables; no tool writes that", truncate(sql))
+	}
+	d := Decision{}
+	cutover := map[TableName]bool{} // real tables whose ghost was renamed into place by this statement
+	for _, p := range parts {
+		srcKind, srcReal := r.Classify(p.Source.Name)
+		switch p.Kind {
+		case shardgroup.KindCreateTable, shardgroup.KindCreateTableLike:
+			if srcKind != Ghost {
+				d.Note = "trash table created"
+				continue
+			}
+			rt := TableName{Schema: p.Source.Schema, Name: srcReal}
+			if run := runs[rt]; run != nil && run.Created.Compare(at) >= 0 {
+				continue // read again
+			}
+			runs[rt] = &Run{Ghost: p.Source, Created: at}
+			d.Changed = append(d.Changed, rt)
+			d.Note = "ghost table created"
+		case shardgroup.KindAlterTable, shardgroup.KindCreateIndex, shardgroup.KindDropIndex:
+			if srcKind != Ghost {
+				d.Note = "trash table altered"
+				continue
+			}
+			rt := TableName{Schema: p.Source.Schema, Name: srcReal}
+			run := runs[rt]
+			if run == nil {
+				run = &Run{Ghost: p.Source} // the ghost was created before the task started
+				runs[rt] = run
+			}
+			if n := len(run.DDLs); (n > 0 && run.DDLs[n-1].At.Compare(at) >= 0) || (!run.CutOver.IsZero() && run.CutOver.Compare(at) >= 0) {
+				continue // read again
+			}
+			// p.SQL is the statement with the ghost table's name routed to the real table's.
+			run.DDLs = append(run.DDLs, Applied{At: at, SQL: p.SQL})
+			d.Changed = append(d.Changed, rt)
+			d.Note = "ALTER of the ghost table kept for the cut-over"
+		case shardgroup.KindDropTable, shardgroup.KindTruncateTable:
+			if srcKind == Ghost {
+				rt := TableName{Schema: p.Source.Schema, Name: srcReal}
+				if run := runs[rt]; run != nil && run.CutOver.IsZero() && run.Created.Compare(at) < 0 {
+					delete(runs, rt) // the tool gave up before its cut-over
+					d.Changed = append(d.Changed, rt)
+					d.Note = "ghost table dropped before a cut-over: the tool's run is forgotten"
+				}
+			}
+		case shardgroup.KindRenameTable, shardgroup.KindAlterTableRename:
+			dstKind, _ := r.Classify(p.RenamedTo.Name)
+			switch {
+			case srcKind == Ghost && dstKind == Real && p.RenamedTo.Name == srcReal:
+				cutover[TableName{Schema: p.RenamedTo.Schema, Name: srcReal}] = true
+			case srcKind == Real && dstKind == Trash, srcKind != Real && dstKind != Real:
+				// the real table renamed away, or tool tables among themselves
+			default:
+				return Decision{}, fmt.Errorf("online DDL: %q renames %s to %s, which no cut-over does", truncate(sql), p.Source, p.RenamedTo)
+			}
+		default:
+			d.Note = "statement on a tool table dropped"
+		}
+	}
+	for rt := range cutover {
+		run := runs[rt]
+		if run == nil {
+			d.Note = "cut-over of a ghost table without a recorded ALTER: nothing to run"
+			continue
+		}
+		if !run.CutOver.IsZero() && run.CutOver.Compare(at) != 0 {
+			continue // an earlier run's cut-over; this one saw no ALTER
+		}
+		if run.CutOver.IsZero() {
+			run.CutOver = at
+			d.Changed = append(d.Changed, rt)
+		}
+		for _, a := range run.DDLs {
+			d.DDLs = append(d.DDLs, a.SQL)
+		}
+		d.Note = "cut-over: the ghost table's ALTERs run on the real table"
+	}
+	return d, nil
+}
+
+func truncate(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "..."
+	}
+	return s
+}
