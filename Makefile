@@ -13,9 +13,19 @@ vet:
 	$(GO) vet $(PKGS)
 
 # Unit tests, the randomized model test (500 runs on an embedded etcd), the split fuzz corpus, and the
-# worker's integration tests on throw-away mariadbd instances (20 seeded restart runs).
+# worker's integration tests on throw-away mariadbd instances (20 seeded restart runs); the real
+# binaries' scenarios run in task-mode incremental (the harness's default) and the full-load ones
+# (TestLoad*) in all and full. Then the e2e scenarios again in task-mode all (load, then binlog): all
+# of ./integration/'s TestE2E* but the fault tests (make test-faults) and the input checks, which
+# depend on neither mode. Both runs run; the target fails if either did.
+E2E_ALL_SKIP := TestE2E(PartitionFromEtcd|ThreeMastersFailover|FailoverWhileLockHalfFormed|BadInputIsRefusedAndChangesNothing)$$
 test: vet
-	$(GO) test -count=1 -timeout 20m $(PKGS)
+	@status=0; \
+	echo "$(GO) test -count=1 -timeout 20m $(PKGS)"; \
+	$(GO) test -count=1 -timeout 20m $(PKGS) || status=1; \
+	echo "TRIBUTARY_TASK_MODE=all $(GO) test -count=1 -timeout 10m -run '^TestE2E' -skip '$(E2E_ALL_SKIP)' ./integration/"; \
+	TRIBUTARY_TASK_MODE=all $(GO) test -count=1 -timeout 10m -run '^TestE2E' -skip '$(E2E_ALL_SKIP)' ./integration/ || status=1; \
+	exit $$status
 
 # The whole fault matrix: kill -9 of the leader master, the owner worker and the non-owner worker at
 # each of 7 steps of a lock (21 cells, TRIBUTARY_FAULT_RUNS runs each), plus the partition and failover

@@ -478,7 +478,10 @@ func TestE2EWorkerFailover(t *testing.T) {
 }
 
 // stop-task keeps the checkpoints (start-task resumes); start-task --remove-meta drops the task's
-// checkpoint table and etcd keys, only those, and starts from the sources' positions of that moment.
+// checkpoint table and etcd keys, only those. In task-mode incremental the task starts from the
+// sources' positions of that moment. In a loading mode it loads again, and a target that holds rows
+// is the user's: start-task refuses it by name and changes nothing (the checkpoints stay) until the
+// user drops it; then the reload copies everything the shards hold.
 func TestE2ERemoveMeta(t *testing.T) {
 	c := startE2E(t, 2)
 	c.up(0, insertRows("db_1.t_1", 0, 10, ""))
@@ -495,21 +498,56 @@ func TestE2ERemoveMeta(t *testing.T) {
 	c.ok("start-task", f)
 	c.converge("id, v") // resumed from the checkpoint: the rows written while stopped arrived
 	c.ok("stop-task", c.task)
-	c.up(0, insertRows("db_1.t_1", 20, 30, "")) // while stopped: lost to a fresh start, by definition
-	var before int
-	if err := c.DownDB.QueryRow("SELECT COUNT(*) FROM dm_meta.shard_checkpoint").Scan(&before); err != nil || before == 0 {
-		t.Fatalf("checkpoint rows before --remove-meta: %d %v", before, err)
+	c.up(0, insertRows("db_1.t_1", 20, 30, "")) // while stopped: lost to a fresh incremental start
+	checkpointRows := func() int {
+		t.Helper()
+		var n int
+		if err := c.DownDB.QueryRow("SELECT COUNT(*) FROM dm_meta.shard_checkpoint").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := checkpointRows()
+	if before == 0 {
+		t.Fatal("no checkpoint rows before --remove-meta")
+	}
+	from, want := 30, 10 // rows 30..39 arrive; 20..29 were written before the fresh start
+	if c.TaskMode() != "incremental" {
+		down, err := e2e.Rows(c.DownDB, "SELECT * FROM db.t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		contains(t, c.fails("start-task", "--remove-meta", f), "nothing started", "`db`.`t`", "holds rows")
+		c.noTask()
+		if now, err := e2e.Rows(c.DownDB, "SELECT * FROM db.t"); err != nil || !slices.Equal(now, down) {
+			t.Fatalf("the refused start-task --remove-meta changed db.t: %d rows (%v), had %d: %s", len(now), err, len(down), e2e.FirstDiff(now, down))
+		}
+		if n := checkpointRows(); n != before {
+			t.Fatalf("the refused start-task --remove-meta changed the checkpoint: %d rows, had %d", n, before)
+		}
+		// The user drops the target: the reload copies every row the shards hold (20..29 too).
+		if _, err := c.DownDB.Exec("DROP TABLE db.t"); err != nil {
+			t.Fatal(err)
+		}
+		from, want = 20, 20
 	}
 	c.ok("start-task", "--remove-meta", f)
 	c.up(0, insertRows("db_1.t_1", 30, 40, ""))
 	c.until("rows after the fresh start", func(e2e.Result) bool {
 		var n int
-		c.DownDB.QueryRow("SELECT COUNT(*) FROM db.t WHERE id >= 30").Scan(&n)
-		return n == 10
+		c.DownDB.QueryRow("SELECT COUNT(*) FROM db.t WHERE id >= ?", from).Scan(&n)
+		return n == want
 	}, "query-status", c.task)
-	var n20 int
-	if err := c.DownDB.QueryRow("SELECT COUNT(*) FROM db.t WHERE id >= 20 AND id < 30").Scan(&n20); err != nil || n20 != 0 {
-		t.Fatalf("rows written before the fresh start were replicated: %d %v", n20, err)
+	if c.TaskMode() == "incremental" {
+		var n20 int
+		if err := c.DownDB.QueryRow("SELECT COUNT(*) FROM db.t WHERE id >= 20 AND id < 30").Scan(&n20); err != nil || n20 != 0 {
+			t.Fatalf("rows written before the fresh start were replicated: %d %v", n20, err)
+		}
+	} else {
+		c.converge("id, v")
+		if cut, other := c.renames(); cut != 2 || other != 0 {
+			t.Fatalf("%d cut-over RENAMEs downstream (want 2: the first load and the reload), %d others", cut, other)
+		}
 	}
 	var keep int
 	if err := c.DownDB.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'dm_meta' AND TABLE_NAME = 'keep'").Scan(&keep); err != nil || keep != 1 {
@@ -623,8 +661,12 @@ func TestE2EShardSchemaDropAndRefusedDDL(t *testing.T) {
 	if !strings.Contains(fmt.Sprint(r), "filter") {
 		t.Fatalf("the refusal does not name the way on: %v", r)
 	}
-	if n, err := c.DownstreamStatements("RENAME"); err != nil || n != 0 {
-		t.Fatalf("%d RENAME statements downstream (%v)", n, err)
+	wantCut := 0 // the load's cut-over renames db.t into place, once
+	if c.TaskMode() != "incremental" {
+		wantCut = 1
+	}
+	if cut, other := c.renames(); other != 0 || cut != wantCut {
+		t.Fatalf("%d RENAME statements downstream besides the load's cut-over (%d, want %d)", other, cut, wantCut)
 	}
 	c.ok("stop-task", c.task)
 	data, err := os.ReadFile(f)
