@@ -140,13 +140,31 @@ func (u *Unit) Progress() Progress {
 	if !u.started.IsZero() {
 		p.Elapsed = time.Since(u.started)
 	}
-	if p.TotalRows < p.FinishedRows {
-		p.TotalRows = p.FinishedRows
-	}
-	if p.TotalBytes < p.FinishedBytes {
-		p.TotalBytes = p.FinishedBytes
+	switch {
+	case p.State == stateLoaded || p.State == stateSwitched:
+		// done: the totals are what was copied
+		p.TotalRows, p.TotalBytes = p.FinishedRows, p.FinishedBytes
+	case p.FinishedRows > 0:
+		// The source's byte estimate is InnoDB's on-disk size, not the values' bytes counted here:
+		// the total is the row estimate at the bytes per row copied so far.
+		p.TotalRows = max(p.TotalRows, p.FinishedRows)
+		p.TotalBytes = int64(float64(p.FinishedBytes) / float64(p.FinishedRows) * float64(p.TotalRows))
+	default:
+		p.TotalBytes = 0 // nothing copied yet: no estimate in the same unit
 	}
 	return p
+}
+
+// Done is how much of the load is copied, from 0 to 1: rows copied over the estimated rows, and never 1
+// before the copy has ended.
+func (p Progress) Done() float64 {
+	switch {
+	case p.State == stateLoaded || p.State == stateSwitched:
+		return 1
+	case p.TotalRows <= 0:
+		return 0
+	}
+	return min(float64(p.FinishedRows)/float64(p.TotalRows), 0.9999)
 }
 
 // Run loads the source (or resumes its load) and passes the cut-over barrier. The caller then writes
@@ -437,18 +455,14 @@ func (u *Unit) plan(ctx context.Context, snap *snapshot, h *header, tables map[T
 		}
 		lanes = append(lanes, splitLanes(t, lo, hi, n)...)
 	}
-	existing, err := u.hiddenInUse(ctx)
-	if err != nil {
-		return nil, err
-	}
 	for _, target := range sortedKeys(targets) {
-		m, err := u.placement(ctx, target, existing)
+		m, err := u.placement(ctx, target)
 		if err != nil {
 			return nil, err
 		}
 		h.Targets = append(h.Targets, m)
 	}
-	err = u.inTx(ctx, func(tx *sql.Tx) error {
+	err := u.inTx(ctx, func(tx *sql.Tx) error {
 		if err := u.writeHeader(ctx, tx, h); err != nil {
 			return err
 		}
@@ -537,7 +551,11 @@ func (u *Unit) hiddenInUse(ctx context.Context) (map[TableName]bool, error) {
 
 // placement decides where a target is loaded: in place when it exists already (refused when it holds
 // rows that no source of the task loaded and on-duplicate is error), else under its hidden name.
-func (u *Unit) placement(ctx context.Context, target TableName, inUse map[TableName]bool) (hiddenMap, error) {
+//
+// The load headers are read after the downstream is looked at: another source writes its header before
+// it creates a hidden table or loads rows in place, so whatever is seen downstream is named by a header
+// read afterwards.
+func (u *Unit) placement(ctx context.Context, target TableName) (hiddenMap, error) {
 	exists, err := tableExists(ctx, u.cfg.Downstream, target)
 	if err != nil {
 		return hiddenMap{}, err
@@ -545,7 +563,14 @@ func (u *Unit) placement(ctx context.Context, target TableName, inUse map[TableN
 	if exists {
 		var one int
 		err := u.cfg.Downstream.QueryRowContext(ctx, "SELECT 1 FROM "+target.String()+" LIMIT 1").Scan(&one)
-		if err == nil && u.cfg.OnDuplicate == "error" && !inUse[target] {
+		if err == nil && u.cfg.OnDuplicate == "error" {
+			inUse, herr := u.hiddenInUse(ctx)
+			if herr != nil {
+				return hiddenMap{}, herr
+			}
+			if inUse[target] {
+				return hiddenMap{Target: target}, nil // another source of the task loads it in place
+			}
 			return hiddenMap{}, fmt.Errorf("downstream table %s exists and holds rows: a full load does not write into it (loaders on-duplicate: error). Empty it, or set on-duplicate to ignore or replace to merge into it", target)
 		}
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -559,7 +584,14 @@ func (u *Unit) placement(ctx context.Context, target TableName, inUse map[TableN
 	if err != nil {
 		return hiddenMap{}, err
 	}
-	if hexists && !inUse[hidden] {
+	if !hexists {
+		return hiddenMap{Target: target, Hidden: hidden.Name}, nil
+	}
+	inUse, err := u.hiddenInUse(ctx)
+	if err != nil {
+		return hiddenMap{}, err
+	}
+	if !inUse[hidden] {
 		return hiddenMap{}, fmt.Errorf("downstream table %s is left from an earlier load of task %s whose checkpoint is gone; it may hold part of a load. Drop it (it is Tributary's, not yours) and start again", hidden, u.cfg.Task)
 	}
 	return hiddenMap{Target: target, Hidden: hidden.Name}, nil

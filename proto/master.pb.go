@@ -1370,7 +1370,7 @@ type LoadStatus struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	FinishedBytes  int64                  `protobuf:"varint,1,opt,name=finishedBytes,proto3" json:"finishedBytes,omitempty"`
 	TotalBytes     int64                  `protobuf:"varint,2,opt,name=totalBytes,proto3" json:"totalBytes,omitempty"`
-	Progress       string                 `protobuf:"bytes,3,opt,name=progress,proto3" json:"progress,omitempty"`     // finished/total bytes, e.g. "41.20 %"
+	Progress       string                 `protobuf:"bytes,3,opt,name=progress,proto3" json:"progress,omitempty"`     // rows copied over the estimated rows, e.g. "41.20 %" (100 % only once copied)
 	MetaBinlog     string                 `protobuf:"bytes,4,opt,name=metaBinlog,proto3" json:"metaBinlog,omitempty"` // the snapshot's binlog position: the sync unit starts there
 	MetaBinlogGTID string                 `protobuf:"bytes,5,opt,name=metaBinlogGTID,proto3" json:"metaBinlogGTID,omitempty"`
 	Bps            string                 `protobuf:"bytes,6,opt,name=bps,proto3" json:"bps,omitempty"` // bytes per second since the load started

@@ -150,8 +150,8 @@ func finishCutover(ctx context.Context, agent *pessimist.Agent, target string) e
 func loadStatus(p loader.Progress) *pb.LoadStatus {
 	st := &pb.LoadStatus{FinishedBytes: p.FinishedBytes, TotalBytes: p.TotalBytes, FinishedRows: p.FinishedRows, TotalRows: p.TotalRows,
 		MetaBinlog: p.MetaBinlog, State: p.State}
-	if p.TotalBytes > 0 {
-		st.Progress = fmt.Sprintf("%.2f %%", 100*float64(p.FinishedBytes)/float64(p.TotalBytes))
+	if p.TotalRows > 0 || p.State == "loaded" || p.State == "switched" {
+		st.Progress = fmt.Sprintf("%.2f %%", 100*p.Done())
 	}
 	if secs := p.Elapsed.Seconds(); secs > 0 {
 		bps, rps := float64(p.FinishedBytes)/secs, float64(p.FinishedRows)/secs
