@@ -43,15 +43,55 @@ func OpenDB(d config.Database) (*sql.DB, error) {
 
 // SourcePosition reads a source's current binlog position and, on MariaDB, its GTID set (empty
 // elsewhere).
-func SourcePosition(ctx context.Context, db RowQuerier) (shardgroup.Position, string, error) {
-	var p shardgroup.Position
-	var doDB, ignoreDB any
-	if err := db.QueryRowContext(ctx, "SHOW MASTER STATUS").Scan(&p.File, &p.Pos, &doDB, &ignoreDB); err != nil {
-		return shardgroup.Position{}, "", err
+func SourcePosition(ctx context.Context, db RowsQuerier) (shardgroup.Position, string, error) {
+	p, err := masterStatus(ctx, db, "SHOW MASTER STATUS")
+	if err != nil {
+		// MySQL 8.4 renamed it.
+		var err2 error
+		if p, err2 = masterStatus(ctx, db, "SHOW BINARY LOG STATUS"); err2 != nil {
+			return shardgroup.Position{}, "", err
+		}
 	}
 	var gtid sql.NullString
 	_ = db.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&gtid) // MySQL has no such variable
 	return p, gtid.String, nil
+}
+
+// masterStatus reads the file and position of SHOW MASTER STATUS (4 columns on MariaDB, 5 on MySQL).
+func masterStatus(ctx context.Context, db RowsQuerier, q string) (shardgroup.Position, error) {
+	var p shardgroup.Position
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return p, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return p, err
+	}
+	if len(cols) < 2 {
+		return p, fmt.Errorf("%s: %d columns", q, len(cols))
+	}
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return p, err
+		}
+		return p, fmt.Errorf("%s returned no row (is log_bin on?)", q)
+	}
+	dest := []any{&p.File, &p.Pos}
+	for range cols[2:] {
+		dest = append(dest, new(any))
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return p, err
+	}
+	return p, rows.Err()
+}
+
+// RowsQuerier is a *sql.DB, *sql.Conn or *sql.Tx.
+type RowsQuerier interface {
+	RowQuerier
+	Querier
 }
 
 // Signature is a table's columns as "name type", lower case, for comparing definitions (empty when
