@@ -90,6 +90,9 @@ func (s *shard) ddl(c *e2e.Cluster, stmt string, cols int) error {
 	return nil
 }
 
+// preload is the rows each shard holds before the task starts.
+const preload = 10000
+
 // task is the name of the demo's task, as in examples/task.yaml (README's walkthrough shows its output).
 const task = "shard-merge"
 
@@ -98,7 +101,7 @@ func run(bin string) error {
 		return fmt.Errorf("mariadbd not found: apt-get install -y mariadb-server")
 	}
 	step("Starting 2 upstream MariaDB servers, 1 downstream, dm-master and 2 dm-workers (throw-away, under /tmp)")
-	c, err := e2e.Start(e2e.Options{Bin: bin, Workers: 2, KeepaliveTTL: 10})
+	c, err := e2e.Start(e2e.Options{Bin: bin, Workers: 2, KeepaliveTTL: 10, TaskMode: "all"})
 	if err != nil {
 		return err
 	}
@@ -122,6 +125,14 @@ func run(bin string) error {
 			shards = append(shards, s)
 		}
 	}
+	step(fmt.Sprintf("Filling each shard with %d rows before the task starts (task-mode all loads them, then follows the binlog)", preload))
+	for _, s := range shards {
+		from := s.nextID + 500_000
+		if err := c.Exec(s.up, fmt.Sprintf("INSERT INTO %s SELECT seq, CONCAT('before-', seq) FROM %s.seq_%d_to_%d",
+			s.table, strings.Split(s.table, ".")[0], from, from+preload-1)); err != nil {
+			return err
+		}
+	}
 
 	step("Creating the two sources")
 	for i := 0; i < 2; i++ {
@@ -133,7 +144,7 @@ func run(bin string) error {
 			return err
 		}
 	}
-	step("Starting the shard-merge task: db_*.t_* -> db.t, DDL coordinated pessimistically")
+	step("Starting the shard-merge task (task-mode all): db_*.t_* -> db.t, DDL coordinated pessimistically")
 	f, err := c.TaskFile(task)
 	if err != nil {
 		return err
@@ -223,11 +234,11 @@ func run(bin string) error {
 	if err := stopWriters(); err != nil {
 		return err
 	}
-	var written int64
+	written := int64(len(shards) * preload)
 	for _, s := range shards {
 		written += s.rows.Load()
 	}
-	fmt.Printf("%d rows written upstream\n", written)
+	fmt.Printf("%d rows written upstream (%d before the task)\n", written, len(shards)*preload)
 	if _, err := c.Until(60*time.Second, func(r e2e.Result) bool {
 		subs := 0
 		for _, s := range r.List("sources") {
