@@ -142,3 +142,16 @@ func TestCustomRulesAndRefusals(t *testing.T) {
 		t.Fatal("a statement mixing tool and user tables is refused")
 	}
 }
+
+// TestTwoStepCutOver: gh-ost's --cut-over=two-step renames the real table away and the ghost table in
+// with two statements.
+func TestTwoStepCutOver(t *testing.T) {
+	r, _ := NewRules(nil, nil)
+	play(t, r, Runs{}, []step{
+		{sql: "create table `db_1`.`_t_1_gho` like `db_1`.`t_1`"},
+		{sql: "alter table `db_1`.`_t_1_gho` drop column v"},
+		{sql: "rename table `db_1`.`t_1` to `db_1`.`_t_1_del`"},
+		{sql: "rename table `db_1`.`_t_1_gho` to `db_1`.`t_1`", want: []string{"ALTER TABLE `db_1`.`t_1` DROP COLUMN `v`"}},
+		{sql: "drop table if exists `db_1`.`_t_1_del`"},
+	}, 100)
+}
