@@ -627,3 +627,49 @@ func TestLockRemovedWithItsTaskStopsTheSyncer(t *testing.T) {
 		t.Fatal("the DDL ran downstream")
 	}
 }
+
+// TestResumePositionMovesUnderMultiTableTransactions: a backlog of transactions that each write two
+// tables of different partitions makes every flush of the catch-up commit several partitions; the
+// resume position must move during the catch-up (it stayed where it was until the syncer was idle: a
+// restart re-read everything since, and a purged binlog made the source unrecoverable).
+func TestResumePositionMovesUnderMultiTableTransactions(t *testing.T) {
+	c := newCluster(t)
+	start := c.startPosition(0)
+	const txns = 30000
+	c.up(0, `CREATE PROCEDURE db_1.fill(n INT) BEGIN
+		DECLARE i INT DEFAULT 0;
+		WHILE i < n DO
+			START TRANSACTION;
+			INSERT INTO db_1.t_1 VALUES (i, 'a');
+			INSERT INTO db_1.t_2 VALUES (1000000 + i, 'b');
+			COMMIT;
+			SET i = i + 1;
+		END WHILE;
+	END`, fmt.Sprintf("CALL db_1.fill(%d)", txns))
+	_, s := c.startSyncerGet(0)
+	if s.partitionOf(TableName{Schema: "db_1", Name: "t_1"}) == s.partitionOf(TableName{Schema: "db_1", Name: "t_2"}) {
+		t.Fatal("db_1.t_1 and db_1.t_2 share a partition: pick tables of different partitions")
+	}
+	movedEarly := false
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		var p Position
+		var n int
+		if err := c.downDB.QueryRow("SELECT binlog_name, binlog_pos FROM dm_meta.test_checkpoint WHERE source = 's1' AND id = ''").Scan(&p.File, &p.Pos); err != nil {
+			continue // not created yet
+		}
+		if err := c.downDB.QueryRow("SELECT COUNT(*) FROM db.t").Scan(&n); err != nil {
+			continue
+		}
+		if n == 2*txns {
+			break
+		}
+		if p.Compare(start) > 0 {
+			movedEarly = true
+			break
+		}
+	}
+	if !movedEarly {
+		t.Fatalf("the resume position stayed at %s while a backlog of %d two-table transactions was applied", start, txns)
+	}
+	c.converge("id, v")
+}
