@@ -214,6 +214,7 @@ func (r *Rules) Decide(runs Runs, sql, schema string, at Position) (Decision, er
 			d.Changed = append(d.Changed, rt)
 			d.Note = "ALTER of the ghost table kept for the cut-over"
 		case shardgroup.KindDropTable, shardgroup.KindTruncateTable:
+			d.Note = "tool table dropped"
 			if srcKind == Ghost {
 				rt := TableName{Schema: p.Source.Schema, Name: srcReal}
 				if run := runs[rt]; run != nil && run.CutOver.IsZero() && run.Created.Compare(at) < 0 {
