@@ -20,12 +20,13 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/tributary-db/tributary/internal/e2e"
+	"github.com/tributary-db/tributary/internal/onlinetest"
 )
 
 // Online DDL through the real binaries (task online-ddl: true): shards altered by a real
 // pt-online-schema-change (Debian's percona-toolkit) while writers change them, and by gh-ost, whose
 // statements are replayed: gh-ost is not served by the Go module proxy (nor packaged here), so no real
-// gh-ost runs; the tests replay the statement sequence of worker/online_test.go's ghostStatements,
+// gh-ost runs; the tests replay the statement sequence of internal/onlinetest.Ghost,
 // reconstructed from the statements gh-ost documents (its ghost, changelog and cut-over sentry
 // tables, the atomic cut-over RENAME). Ghost
 // and trash tables must never reach the downstream (no table, no row, no trigger); the cut-over must
@@ -63,26 +64,8 @@ func startOnline(t *testing.T) *e2eCluster {
 	return startWith(t, e2e.Options{Workers: 2, TaskExtra: olTask}, true)
 }
 
-// olGhost is what gh-ost writes to the binlog for `--alter` on schema.table, row copy and cut-over
-// included: the sequence of worker/online_test.go's ghostStatements (a replay; see the file comment).
-// [:4] creates the ghost table and alters it; [4:6] is the row copy; [6:] the cut-over and clean-up.
-func olGhost(schema, table, alter string) []string {
-	g, c, d := "`"+schema+"`.`_"+table+"_gho`", "`"+schema+"`.`_"+table+"_ghc`", "`"+schema+"`.`_"+table+"_del`"
-	real := "`" + schema + "`.`" + table + "`"
-	return []string{
-		"drop /* gh-ost */ table if exists " + g,
-		"create /* gh-ost */ table " + c + " (id bigint auto_increment, last_update timestamp not null DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, hint varchar(64) charset ascii not null, value varchar(4096) charset ascii not null, primary key(id), unique key hint_uidx(hint)) auto_increment=256",
-		"create /* gh-ost */ table " + g + " like " + real,
-		"alter /* gh-ost */ table " + g + " " + alter,
-		"replace /* gh-ost */ into " + c + " (id, hint, value) values (NULLIF(2, 0), 'state', 'migrating')",
-		"insert /* gh-ost */ ignore into " + g + " (id, v) (select id, v from " + real + " force index (`PRIMARY`))",
-		"create /* gh-ost */ table " + d + " (id int auto_increment primary key) engine=InnoDB comment='ghost-cut-over-sentry'",
-		"drop /* gh-ost */ table if exists " + d,
-		"rename /* gh-ost */ table " + real + " to " + d + ", " + g + " to " + real,
-		"drop /* gh-ost */ table if exists " + c,
-		"drop /* gh-ost */ table if exists " + d,
-	}
-}
+// olGhost is gh-ost's statement sequence (a replay: internal/onlinetest).
+var olGhost = onlinetest.Ghost
 
 // olGhostApply writes rows [from, to) to schema.table while gh-ost runs, and what gh-ost's binlog
 // applier writes for them to the ghost table (which keeps it in step between row copy and cut-over).

@@ -832,16 +832,9 @@ func (s *Syncer) flush(ctx context.Context) error {
 		s.persistedGTID = s.gtidFor(global)
 	default:
 		errs := make([]error, len(busy))
-		// The resume position of the previous flush is safe now (everything before it committed then):
-		// written here, it keeps the resume position moving while every flush has several partitions
-		// (transactions that write tables of different partitions, without a pause).
-		prev, prevGTID := s.persisted, s.persistedGTID
-		if s.ckpt.Global.Compare(prev) > 0 {
-			prev, prevGTID = s.ckpt.Global, s.ckpt.GlobalGTID
-		}
 		var wg sync.WaitGroup
 		for i, p := range busy {
-			up := CheckpointUpdate{Global: prev, GlobalGTID: prevGTID, Tables: p.pos}
+			up := CheckpointUpdate{Global: s.persisted, GlobalGTID: s.persistedGTID, Tables: p.pos}
 			if i == 0 {
 				up.Schemas, up.Online = schemas, online
 			}
@@ -855,14 +848,13 @@ func (s *Syncer) flush(ctx context.Context) error {
 		if err := errors.Join(errs...); err != nil {
 			return err
 		}
-		s.persisted, s.persistedGTID = prev, prevGTID
 	}
 	for _, p := range busy {
 		for t, pos := range p.pos {
 			s.ckpt.Tables[t] = pos
 		}
 	}
-	s.ckpt.Global, s.ckpt.GlobalGTID = global, s.gtidFor(global)
+	s.ckpt.Global = global
 	s.resetBatch()
 	for p := range s.gtidAt {
 		if p.Compare(s.persisted) < 0 {
@@ -1247,7 +1239,7 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 	for t, p := range resolution.Positions {
 		s.ckpt.Resolved[t] = p
 	}
-	s.ckpt.Global, s.ckpt.GlobalGTID, s.persisted, s.persistedGTID = up.Global, up.GlobalGTID, up.Global, up.GlobalGTID
+	s.ckpt.Global, s.persisted, s.persistedGTID = up.Global, up.Global, up.GlobalGTID
 	if !removed {
 		if err := s.cfg.Agent.DoneOperationDeleteInfo(ctx, res.op, res.info); err != nil {
 			return err
