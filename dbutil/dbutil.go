@@ -6,6 +6,7 @@ package dbutil
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -152,4 +153,11 @@ func Columns(ctx context.Context, db Querier, t shardgroup.TableName) ([]shardgr
 		out = append(out, c)
 	}
 	return out, rows.Err()
+}
+
+// Retryable reports whether a statement failed on a deadlock (1213) or a lock wait timeout (1205): the
+// server rolled the transaction back, and running it again may succeed.
+func Retryable(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
 }

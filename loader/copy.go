@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
@@ -158,25 +157,15 @@ func (c *copier) chunk(ctx context.Context) error {
 		}
 		q += fmt.Sprintf(" ORDER BY %s LIMIT %d", key, limit)
 	}
-	for attempt := 1; ; attempt++ {
-		err := c.chunkOnce(ctx, q, limit)
-		if errors.Is(err, errRetryWithInsert) {
-			c.prepare()
-			return c.chunk(ctx)
-		}
-		if err == nil || !retryable(err) || attempt >= 5 || ctx.Err() != nil {
-			if err != nil {
-				return fmt.Errorf("load %s into %s: %w", c.lane.Table, c.dest, err)
-			}
-			return nil
-		}
-		c.u.log.Warn("load chunk retried", zap.Stringer("table", c.lane.Table), zap.Error(err), zap.Int("attempt", attempt))
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Duration(attempt*attempt) * 100 * time.Millisecond):
-		}
+	err := c.u.retry(ctx, "load chunk retried", func() error { return c.chunkOnce(ctx, q, limit) }, zap.Stringer("table", c.lane.Table))
+	if errors.Is(err, errRetryWithInsert) {
+		c.prepare()
+		return c.chunk(ctx)
 	}
+	if err != nil {
+		return fmt.Errorf("load %s into %s: %w", c.lane.Table, c.dest, err)
+	}
+	return nil
 }
 
 // copied is what one chunk wrote.

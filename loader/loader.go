@@ -25,7 +25,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
 
 	"github.com/tributary-db/tributary/dbutil"
@@ -436,7 +435,7 @@ func intKey(ctx context.Context, c *sql.Conn, ti *tableInfo) error {
 func (u *Unit) plan(ctx context.Context, snap *snapshot, h *header, tables map[TableName]*found) ([]*lane, error) {
 	var lanes []*lane
 	targets := map[TableName]bool{}
-	for _, t := range sortedTables(tables) {
+	for _, t := range sortedKeys(tables) {
 		f := tables[t]
 		f.info.ChunkRows = u.chunkRows(f)
 		h.Tables = append(h.Tables, f.info)
@@ -611,7 +610,7 @@ func (u *Unit) createHidden(ctx context.Context, h *header, tables map[TableName
 	for _, m := range h.Targets {
 		dest := m.dest()
 		var src TableName
-		for _, t := range sortedTables(tables) {
+		for _, t := range sortedKeys(tables) {
 			if tables[t].info.Target == m.Target {
 				src = t
 				break
@@ -669,12 +668,17 @@ func (u *Unit) writeLane(ctx context.Context, e meta.Execer, l *lane) error {
 // inTx runs f in a downstream transaction that holds the checkpoint's owner row in share mode (a newer
 // binding of the source fences it), retrying deadlocks and lock wait timeouts.
 func (u *Unit) inTx(ctx context.Context, f func(*sql.Tx) error) error {
+	return u.retry(ctx, "load transaction retried", func() error { return u.txOnce(ctx, f) })
+}
+
+// retry runs f again after a deadlock or lock wait timeout, up to 5 times with a growing pause.
+func (u *Unit) retry(ctx context.Context, what string, f func() error, fields ...zap.Field) error {
 	for attempt := 1; ; attempt++ {
-		err := u.txOnce(ctx, f)
-		if err == nil || !retryable(err) || attempt >= 5 || ctx.Err() != nil {
+		err := f()
+		if err == nil || !dbutil.Retryable(err) || attempt >= 5 || ctx.Err() != nil {
 			return err
 		}
-		u.log.Warn("load transaction retried", zap.Error(err), zap.Int("attempt", attempt))
+		u.log.Warn(what, append(fields, zap.Error(err), zap.Int("attempt", attempt))...)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -697,11 +701,6 @@ func (u *Unit) txOnce(ctx context.Context, f func(*sql.Tx) error) error {
 		return err
 	}
 	return tx.Commit()
-}
-
-func retryable(err error) bool {
-	var me *mysql.MySQLError
-	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
 }
 
 // cutOver renames every hidden table of the task's sources into place in one RENAME TABLE. It is run
@@ -822,15 +821,6 @@ func (u *Unit) logProgress(ctx context.Context) func() {
 		}
 	}()
 	return cancel
-}
-
-func sortedTables(m map[TableName]*found) []TableName {
-	out := make([]TableName, 0, len(m))
-	for t := range m {
-		out = append(out, t)
-	}
-	slices.SortFunc(out, func(a, b TableName) int { return strings.Compare(a.String(), b.String()) })
-	return out
 }
 
 func sortedKeys[V any](m map[TableName]V) []TableName {

@@ -29,26 +29,7 @@ func catchUp(b *testing.B, perTable int) {
 	for i := range c.ups {
 		c.startPosition(i)
 	}
-	var wg sync.WaitGroup
-	for i := range c.ups {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j, table := range c.shards[i] {
-				base := (i*2 + j) * perTable
-				for from := 0; from < perTable; from += 1000 {
-					n := min(1000, perTable-from)
-					schema := strings.Split(table, ".")[0]
-					if _, err := c.upDBs[i].Exec(fmt.Sprintf("INSERT INTO %s SELECT seq, CONCAT('value-', seq) FROM %s.seq_%d_to_%d",
-						table, schema, base+from+1, base+from+n)); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	c.fillShards(b, perTable, 1000, false)
 	if b.Failed() {
 		return
 	}
@@ -135,4 +116,35 @@ func catchUp(b *testing.B, perTable int) {
 	b.ReportMetric(syncRate, "sync-rows/s")
 	b.ReportMetric(limitRate, "limit-rows/s")
 	b.ReportMetric(100*syncRate/limitRate, "%-of-limit")
+}
+
+// fillShards writes perTable rows into each of the four shard tables (ids (shard*perTable, (shard+1)*
+// perTable], values 'value-<id>'), step rows a transaction, the sources in parallel; analyze refreshes
+// the tables' statistics afterwards. Errors fail tb.
+func (c *cluster) fillShards(tb testing.TB, perTable, step int, analyze bool) {
+	var wg sync.WaitGroup
+	for i := range c.ups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j, table := range c.shards[i] {
+				base := (i*2 + j) * perTable
+				schema := strings.Split(table, ".")[0]
+				for from := 0; from < perTable; from += step {
+					n := min(step, perTable-from)
+					if _, err := c.upDBs[i].Exec(fmt.Sprintf("INSERT INTO %s SELECT seq, CONCAT('value-', seq) FROM %s.seq_%d_to_%d",
+						table, schema, base+from+1, base+from+n)); err != nil {
+						tb.Error(err)
+						return
+					}
+				}
+				if analyze {
+					if _, err := c.upDBs[i].Exec("ANALYZE TABLE " + table); err != nil {
+						tb.Error(err)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -39,6 +39,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tributary-db/tributary/config"
+	"github.com/tributary-db/tributary/dbutil"
 	"github.com/tributary-db/tributary/internal/e2e"
 	"github.com/tributary-db/tributary/internal/etcdtest"
 	"github.com/tributary-db/tributary/internal/mariadbtest"
@@ -190,12 +191,6 @@ func (fs *fidSyncers) startOne(i int) {
 	}
 }
 
-// retryable errors stop a syncer, and its worker resumes it.
-func retryable(err error) bool {
-	var me *mysql.MySQLError
-	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
-}
-
 // failed returns the first error a syncer stopped with, if any; syncers stopped by a retryable error
 // are started again.
 func (fs *fidSyncers) failed() error {
@@ -205,7 +200,7 @@ func (fs *fidSyncers) failed() error {
 			if fs.err != nil {
 				continue
 			}
-			if retryable(err) {
+			if dbutil.Retryable(err) { // stops a syncer; its worker resumes it
 				fs.restarts = append(fs.restarts, fmt.Sprintf("s%d: %v", i+1, err))
 				fs.startOne(i)
 				continue

@@ -33,29 +33,7 @@ func BenchmarkFullLoad(b *testing.B) {
 
 func fullLoad(b *testing.B, perTable int) {
 	c := newClusterTB(b)
-	var wg sync.WaitGroup
-	for i := range c.ups {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j, table := range c.shards[i] {
-				base := (i*2 + j) * perTable
-				schema := strings.Split(table, ".")[0]
-				for from := 0; from < perTable; from += 10000 {
-					n := min(10000, perTable-from)
-					if _, err := c.upDBs[i].Exec(fmt.Sprintf("INSERT INTO %s SELECT seq, CONCAT('value-', seq) FROM %s.seq_%d_to_%d",
-						table, schema, base+from+1, base+from+n)); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-				if _, err := c.upDBs[i].Exec("ANALYZE TABLE " + table); err != nil {
-					b.Error(err)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	c.fillShards(b, perTable, 10000, true)
 	if b.Failed() {
 		return
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/tributary-db/tributary/dbutil"
 	"github.com/tributary-db/tributary/internal/failpoint"
 	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/shardgroup"
@@ -84,8 +85,7 @@ func (s *Sink) Flush(ctx context.Context, changes []Change, up CheckpointUpdate)
 		if err != nil && ctx.Err() != nil {
 			return ctx.Err() // stopped in the middle: not a failure of the transaction
 		}
-		var me *mysql.MySQLError
-		if err == nil || attempt == 8 || !errors.As(err, &me) || (me.Number != 1213 && me.Number != 1205) {
+		if err == nil || attempt == 8 || !dbutil.Retryable(err) {
 			return err
 		}
 		select {
