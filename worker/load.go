@@ -135,15 +135,20 @@ func finishCutover(ctx context.Context, agent *pessimist.Agent, target string) e
 		if op.Target != target {
 			continue
 		}
-		info, _, err := agent.Info(ctx, target)
-		if err != nil {
-			return err
-		}
-		if err := agent.DoneOperationDeleteInfo(ctx, op, info); err != nil {
+		if err := finishOperation(ctx, agent, op); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// finishOperation marks done an operation that took effect before a restart, deleting its info.
+func finishOperation(ctx context.Context, agent *pessimist.Agent, op pessimist.Operation) error {
+	info, _, err := agent.Info(ctx, op.Target)
+	if err != nil {
+		return err
+	}
+	return agent.DoneOperationDeleteInfo(ctx, op, info)
 }
 
 // loadStatus is query-status's view of a load in progress.

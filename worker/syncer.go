@@ -462,11 +462,7 @@ func (s *Syncer) recoverOperations(ctx context.Context) error {
 			if target.String() != op.Target || !slices.Equal(ddls, op.DDLs) {
 				continue
 			}
-			info, _, err := s.cfg.Agent.Info(ctx, op.Target)
-			if err != nil {
-				return err
-			}
-			if err := s.cfg.Agent.DoneOperationDeleteInfo(ctx, op, info); err != nil {
+			if err := finishOperation(ctx, s.cfg.Agent, op); err != nil {
 				return err
 			}
 			s.log.Info("finished an operation applied before a restart", zap.String("lock", op.LockID()))
