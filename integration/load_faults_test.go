@@ -87,29 +87,26 @@ func TestLoadFaults(t *testing.T) {
 }
 
 // lfTaskFile is the harness's shard-merge task in task-mode all, each instance reading its source
-// with mydumpers m (2 threads, chunks of lfChunkRows rows).
+// with mydumpers m (2 threads, chunks of lfChunkRows rows: lfOptions).
 func (c *e2eCluster) lfTaskFile() string {
 	c.t.Helper()
 	f, err := c.TaskFile(c.task)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	body, err := os.ReadFile(f)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	s := string(body)
-	inst := "    syncer-config-name: global\n"
-	if strings.Count(s, inst) != len(c.Ups) || !strings.Contains(s, "task-mode: all\n") {
-		c.t.Fatalf("unexpected task file from the harness:\n%s", s)
-	}
-	s = strings.ReplaceAll(s, inst, inst+"    mydumper-config-name: m\n")
-	return c.writeFile(c.task+"-load.yaml", s)
+	return f
+}
+
+// lfOptions are the cluster options of the load fault tests.
+func lfOptions(o e2e.Options) e2e.Options {
+	o.Workers, o.TaskMode = 2, "all"
+	o.TaskExtra = fmt.Sprintf("mydumpers:\n  m:\n    threads: 2\n    rows: %d\n", lfChunkRows)
+	o.InstanceExtra = "    mydumper-config-name: m\n"
+	return o
 }
 
 func lfCell(t *testing.T, step lfStep, victim string, gtid bool, seed int64) {
-	c := startWith(t, e2e.Options{Workers: 2, GTID: gtid, TaskMode: "all", Failpoints: []string{step.failpoint},
-		TaskExtra: fmt.Sprintf("mydumpers:\n  m:\n    threads: 2\n    rows: %d\n", lfChunkRows)}, false)
+	c := startWith(t, lfOptions(e2e.Options{GTID: gtid, Failpoints: []string{step.failpoint}}), false)
 	shards := []lfShard{{0, "db_1.t_1"}, {0, "db_1.t_2"}, {1, "db_2.t_1"}, {1, "db_2.t_2"}}
 	w := newLFWriters(c, shards, seed)
 	target := loader.TableName{Schema: "db", Name: "t"}
@@ -540,8 +537,7 @@ func (w *lfWriters) summary() string {
 // WITH READ LOCK) until source 2 waits; it then plans, commits its header and creates the hidden table;
 // then source 2 is let go.
 func TestLoadFaultsFirstPlans(t *testing.T) {
-	c := startWith(t, e2e.Options{Workers: 2, TaskMode: "all",
-		TaskExtra: fmt.Sprintf("mydumpers:\n  m:\n    threads: 2\n    rows: %d\n", lfChunkRows)}, false)
+	c := startWith(t, lfOptions(e2e.Options{}), false)
 	for i, tables := range [][]string{{"db_1.t_1", "db_1.t_2"}, {"db_2.t_1", "db_2.t_2"}} {
 		for k, tbl := range tables {
 			base := (2*i + k) * lfIDSpan

@@ -113,25 +113,29 @@ type Options struct {
 	TaskMode string
 	// TaskExtra is appended to TaskFile's tasks (top-level YAML, e.g. mydumpers and loaders sections).
 	TaskExtra string
+	// InstanceExtra is appended to each mysql-instances entry of TaskFile's tasks (indented YAML lines,
+	// e.g. "    mydumper-config-name: m\n").
+	InstanceExtra string
 }
 
 // Cluster is a running cluster.
 type Cluster struct {
-	Dir     string
-	Bin     string
-	Ups     []*mariadbtest.Server
-	UpDBs   []*sql.DB
-	Down    *mariadbtest.Server
-	DownDB  *sql.DB
-	Master  *Proc   // the first master; every command goes to it unless it is down
-	Masters []*Proc // all masters
-	Workers []*Proc
-	ttl     int
-	gtid    bool
-	env     []string
-	fpDir   string
-	mode    string
-	extra   string
+	Dir       string
+	Bin       string
+	Ups       []*mariadbtest.Server
+	UpDBs     []*sql.DB
+	Down      *mariadbtest.Server
+	DownDB    *sql.DB
+	Master    *Proc   // the first master; every command goes to it unless it is down
+	Masters   []*Proc // all masters
+	Workers   []*Proc
+	ttl       int
+	gtid      bool
+	env       []string
+	fpDir     string
+	mode      string
+	extra     string
+	instExtra string
 }
 
 // Start launches the databases, one dm-master and the workers, and waits until the master leads.
@@ -152,7 +156,7 @@ func Start(o Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Dir: dir, Bin: o.Bin, ttl: o.KeepaliveTTL, gtid: o.GTID, mode: o.TaskMode, extra: o.TaskExtra}
+	c := &Cluster{Dir: dir, Bin: o.Bin, ttl: o.KeepaliveTTL, gtid: o.GTID, mode: o.TaskMode, extra: o.TaskExtra, instExtra: o.InstanceExtra}
 	if c.mode == "" {
 		c.mode = os.Getenv("TRIBUTARY_TASK_MODE")
 	}
@@ -444,7 +448,7 @@ func (c *Cluster) TaskMode() string { return c.mode }
 func (c *Cluster) TaskFile(name string) (string, error) {
 	var inst strings.Builder
 	for i := range c.Ups {
-		fmt.Fprintf(&inst, "  - source-id: %s\n    block-allow-list: bw-rule-1\n    route-rules: [route-table, route-schema]\n    syncer-config-name: global\n", SourceID(i))
+		fmt.Fprintf(&inst, "  - source-id: %s\n    block-allow-list: bw-rule-1\n    route-rules: [route-table, route-schema]\n    syncer-config-name: global\n%s", SourceID(i), c.instExtra)
 	}
 	body := fmt.Sprintf(`name: %s
 task-mode: %s
