@@ -97,6 +97,14 @@ func (c *e2eCluster) lfTaskFile() string {
 	return f
 }
 
+// lfOtherSource is the task's source that is not s.
+func lfOtherSource(s string) string {
+	if s == s1 {
+		return s2
+	}
+	return s1
+}
+
 // lfOptions are the cluster options of the load fault tests.
 func lfOptions(o e2e.Options) e2e.Options {
 	o.Workers, o.TaskMode = 2, "all"
@@ -163,19 +171,11 @@ func lfCell(t *testing.T, step lfStep, victim string, gtid bool, seed int64) {
 	case "held worker":
 		proc = c.Worker(c.workerOf(heldSource))
 	case "other worker":
-		other := s1
-		if heldSource == s1 {
-			other = s2
-		}
-		proc = c.Worker(c.workerOf(other))
+		proc = c.Worker(c.workerOf(lfOtherSource(heldSource)))
 	case "owner worker":
 		proc = c.Worker(c.workerOf(owner))
 	case "non-owner worker":
-		nonOwner := s1
-		if owner == s1 {
-			nonOwner = s2
-		}
-		proc = c.Worker(c.workerOf(nonOwner))
+		proc = c.Worker(c.workerOf(lfOtherSource(owner)))
 	default:
 		t.Fatalf("victim %q", victim)
 	}
