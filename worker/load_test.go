@@ -320,3 +320,42 @@ func TestFullLoadIntoExistingEmptyTarget(t *testing.T) {
 	c.startSyncer(1)
 	c.converge("id, v")
 }
+
+// TestCutOverRefusesATargetCreatedMeanwhile: a table the user creates under the target's name while the
+// sources load is theirs: the cut-over renames nothing onto it, says what happened, and leaves both it
+// and the loaded rows (in the hidden table) as they are.
+func TestCutOverRefusesATargetCreatedMeanwhile(t *testing.T) {
+	c := loadCluster(t, 200)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var first atomic.Pointer[loader.Unit]
+	errs := make(chan error, 2)
+	p := c.loadParams(0)
+	p.onUnit = func(u *loader.Unit) { first.Store(u) }
+	go func() { errs <- runLoad(ctx, p) }()
+	eventually(t, 60*time.Second, func() bool {
+		u := first.Load()
+		return u != nil && u.Progress().State == "loaded"
+	}, func() string { return "source 1 did not finish loading" })
+	// the user creates db.t once source 2 has planned its load (its first chunk)
+	var once sync.Once
+	p2 := c.loadParams(1)
+	p2.AfterChunk = func(TableName) error {
+		once.Do(func() {
+			c.down.Exec(t, c.downDB, "CREATE TABLE db.t (id INT PRIMARY KEY, v VARCHAR(32))", "INSERT INTO db.t VALUES (-1, 'users')")
+		})
+		return nil
+	}
+	go func() { errs <- runLoad(ctx, p2) }()
+	err := <-errs // the owner's
+	if err == nil || !strings.Contains(err.Error(), "`db`.`t` was created while the task loaded it") {
+		t.Fatalf("cut-over: %v, want the refusal naming db.t", err)
+	}
+	if r, _ := e2e.Rows(c.downDB, "SELECT id, v FROM db.t"); strings.Join(r, ",") != "-1|users" {
+		t.Fatalf("the user's db.t changed: %v", r)
+	}
+	var n int
+	if err := c.downDB.QueryRow("SELECT COUNT(*) FROM db." + loader.HiddenName(TableName{Schema: "db", Name: "t"})).Scan(&n); err != nil || n != 800 {
+		t.Fatalf("hidden table: %d rows (%v), want the 800 loaded", n, err)
+	}
+}
