@@ -24,6 +24,65 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ErrorOp is DM's handle-error operation.
+type ErrorOp int32
+
+const (
+	ErrorOp_InvalidErrorOp ErrorOp = 0
+	ErrorOp_Skip           ErrorOp = 1 // skip the failing statement (or the event at binlogPos)
+	ErrorOp_Replace        ErrorOp = 2 // run sqls instead of it
+	ErrorOp_Revert         ErrorOp = 3 // withdraw a skip or replace not yet used
+	ErrorOp_Inject         ErrorOp = 4 // not supported
+	ErrorOp_List           ErrorOp = 5 // list the operations waiting
+)
+
+// Enum value maps for ErrorOp.
+var (
+	ErrorOp_name = map[int32]string{
+		0: "InvalidErrorOp",
+		1: "Skip",
+		2: "Replace",
+		3: "Revert",
+		4: "Inject",
+		5: "List",
+	}
+	ErrorOp_value = map[string]int32{
+		"InvalidErrorOp": 0,
+		"Skip":           1,
+		"Replace":        2,
+		"Revert":         3,
+		"Inject":         4,
+		"List":           5,
+	}
+)
+
+func (x ErrorOp) Enum() *ErrorOp {
+	p := new(ErrorOp)
+	*p = x
+	return p
+}
+
+func (x ErrorOp) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ErrorOp) Descriptor() protoreflect.EnumDescriptor {
+	return file_proto_master_proto_enumTypes[0].Descriptor()
+}
+
+func (ErrorOp) Type() protoreflect.EnumType {
+	return &file_proto_master_proto_enumTypes[0]
+}
+
+func (x ErrorOp) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ErrorOp.Descriptor instead.
+func (ErrorOp) EnumDescriptor() ([]byte, []int) {
+	return file_proto_master_proto_rawDescGZIP(), []int{0}
+}
+
 type ShowDDLLocksRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Task          string                 `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"` // empty: every task
@@ -352,6 +411,8 @@ type UnlockDDLLockResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Result        bool                   `protobuf:"varint,1,opt,name=result,proto3" json:"result,omitempty"`
 	Msg           string                 `protobuf:"bytes,2,opt,name=msg,proto3" json:"msg,omitempty"`
+	Executed      []*SourceDDLs          `protobuf:"bytes,3,rep,name=executed,proto3" json:"executed,omitempty"` // what ran downstream (the owner's DDLs)
+	Skipped       []*SourceDDLs          `protobuf:"bytes,4,rep,name=skipped,proto3" json:"skipped,omitempty"`   // what the other sources skipped
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -398,6 +459,20 @@ func (x *UnlockDDLLockResponse) GetMsg() string {
 		return x.Msg
 	}
 	return ""
+}
+
+func (x *UnlockDDLLockResponse) GetExecuted() []*SourceDDLs {
+	if x != nil {
+		return x.Executed
+	}
+	return nil
+}
+
+func (x *UnlockDDLLockResponse) GetSkipped() []*SourceDDLs {
+	if x != nil {
+		return x.Skipped
+	}
+	return nil
 }
 
 type CommonWorkerResponse struct {
@@ -2416,6 +2491,322 @@ func (x *OfflineMemberResponse) GetMsg() string {
 	return ""
 }
 
+type HandleErrorRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Op            ErrorOp                `protobuf:"varint,1,opt,name=op,proto3,enum=tributary.ErrorOp" json:"op,omitempty"`
+	Task          string                 `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
+	BinlogPos     string                 `protobuf:"bytes,3,opt,name=binlogPos,proto3" json:"binlogPos,omitempty"` // file:pos of the event; empty: the statement the subtask stopped on
+	Sqls          []string               `protobuf:"bytes,4,rep,name=sqls,proto3" json:"sqls,omitempty"`
+	Sources       []string               `protobuf:"bytes,5,rep,name=sources,proto3" json:"sources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandleErrorRequest) Reset() {
+	*x = HandleErrorRequest{}
+	mi := &file_proto_master_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandleErrorRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandleErrorRequest) ProtoMessage() {}
+
+func (x *HandleErrorRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_master_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandleErrorRequest.ProtoReflect.Descriptor instead.
+func (*HandleErrorRequest) Descriptor() ([]byte, []int) {
+	return file_proto_master_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *HandleErrorRequest) GetOp() ErrorOp {
+	if x != nil {
+		return x.Op
+	}
+	return ErrorOp_InvalidErrorOp
+}
+
+func (x *HandleErrorRequest) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+func (x *HandleErrorRequest) GetBinlogPos() string {
+	if x != nil {
+		return x.BinlogPos
+	}
+	return ""
+}
+
+func (x *HandleErrorRequest) GetSqls() []string {
+	if x != nil {
+		return x.Sqls
+	}
+	return nil
+}
+
+func (x *HandleErrorRequest) GetSources() []string {
+	if x != nil {
+		return x.Sources
+	}
+	return nil
+}
+
+type HandleErrorResponse struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	Result        bool                    `protobuf:"varint,1,opt,name=result,proto3" json:"result,omitempty"`
+	Msg           string                  `protobuf:"bytes,2,opt,name=msg,proto3" json:"msg,omitempty"`
+	Sources       []*CommonWorkerResponse `protobuf:"bytes,3,rep,name=sources,proto3" json:"sources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandleErrorResponse) Reset() {
+	*x = HandleErrorResponse{}
+	mi := &file_proto_master_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandleErrorResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandleErrorResponse) ProtoMessage() {}
+
+func (x *HandleErrorResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_master_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandleErrorResponse.ProtoReflect.Descriptor instead.
+func (*HandleErrorResponse) Descriptor() ([]byte, []int) {
+	return file_proto_master_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *HandleErrorResponse) GetResult() bool {
+	if x != nil {
+		return x.Result
+	}
+	return false
+}
+
+func (x *HandleErrorResponse) GetMsg() string {
+	if x != nil {
+		return x.Msg
+	}
+	return ""
+}
+
+func (x *HandleErrorResponse) GetSources() []*CommonWorkerResponse {
+	if x != nil {
+		return x.Sources
+	}
+	return nil
+}
+
+type HandleWorkerErrorRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Op            ErrorOp                `protobuf:"varint,1,opt,name=op,proto3,enum=tributary.ErrorOp" json:"op,omitempty"`
+	Task          string                 `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
+	BinlogPos     string                 `protobuf:"bytes,3,opt,name=binlogPos,proto3" json:"binlogPos,omitempty"`
+	Sqls          []string               `protobuf:"bytes,4,rep,name=sqls,proto3" json:"sqls,omitempty"`
+	Source        string                 `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandleWorkerErrorRequest) Reset() {
+	*x = HandleWorkerErrorRequest{}
+	mi := &file_proto_master_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandleWorkerErrorRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandleWorkerErrorRequest) ProtoMessage() {}
+
+func (x *HandleWorkerErrorRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_master_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandleWorkerErrorRequest.ProtoReflect.Descriptor instead.
+func (*HandleWorkerErrorRequest) Descriptor() ([]byte, []int) {
+	return file_proto_master_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *HandleWorkerErrorRequest) GetOp() ErrorOp {
+	if x != nil {
+		return x.Op
+	}
+	return ErrorOp_InvalidErrorOp
+}
+
+func (x *HandleWorkerErrorRequest) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+func (x *HandleWorkerErrorRequest) GetBinlogPos() string {
+	if x != nil {
+		return x.BinlogPos
+	}
+	return ""
+}
+
+func (x *HandleWorkerErrorRequest) GetSqls() []string {
+	if x != nil {
+		return x.Sqls
+	}
+	return nil
+}
+
+func (x *HandleWorkerErrorRequest) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+type EncryptRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Plaintext     string                 `protobuf:"bytes,1,opt,name=plaintext,proto3" json:"plaintext,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EncryptRequest) Reset() {
+	*x = EncryptRequest{}
+	mi := &file_proto_master_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EncryptRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EncryptRequest) ProtoMessage() {}
+
+func (x *EncryptRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_master_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EncryptRequest.ProtoReflect.Descriptor instead.
+func (*EncryptRequest) Descriptor() ([]byte, []int) {
+	return file_proto_master_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *EncryptRequest) GetPlaintext() string {
+	if x != nil {
+		return x.Plaintext
+	}
+	return ""
+}
+
+type EncryptResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Result        bool                   `protobuf:"varint,1,opt,name=result,proto3" json:"result,omitempty"`
+	Msg           string                 `protobuf:"bytes,2,opt,name=msg,proto3" json:"msg,omitempty"`
+	Ciphertext    string                 `protobuf:"bytes,3,opt,name=ciphertext,proto3" json:"ciphertext,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EncryptResponse) Reset() {
+	*x = EncryptResponse{}
+	mi := &file_proto_master_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EncryptResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EncryptResponse) ProtoMessage() {}
+
+func (x *EncryptResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_master_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EncryptResponse.ProtoReflect.Descriptor instead.
+func (*EncryptResponse) Descriptor() ([]byte, []int) {
+	return file_proto_master_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *EncryptResponse) GetResult() bool {
+	if x != nil {
+		return x.Result
+	}
+	return false
+}
+
+func (x *EncryptResponse) GetMsg() string {
+	if x != nil {
+		return x.Msg
+	}
+	return ""
+}
+
+func (x *EncryptResponse) GetCiphertext() string {
+	if x != nil {
+		return x.Ciphertext
+	}
+	return ""
+}
+
 var File_proto_master_proto protoreflect.FileDescriptor
 
 const file_proto_master_proto_rawDesc = "" +
@@ -2444,10 +2835,12 @@ const file_proto_master_proto_rawDesc = "" +
 	"\x14UnlockDDLLockRequest\x12\x0e\n" +
 	"\x02ID\x18\x01 \x01(\tR\x02ID\x12\"\n" +
 	"\freplaceOwner\x18\x02 \x01(\tR\freplaceOwner\x12 \n" +
-	"\vforceRemove\x18\x03 \x01(\bR\vforceRemove\"A\n" +
+	"\vforceRemove\x18\x03 \x01(\bR\vforceRemove\"\xa5\x01\n" +
 	"\x15UnlockDDLLockResponse\x12\x16\n" +
 	"\x06result\x18\x01 \x01(\bR\x06result\x12\x10\n" +
-	"\x03msg\x18\x02 \x01(\tR\x03msg\"p\n" +
+	"\x03msg\x18\x02 \x01(\tR\x03msg\x121\n" +
+	"\bexecuted\x18\x03 \x03(\v2\x15.tributary.SourceDDLsR\bexecuted\x12/\n" +
+	"\askipped\x18\x04 \x03(\v2\x15.tributary.SourceDDLsR\askipped\"p\n" +
 	"\x14CommonWorkerResponse\x12\x16\n" +
 	"\x06result\x18\x01 \x01(\bR\x06result\x12\x10\n" +
 	"\x03msg\x18\x02 \x01(\tR\x03msg\x12\x16\n" +
@@ -2610,7 +3003,40 @@ const file_proto_master_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"A\n" +
 	"\x15OfflineMemberResponse\x12\x16\n" +
 	"\x06result\x18\x01 \x01(\bR\x06result\x12\x10\n" +
-	"\x03msg\x18\x02 \x01(\tR\x03msg2\xd4\x05\n" +
+	"\x03msg\x18\x02 \x01(\tR\x03msg\"\x98\x01\n" +
+	"\x12HandleErrorRequest\x12\"\n" +
+	"\x02op\x18\x01 \x01(\x0e2\x12.tributary.ErrorOpR\x02op\x12\x12\n" +
+	"\x04task\x18\x02 \x01(\tR\x04task\x12\x1c\n" +
+	"\tbinlogPos\x18\x03 \x01(\tR\tbinlogPos\x12\x12\n" +
+	"\x04sqls\x18\x04 \x03(\tR\x04sqls\x12\x18\n" +
+	"\asources\x18\x05 \x03(\tR\asources\"z\n" +
+	"\x13HandleErrorResponse\x12\x16\n" +
+	"\x06result\x18\x01 \x01(\bR\x06result\x12\x10\n" +
+	"\x03msg\x18\x02 \x01(\tR\x03msg\x129\n" +
+	"\asources\x18\x03 \x03(\v2\x1f.tributary.CommonWorkerResponseR\asources\"\x9c\x01\n" +
+	"\x18HandleWorkerErrorRequest\x12\"\n" +
+	"\x02op\x18\x01 \x01(\x0e2\x12.tributary.ErrorOpR\x02op\x12\x12\n" +
+	"\x04task\x18\x02 \x01(\tR\x04task\x12\x1c\n" +
+	"\tbinlogPos\x18\x03 \x01(\tR\tbinlogPos\x12\x12\n" +
+	"\x04sqls\x18\x04 \x03(\tR\x04sqls\x12\x16\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\".\n" +
+	"\x0eEncryptRequest\x12\x1c\n" +
+	"\tplaintext\x18\x01 \x01(\tR\tplaintext\"[\n" +
+	"\x0fEncryptResponse\x12\x16\n" +
+	"\x06result\x18\x01 \x01(\bR\x06result\x12\x10\n" +
+	"\x03msg\x18\x02 \x01(\tR\x03msg\x12\x1e\n" +
+	"\n" +
+	"ciphertext\x18\x03 \x01(\tR\n" +
+	"ciphertext*V\n" +
+	"\aErrorOp\x12\x12\n" +
+	"\x0eInvalidErrorOp\x10\x00\x12\b\n" +
+	"\x04Skip\x10\x01\x12\v\n" +
+	"\aReplace\x10\x02\x12\n" +
+	"\n" +
+	"\x06Revert\x10\x03\x12\n" +
+	"\n" +
+	"\x06Inject\x10\x04\x12\b\n" +
+	"\x04List\x10\x052\xe4\x06\n" +
 	"\x06Master\x12O\n" +
 	"\fShowDDLLocks\x12\x1e.tributary.ShowDDLLocksRequest\x1a\x1f.tributary.ShowDDLLocksResponse\x12R\n" +
 	"\rUnlockDDLLock\x12\x1f.tributary.UnlockDDLLockRequest\x1a .tributary.UnlockDDLLockResponse\x12R\n" +
@@ -2621,9 +3047,12 @@ const file_proto_master_proto_rawDesc = "" +
 	"\n" +
 	"ListMember\x12\x1c.tributary.ListMemberRequest\x1a\x1d.tributary.ListMemberResponse\x12F\n" +
 	"\tCheckTask\x12\x1b.tributary.CheckTaskRequest\x1a\x1c.tributary.CheckTaskResponse\x12R\n" +
-	"\rOfflineMember\x12\x1f.tributary.OfflineMemberRequest\x1a .tributary.OfflineMemberResponse2V\n" +
+	"\rOfflineMember\x12\x1f.tributary.OfflineMemberRequest\x1a .tributary.OfflineMemberResponse\x12L\n" +
+	"\vHandleError\x12\x1d.tributary.HandleErrorRequest\x1a\x1e.tributary.HandleErrorResponse\x12@\n" +
+	"\aEncrypt\x12\x19.tributary.EncryptRequest\x1a\x1a.tributary.EncryptResponse2\xab\x01\n" +
 	"\x06Worker\x12L\n" +
-	"\vQueryStatus\x12\x1d.tributary.QueryStatusRequest\x1a\x1e.tributary.QueryStatusResponseB,Z*github.com/tributary-db/tributary/proto;pbb\x06proto3"
+	"\vQueryStatus\x12\x1d.tributary.QueryStatusRequest\x1a\x1e.tributary.QueryStatusResponse\x12S\n" +
+	"\vHandleError\x12#.tributary.HandleWorkerErrorRequest\x1a\x1f.tributary.CommonWorkerResponseB,Z*github.com/tributary-db/tributary/proto;pbb\x06proto3"
 
 var (
 	file_proto_master_proto_rawDescOnce sync.Once
@@ -2637,91 +3066,109 @@ func file_proto_master_proto_rawDescGZIP() []byte {
 	return file_proto_master_proto_rawDescData
 }
 
-var file_proto_master_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_proto_master_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_proto_master_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_proto_master_proto_goTypes = []any{
-	(*ShowDDLLocksRequest)(nil),     // 0: tributary.ShowDDLLocksRequest
-	(*DDLLock)(nil),                 // 1: tributary.DDLLock
-	(*SourceDDLs)(nil),              // 2: tributary.SourceDDLs
-	(*ShowDDLLocksResponse)(nil),    // 3: tributary.ShowDDLLocksResponse
-	(*UnlockDDLLockRequest)(nil),    // 4: tributary.UnlockDDLLockRequest
-	(*UnlockDDLLockResponse)(nil),   // 5: tributary.UnlockDDLLockResponse
-	(*CommonWorkerResponse)(nil),    // 6: tributary.CommonWorkerResponse
-	(*OperateSourceRequest)(nil),    // 7: tributary.OperateSourceRequest
-	(*OperateSourceResponse)(nil),   // 8: tributary.OperateSourceResponse
-	(*StartTaskRequest)(nil),        // 9: tributary.StartTaskRequest
-	(*StartTaskResponse)(nil),       // 10: tributary.StartTaskResponse
-	(*OperateTaskRequest)(nil),      // 11: tributary.OperateTaskRequest
-	(*OperateTaskResponse)(nil),     // 12: tributary.OperateTaskResponse
-	(*QueryStatusListRequest)(nil),  // 13: tributary.QueryStatusListRequest
-	(*QueryStatusListResponse)(nil), // 14: tributary.QueryStatusListResponse
-	(*QueryStatusRequest)(nil),      // 15: tributary.QueryStatusRequest
-	(*QueryStatusResponse)(nil),     // 16: tributary.QueryStatusResponse
-	(*SourceStatus)(nil),            // 17: tributary.SourceStatus
-	(*ProcessResult)(nil),           // 18: tributary.ProcessResult
-	(*ProcessError)(nil),            // 19: tributary.ProcessError
-	(*SubTaskStatus)(nil),           // 20: tributary.SubTaskStatus
-	(*LoadStatus)(nil),              // 21: tributary.LoadStatus
-	(*SyncStatus)(nil),              // 22: tributary.SyncStatus
-	(*ShardingGroup)(nil),           // 23: tributary.ShardingGroup
-	(*ListMemberRequest)(nil),       // 24: tributary.ListMemberRequest
-	(*ListMemberResponse)(nil),      // 25: tributary.ListMemberResponse
-	(*Members)(nil),                 // 26: tributary.Members
-	(*ListLeaderMember)(nil),        // 27: tributary.ListLeaderMember
-	(*ListMasterMember)(nil),        // 28: tributary.ListMasterMember
-	(*MasterInfo)(nil),              // 29: tributary.MasterInfo
-	(*ListWorkerMember)(nil),        // 30: tributary.ListWorkerMember
-	(*WorkerInfo)(nil),              // 31: tributary.WorkerInfo
-	(*CheckTaskRequest)(nil),        // 32: tributary.CheckTaskRequest
-	(*CheckTaskResponse)(nil),       // 33: tributary.CheckTaskResponse
-	(*OfflineMemberRequest)(nil),    // 34: tributary.OfflineMemberRequest
-	(*OfflineMemberResponse)(nil),   // 35: tributary.OfflineMemberResponse
+	(ErrorOp)(0),                     // 0: tributary.ErrorOp
+	(*ShowDDLLocksRequest)(nil),      // 1: tributary.ShowDDLLocksRequest
+	(*DDLLock)(nil),                  // 2: tributary.DDLLock
+	(*SourceDDLs)(nil),               // 3: tributary.SourceDDLs
+	(*ShowDDLLocksResponse)(nil),     // 4: tributary.ShowDDLLocksResponse
+	(*UnlockDDLLockRequest)(nil),     // 5: tributary.UnlockDDLLockRequest
+	(*UnlockDDLLockResponse)(nil),    // 6: tributary.UnlockDDLLockResponse
+	(*CommonWorkerResponse)(nil),     // 7: tributary.CommonWorkerResponse
+	(*OperateSourceRequest)(nil),     // 8: tributary.OperateSourceRequest
+	(*OperateSourceResponse)(nil),    // 9: tributary.OperateSourceResponse
+	(*StartTaskRequest)(nil),         // 10: tributary.StartTaskRequest
+	(*StartTaskResponse)(nil),        // 11: tributary.StartTaskResponse
+	(*OperateTaskRequest)(nil),       // 12: tributary.OperateTaskRequest
+	(*OperateTaskResponse)(nil),      // 13: tributary.OperateTaskResponse
+	(*QueryStatusListRequest)(nil),   // 14: tributary.QueryStatusListRequest
+	(*QueryStatusListResponse)(nil),  // 15: tributary.QueryStatusListResponse
+	(*QueryStatusRequest)(nil),       // 16: tributary.QueryStatusRequest
+	(*QueryStatusResponse)(nil),      // 17: tributary.QueryStatusResponse
+	(*SourceStatus)(nil),             // 18: tributary.SourceStatus
+	(*ProcessResult)(nil),            // 19: tributary.ProcessResult
+	(*ProcessError)(nil),             // 20: tributary.ProcessError
+	(*SubTaskStatus)(nil),            // 21: tributary.SubTaskStatus
+	(*LoadStatus)(nil),               // 22: tributary.LoadStatus
+	(*SyncStatus)(nil),               // 23: tributary.SyncStatus
+	(*ShardingGroup)(nil),            // 24: tributary.ShardingGroup
+	(*ListMemberRequest)(nil),        // 25: tributary.ListMemberRequest
+	(*ListMemberResponse)(nil),       // 26: tributary.ListMemberResponse
+	(*Members)(nil),                  // 27: tributary.Members
+	(*ListLeaderMember)(nil),         // 28: tributary.ListLeaderMember
+	(*ListMasterMember)(nil),         // 29: tributary.ListMasterMember
+	(*MasterInfo)(nil),               // 30: tributary.MasterInfo
+	(*ListWorkerMember)(nil),         // 31: tributary.ListWorkerMember
+	(*WorkerInfo)(nil),               // 32: tributary.WorkerInfo
+	(*CheckTaskRequest)(nil),         // 33: tributary.CheckTaskRequest
+	(*CheckTaskResponse)(nil),        // 34: tributary.CheckTaskResponse
+	(*OfflineMemberRequest)(nil),     // 35: tributary.OfflineMemberRequest
+	(*OfflineMemberResponse)(nil),    // 36: tributary.OfflineMemberResponse
+	(*HandleErrorRequest)(nil),       // 37: tributary.HandleErrorRequest
+	(*HandleErrorResponse)(nil),      // 38: tributary.HandleErrorResponse
+	(*HandleWorkerErrorRequest)(nil), // 39: tributary.HandleWorkerErrorRequest
+	(*EncryptRequest)(nil),           // 40: tributary.EncryptRequest
+	(*EncryptResponse)(nil),          // 41: tributary.EncryptResponse
 }
 var file_proto_master_proto_depIdxs = []int32{
-	2,  // 0: tributary.DDLLock.conflict:type_name -> tributary.SourceDDLs
-	1,  // 1: tributary.ShowDDLLocksResponse.locks:type_name -> tributary.DDLLock
-	6,  // 2: tributary.OperateSourceResponse.sources:type_name -> tributary.CommonWorkerResponse
-	6,  // 3: tributary.StartTaskResponse.sources:type_name -> tributary.CommonWorkerResponse
-	6,  // 4: tributary.OperateTaskResponse.sources:type_name -> tributary.CommonWorkerResponse
-	16, // 5: tributary.QueryStatusListResponse.sources:type_name -> tributary.QueryStatusResponse
-	17, // 6: tributary.QueryStatusResponse.sourceStatus:type_name -> tributary.SourceStatus
-	20, // 7: tributary.QueryStatusResponse.subTaskStatus:type_name -> tributary.SubTaskStatus
-	18, // 8: tributary.SourceStatus.result:type_name -> tributary.ProcessResult
-	19, // 9: tributary.ProcessResult.errors:type_name -> tributary.ProcessError
-	18, // 10: tributary.SubTaskStatus.result:type_name -> tributary.ProcessResult
-	22, // 11: tributary.SubTaskStatus.sync:type_name -> tributary.SyncStatus
-	21, // 12: tributary.SubTaskStatus.load:type_name -> tributary.LoadStatus
-	23, // 13: tributary.SyncStatus.unresolvedGroups:type_name -> tributary.ShardingGroup
-	26, // 14: tributary.ListMemberResponse.members:type_name -> tributary.Members
-	27, // 15: tributary.Members.leader:type_name -> tributary.ListLeaderMember
-	28, // 16: tributary.Members.master:type_name -> tributary.ListMasterMember
-	30, // 17: tributary.Members.worker:type_name -> tributary.ListWorkerMember
-	29, // 18: tributary.ListMasterMember.masters:type_name -> tributary.MasterInfo
-	31, // 19: tributary.ListWorkerMember.workers:type_name -> tributary.WorkerInfo
-	0,  // 20: tributary.Master.ShowDDLLocks:input_type -> tributary.ShowDDLLocksRequest
-	4,  // 21: tributary.Master.UnlockDDLLock:input_type -> tributary.UnlockDDLLockRequest
-	7,  // 22: tributary.Master.OperateSource:input_type -> tributary.OperateSourceRequest
-	9,  // 23: tributary.Master.StartTask:input_type -> tributary.StartTaskRequest
-	11, // 24: tributary.Master.OperateTask:input_type -> tributary.OperateTaskRequest
-	13, // 25: tributary.Master.QueryStatus:input_type -> tributary.QueryStatusListRequest
-	24, // 26: tributary.Master.ListMember:input_type -> tributary.ListMemberRequest
-	32, // 27: tributary.Master.CheckTask:input_type -> tributary.CheckTaskRequest
-	34, // 28: tributary.Master.OfflineMember:input_type -> tributary.OfflineMemberRequest
-	15, // 29: tributary.Worker.QueryStatus:input_type -> tributary.QueryStatusRequest
-	3,  // 30: tributary.Master.ShowDDLLocks:output_type -> tributary.ShowDDLLocksResponse
-	5,  // 31: tributary.Master.UnlockDDLLock:output_type -> tributary.UnlockDDLLockResponse
-	8,  // 32: tributary.Master.OperateSource:output_type -> tributary.OperateSourceResponse
-	10, // 33: tributary.Master.StartTask:output_type -> tributary.StartTaskResponse
-	12, // 34: tributary.Master.OperateTask:output_type -> tributary.OperateTaskResponse
-	14, // 35: tributary.Master.QueryStatus:output_type -> tributary.QueryStatusListResponse
-	25, // 36: tributary.Master.ListMember:output_type -> tributary.ListMemberResponse
-	33, // 37: tributary.Master.CheckTask:output_type -> tributary.CheckTaskResponse
-	35, // 38: tributary.Master.OfflineMember:output_type -> tributary.OfflineMemberResponse
-	16, // 39: tributary.Worker.QueryStatus:output_type -> tributary.QueryStatusResponse
-	30, // [30:40] is the sub-list for method output_type
-	20, // [20:30] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	3,  // 0: tributary.DDLLock.conflict:type_name -> tributary.SourceDDLs
+	2,  // 1: tributary.ShowDDLLocksResponse.locks:type_name -> tributary.DDLLock
+	3,  // 2: tributary.UnlockDDLLockResponse.executed:type_name -> tributary.SourceDDLs
+	3,  // 3: tributary.UnlockDDLLockResponse.skipped:type_name -> tributary.SourceDDLs
+	7,  // 4: tributary.OperateSourceResponse.sources:type_name -> tributary.CommonWorkerResponse
+	7,  // 5: tributary.StartTaskResponse.sources:type_name -> tributary.CommonWorkerResponse
+	7,  // 6: tributary.OperateTaskResponse.sources:type_name -> tributary.CommonWorkerResponse
+	17, // 7: tributary.QueryStatusListResponse.sources:type_name -> tributary.QueryStatusResponse
+	18, // 8: tributary.QueryStatusResponse.sourceStatus:type_name -> tributary.SourceStatus
+	21, // 9: tributary.QueryStatusResponse.subTaskStatus:type_name -> tributary.SubTaskStatus
+	19, // 10: tributary.SourceStatus.result:type_name -> tributary.ProcessResult
+	20, // 11: tributary.ProcessResult.errors:type_name -> tributary.ProcessError
+	19, // 12: tributary.SubTaskStatus.result:type_name -> tributary.ProcessResult
+	23, // 13: tributary.SubTaskStatus.sync:type_name -> tributary.SyncStatus
+	22, // 14: tributary.SubTaskStatus.load:type_name -> tributary.LoadStatus
+	24, // 15: tributary.SyncStatus.unresolvedGroups:type_name -> tributary.ShardingGroup
+	27, // 16: tributary.ListMemberResponse.members:type_name -> tributary.Members
+	28, // 17: tributary.Members.leader:type_name -> tributary.ListLeaderMember
+	29, // 18: tributary.Members.master:type_name -> tributary.ListMasterMember
+	31, // 19: tributary.Members.worker:type_name -> tributary.ListWorkerMember
+	30, // 20: tributary.ListMasterMember.masters:type_name -> tributary.MasterInfo
+	32, // 21: tributary.ListWorkerMember.workers:type_name -> tributary.WorkerInfo
+	0,  // 22: tributary.HandleErrorRequest.op:type_name -> tributary.ErrorOp
+	7,  // 23: tributary.HandleErrorResponse.sources:type_name -> tributary.CommonWorkerResponse
+	0,  // 24: tributary.HandleWorkerErrorRequest.op:type_name -> tributary.ErrorOp
+	1,  // 25: tributary.Master.ShowDDLLocks:input_type -> tributary.ShowDDLLocksRequest
+	5,  // 26: tributary.Master.UnlockDDLLock:input_type -> tributary.UnlockDDLLockRequest
+	8,  // 27: tributary.Master.OperateSource:input_type -> tributary.OperateSourceRequest
+	10, // 28: tributary.Master.StartTask:input_type -> tributary.StartTaskRequest
+	12, // 29: tributary.Master.OperateTask:input_type -> tributary.OperateTaskRequest
+	14, // 30: tributary.Master.QueryStatus:input_type -> tributary.QueryStatusListRequest
+	25, // 31: tributary.Master.ListMember:input_type -> tributary.ListMemberRequest
+	33, // 32: tributary.Master.CheckTask:input_type -> tributary.CheckTaskRequest
+	35, // 33: tributary.Master.OfflineMember:input_type -> tributary.OfflineMemberRequest
+	37, // 34: tributary.Master.HandleError:input_type -> tributary.HandleErrorRequest
+	40, // 35: tributary.Master.Encrypt:input_type -> tributary.EncryptRequest
+	16, // 36: tributary.Worker.QueryStatus:input_type -> tributary.QueryStatusRequest
+	39, // 37: tributary.Worker.HandleError:input_type -> tributary.HandleWorkerErrorRequest
+	4,  // 38: tributary.Master.ShowDDLLocks:output_type -> tributary.ShowDDLLocksResponse
+	6,  // 39: tributary.Master.UnlockDDLLock:output_type -> tributary.UnlockDDLLockResponse
+	9,  // 40: tributary.Master.OperateSource:output_type -> tributary.OperateSourceResponse
+	11, // 41: tributary.Master.StartTask:output_type -> tributary.StartTaskResponse
+	13, // 42: tributary.Master.OperateTask:output_type -> tributary.OperateTaskResponse
+	15, // 43: tributary.Master.QueryStatus:output_type -> tributary.QueryStatusListResponse
+	26, // 44: tributary.Master.ListMember:output_type -> tributary.ListMemberResponse
+	34, // 45: tributary.Master.CheckTask:output_type -> tributary.CheckTaskResponse
+	36, // 46: tributary.Master.OfflineMember:output_type -> tributary.OfflineMemberResponse
+	38, // 47: tributary.Master.HandleError:output_type -> tributary.HandleErrorResponse
+	41, // 48: tributary.Master.Encrypt:output_type -> tributary.EncryptResponse
+	17, // 49: tributary.Worker.QueryStatus:output_type -> tributary.QueryStatusResponse
+	7,  // 50: tributary.Worker.HandleError:output_type -> tributary.CommonWorkerResponse
+	38, // [38:51] is the sub-list for method output_type
+	25, // [25:38] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_proto_master_proto_init() }
@@ -2739,13 +3186,14 @@ func file_proto_master_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_master_proto_rawDesc), len(file_proto_master_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   36,
+			NumEnums:      1,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
 		GoTypes:           file_proto_master_proto_goTypes,
 		DependencyIndexes: file_proto_master_proto_depIdxs,
+		EnumInfos:         file_proto_master_proto_enumTypes,
 		MessageInfos:      file_proto_master_proto_msgTypes,
 	}.Build()
 	File_proto_master_proto = out.File

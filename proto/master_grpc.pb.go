@@ -31,6 +31,8 @@ const (
 	Master_ListMember_FullMethodName    = "/tributary.Master/ListMember"
 	Master_CheckTask_FullMethodName     = "/tributary.Master/CheckTask"
 	Master_OfflineMember_FullMethodName = "/tributary.Master/OfflineMember"
+	Master_HandleError_FullMethodName   = "/tributary.Master/HandleError"
+	Master_Encrypt_FullMethodName       = "/tributary.Master/Encrypt"
 )
 
 // MasterClient is the client API for Master service.
@@ -55,6 +57,11 @@ type MasterClient interface {
 	CheckTask(ctx context.Context, in *CheckTaskRequest, opts ...grpc.CallOption) (*CheckTaskResponse, error)
 	// OfflineMember removes a dead master or an offline worker (dmctl offline-member).
 	OfflineMember(ctx context.Context, in *OfflineMemberRequest, opts ...grpc.CallOption) (*OfflineMemberResponse, error)
+	// HandleError skips, replaces or reverts the statement a subtask stopped on (dmctl binlog
+	// skip|replace|revert, DM's handle-error).
+	HandleError(ctx context.Context, in *HandleErrorRequest, opts ...grpc.CallOption) (*HandleErrorResponse, error)
+	// Encrypt encrypts a password with the cluster's key, for source and task files (dmctl encrypt).
+	Encrypt(ctx context.Context, in *EncryptRequest, opts ...grpc.CallOption) (*EncryptResponse, error)
 }
 
 type masterClient struct {
@@ -155,6 +162,26 @@ func (c *masterClient) OfflineMember(ctx context.Context, in *OfflineMemberReque
 	return out, nil
 }
 
+func (c *masterClient) HandleError(ctx context.Context, in *HandleErrorRequest, opts ...grpc.CallOption) (*HandleErrorResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HandleErrorResponse)
+	err := c.cc.Invoke(ctx, Master_HandleError_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) Encrypt(ctx context.Context, in *EncryptRequest, opts ...grpc.CallOption) (*EncryptResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EncryptResponse)
+	err := c.cc.Invoke(ctx, Master_Encrypt_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MasterServer is the server API for Master service.
 // All implementations must embed UnimplementedMasterServer
 // for forward compatibility.
@@ -177,6 +204,11 @@ type MasterServer interface {
 	CheckTask(context.Context, *CheckTaskRequest) (*CheckTaskResponse, error)
 	// OfflineMember removes a dead master or an offline worker (dmctl offline-member).
 	OfflineMember(context.Context, *OfflineMemberRequest) (*OfflineMemberResponse, error)
+	// HandleError skips, replaces or reverts the statement a subtask stopped on (dmctl binlog
+	// skip|replace|revert, DM's handle-error).
+	HandleError(context.Context, *HandleErrorRequest) (*HandleErrorResponse, error)
+	// Encrypt encrypts a password with the cluster's key, for source and task files (dmctl encrypt).
+	Encrypt(context.Context, *EncryptRequest) (*EncryptResponse, error)
 	mustEmbedUnimplementedMasterServer()
 }
 
@@ -213,6 +245,12 @@ func (UnimplementedMasterServer) CheckTask(context.Context, *CheckTaskRequest) (
 }
 func (UnimplementedMasterServer) OfflineMember(context.Context, *OfflineMemberRequest) (*OfflineMemberResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method OfflineMember not implemented")
+}
+func (UnimplementedMasterServer) HandleError(context.Context, *HandleErrorRequest) (*HandleErrorResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method HandleError not implemented")
+}
+func (UnimplementedMasterServer) Encrypt(context.Context, *EncryptRequest) (*EncryptResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Encrypt not implemented")
 }
 func (UnimplementedMasterServer) mustEmbedUnimplementedMasterServer() {}
 func (UnimplementedMasterServer) testEmbeddedByValue()                {}
@@ -397,6 +435,42 @@ func _Master_OfflineMember_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Master_HandleError_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HandleErrorRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).HandleError(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_HandleError_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).HandleError(ctx, req.(*HandleErrorRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_Encrypt_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EncryptRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).Encrypt(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_Encrypt_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).Encrypt(ctx, req.(*EncryptRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Master_ServiceDesc is the grpc.ServiceDesc for Master service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -440,6 +514,14 @@ var Master_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "OfflineMember",
 			Handler:    _Master_OfflineMember_Handler,
 		},
+		{
+			MethodName: "HandleError",
+			Handler:    _Master_HandleError_Handler,
+		},
+		{
+			MethodName: "Encrypt",
+			Handler:    _Master_Encrypt_Handler,
+		},
 	},
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "proto/master.proto",
@@ -447,6 +529,7 @@ var Master_ServiceDesc = grpc.ServiceDesc{
 
 const (
 	Worker_QueryStatus_FullMethodName = "/tributary.Worker/QueryStatus"
+	Worker_HandleError_FullMethodName = "/tributary.Worker/HandleError"
 )
 
 // WorkerClient is the client API for Worker service.
@@ -457,6 +540,8 @@ const (
 type WorkerClient interface {
 	// QueryStatus reports the worker's subtasks (of one task, or all).
 	QueryStatus(ctx context.Context, in *QueryStatusRequest, opts ...grpc.CallOption) (*QueryStatusResponse, error)
+	// HandleError applies a binlog skip, replace or revert to one subtask of the worker.
+	HandleError(ctx context.Context, in *HandleWorkerErrorRequest, opts ...grpc.CallOption) (*CommonWorkerResponse, error)
 }
 
 type workerClient struct {
@@ -477,6 +562,16 @@ func (c *workerClient) QueryStatus(ctx context.Context, in *QueryStatusRequest, 
 	return out, nil
 }
 
+func (c *workerClient) HandleError(ctx context.Context, in *HandleWorkerErrorRequest, opts ...grpc.CallOption) (*CommonWorkerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommonWorkerResponse)
+	err := c.cc.Invoke(ctx, Worker_HandleError_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // WorkerServer is the server API for Worker service.
 // All implementations must embed UnimplementedWorkerServer
 // for forward compatibility.
@@ -485,6 +580,8 @@ func (c *workerClient) QueryStatus(ctx context.Context, in *QueryStatusRequest, 
 type WorkerServer interface {
 	// QueryStatus reports the worker's subtasks (of one task, or all).
 	QueryStatus(context.Context, *QueryStatusRequest) (*QueryStatusResponse, error)
+	// HandleError applies a binlog skip, replace or revert to one subtask of the worker.
+	HandleError(context.Context, *HandleWorkerErrorRequest) (*CommonWorkerResponse, error)
 	mustEmbedUnimplementedWorkerServer()
 }
 
@@ -497,6 +594,9 @@ type UnimplementedWorkerServer struct{}
 
 func (UnimplementedWorkerServer) QueryStatus(context.Context, *QueryStatusRequest) (*QueryStatusResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method QueryStatus not implemented")
+}
+func (UnimplementedWorkerServer) HandleError(context.Context, *HandleWorkerErrorRequest) (*CommonWorkerResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method HandleError not implemented")
 }
 func (UnimplementedWorkerServer) mustEmbedUnimplementedWorkerServer() {}
 func (UnimplementedWorkerServer) testEmbeddedByValue()                {}
@@ -537,6 +637,24 @@ func _Worker_QueryStatus_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Worker_HandleError_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HandleWorkerErrorRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkerServer).HandleError(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Worker_HandleError_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkerServer).HandleError(ctx, req.(*HandleWorkerErrorRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Worker_ServiceDesc is the grpc.ServiceDesc for Worker service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -547,6 +665,10 @@ var Worker_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "QueryStatus",
 			Handler:    _Worker_QueryStatus_Handler,
+		},
+		{
+			MethodName: "HandleError",
+			Handler:    _Worker_HandleError_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
