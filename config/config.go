@@ -80,7 +80,7 @@ type Database struct {
 	User     string         `yaml:"user"`
 	Password string         `yaml:"password"`
 	Session  map[string]any `yaml:"session"`
-	Security any            `yaml:"security"`
+	Security *Security      `yaml:"security"` // TLS (config/security.go)
 }
 
 func (d Database) validate(file, field string) []error {
@@ -93,6 +93,11 @@ func (d Database) validate(file, field string) []error {
 	}
 	if d.User == "" {
 		errs = append(errs, fmt.Errorf("%s: %s.user is empty", file, field))
+	}
+	ns := notSupported{file: file}
+	errs = append(errs, d.Security.validate(file, field, &ns)...)
+	if err := ns.err(); err != nil {
+		errs = append(errs, err)
 	}
 	return errs
 }

@@ -19,11 +19,17 @@ import (
 	"github.com/tributary-db/tributary/shardgroup"
 )
 
-// OpenDB opens a pool to a configured MySQL/MariaDB endpoint. The password never appears in errors
-// or logs: callers print config.Database.String().
+// OpenDB opens a pool to a configured MySQL/MariaDB endpoint, with TLS when its security section sets
+// it. An encrypted password (dmctl encrypt) is decrypted here, where the connection is opened. The
+// password never appears in errors or logs: callers print config.Database.String().
 func OpenDB(d config.Database) (*sql.DB, error) {
 	c := mysql.NewConfig()
-	c.User, c.Passwd = d.User, d.Password
+	c.User, c.Passwd = d.User, d.PlainPassword()
+	tlsConfig, err := d.TLSConfig("")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", d, err)
+	}
+	c.TLS = tlsConfig
 	c.Net, c.Addr = "tcp", net.JoinHostPort(d.Host, strconv.Itoa(d.Port))
 	c.InterpolateParams = true
 	c.Timeout = 10 * time.Second

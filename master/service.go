@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"sync"
@@ -10,8 +11,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/tributary-db/tributary/config"
 	"github.com/tributary-db/tributary/pessimist"
 	pb "github.com/tributary-db/tributary/proto"
 )
@@ -31,6 +34,13 @@ type Service struct {
 	Client   *clientv3.Client
 	Election string
 	Name     string
+
+	// PasswordKey encrypts the passwords of the source and task files stored in etcd and answers
+	// dmctl encrypt (master/encrypt.go); nil: passwords are stored as given.
+	PasswordKey *config.Key
+	// TLS is the client side of the cluster's TLS, for the connections to the leader and to the
+	// workers; nil: no TLS.
+	TLS *tls.Config
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
@@ -78,7 +88,11 @@ func (s *Service) dial(addr string) (*grpc.ClientConn, error) {
 	conn, ok := s.conns[addr]
 	if !ok {
 		var err error
-		if conn, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+		creds := insecure.NewCredentials()
+		if s.TLS != nil {
+			creds = credentials.NewTLS(s.TLS)
+		}
+		if conn, err = grpc.NewClient(addr, grpc.WithTransportCredentials(creds)); err != nil {
 			return nil, err
 		}
 		s.conns[addr] = conn

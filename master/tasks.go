@@ -80,9 +80,14 @@ func (s *Service) operateSource(ctx context.Context, l *leaderState, req *pb.Ope
 				errs = append(errs, fmt.Errorf("source %s: cannot connect to from (%s): %v", src.SourceID, src.From, err))
 				continue
 			}
+			stored, err := s.encryptPasswords(raw, []string{"from", "password"})
+			if err != nil {
+				errs = append(errs, fmt.Errorf("source %s: encrypt from.password: %w", src.SourceID, err))
+				continue
+			}
 			ids = append(ids, src.SourceID)
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(ha.SourceKey(src.SourceID)), "=", 0))
-			ops = append(ops, clientv3.OpPut(ha.SourceKey(src.SourceID), raw))
+			ops = append(ops, clientv3.OpPut(ha.SourceKey(src.SourceID), stored))
 		}
 		if err := errors.Join(errs...); err != nil {
 			return nil, fmt.Errorf("nothing created: %w", err)
@@ -284,7 +289,11 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 	if err := pessimist.PutTaskSources(ctx, s.Client, s.layout(), task.Name, sources); err != nil {
 		return nil, err
 	}
-	t := ha.Task{Name: task.Name, Config: req.Task, Stage: ha.StageRunning, Starts: starts}
+	stored, err := s.encryptPasswords(req.Task, []string{"target-database", "password"})
+	if err != nil {
+		return nil, fmt.Errorf("task %s: encrypt target-database.password: %w", task.Name, err)
+	}
+	t := ha.Task{Name: task.Name, Config: stored, Stage: ha.StageRunning, Starts: starts}
 	ok, err := fencedTxn(ctx, s.Client, l.fence,
 		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(ha.TaskKey(task.Name)), "=", 0)},
 		clientv3.OpPut(ha.TaskKey(task.Name), ha.Encode(t)))
@@ -676,7 +685,7 @@ func (s *Service) alive(ctx context.Context, urls []string) bool {
 	if len(urls) == 0 {
 		return false
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: urls, DialTimeout: time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: urls, DialTimeout: time.Second, Logger: zap.NewNop(), TLS: s.TLS})
 	if err != nil {
 		return false
 	}

@@ -348,9 +348,13 @@ func (t *subtask) runOnce(ctx context.Context) error {
 		}
 	}
 	sc := sp.task.SyncerOf(sp.inst)
+	upTLS, err := sp.source.From.TLSConfig("source " + sp.inst.SourceID + " from")
+	if err != nil {
+		return err
+	}
 	cfg := SyncerConfig{
 		Task: sp.task.Name, Source: sp.inst.SourceID, Flavor: flavor,
-		Host: sp.source.From.Host, Port: uint16(sp.source.From.Port), User: sp.source.From.User, Password: sp.source.From.Password,
+		Host: sp.source.From.Host, Port: uint16(sp.source.From.Port), User: sp.source.From.User, Password: sp.source.From.PlainPassword(), TLS: upTLS,
 		ServerID: sp.source.ServerID, EnableGTID: sp.source.EnableGTID, Router: router, Filter: filter, Online: online, Downstream: down,
 		MetaSchema: sp.task.MetaSchema, Agent: pessimist.NewAgent(t.cfg.Client, t.cfg.Layout, sp.task.Name, sp.inst.SourceID, t.log),
 		BatchRows: sc.Batch, WorkerCount: sc.WorkerCount, Epoch: sp.epoch, Log: t.log,

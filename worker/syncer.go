@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"crypto/tls"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -36,9 +37,10 @@ type SyncerConfig struct {
 	Host         string
 	Port         uint16
 	User         string
-	Password     string
-	ServerID     uint32   // replication server ID, unique per syncer
-	Start        Position // where to start without a checkpoint (zero: the source's current position)
+	Password     string      // in plain text (config.Database.PlainPassword)
+	TLS          *tls.Config // the source's from.security; nil: no TLS
+	ServerID     uint32      // replication server ID, unique per syncer
+	Start        Position    // where to start without a checkpoint (zero: the source's current position)
 	// EnableGTID (source enable-gtid) resumes by GTID set; StartGTID (task meta binlog-gtid) is where
 	// to start without a checkpoint. MariaDB flavor only for now.
 	EnableGTID bool
@@ -279,7 +281,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 func (s *Syncer) init(ctx context.Context) error {
 	var err error
 	// In UTC, as the downstream session: SHOW CREATE TABLE writes TIMESTAMP defaults in the session's zone.
-	s.upstream, err = sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s:%d)/?interpolateParams=true&time_zone=%%27%%2B00%%3A00%%27", s.cfg.User, s.cfg.Password, s.cfg.Host, s.cfg.Port))
+	s.upstream, err = openUpstream(s.cfg.Host, s.cfg.Port, s.cfg.User, s.cfg.Password, s.cfg.TLS)
 	if err != nil {
 		return err
 	}
@@ -495,7 +497,7 @@ func (r *reader) stop() {
 func (s *Syncer) startReader(ctx context.Context, from resumePoint) (*reader, error) {
 	bs := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID: s.cfg.ServerID, Flavor: s.cfg.Flavor,
-		Host: s.cfg.Host, Port: s.cfg.Port, User: s.cfg.User, Password: s.cfg.Password,
+		Host: s.cfg.Host, Port: s.cfg.Port, User: s.cfg.User, Password: s.cfg.Password, TLSConfig: s.cfg.TLS,
 		// Few quick retries inside go-mysql; longer outages go to Run's reconnect loop with backoff.
 		HeartbeatPeriod: time.Second, ReadTimeout: 5 * time.Second, MaxReconnectAttempts: 2,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),

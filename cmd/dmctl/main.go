@@ -15,11 +15,13 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tributary-db/tributary/config"
+	"github.com/tributary-db/tributary/internal/cli"
 	pb "github.com/tributary-db/tributary/proto"
 )
 
@@ -27,7 +29,7 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usageText = `usage: dmctl --master-addr HOST:PORT [--rpc-timeout 10m] COMMAND
+const usageText = `usage: dmctl --master-addr HOST:PORT [--rpc-timeout 10m] [--ssl-ca CA --ssl-cert CERT --ssl-key KEY] COMMAND
 commands:
   operate-source create SOURCE-FILE...            create sources (the master binds each to a free dm-worker)
   operate-source stop SOURCE-ID|SOURCE-FILE...    remove sources no task uses
@@ -42,7 +44,8 @@ commands:
   shard-ddl-lock unlock LOCK-ID [--owner SOURCE] [--force-remove]
                                                   resolve a lock by hand
   list-member [--leader] [--master] [--worker] [--name NAME,...]
-  offline-member --type master|worker --name NAME remove a dead master or an offline worker`
+  offline-member --type master|worker --name NAME remove a dead master or an offline worker
+  encrypt PLAIN-TEXT                              encrypt a password for source and task files`
 
 type usageError string
 
@@ -53,15 +56,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	addr := fs.String("master-addr", "", "address of a dm-master")
 	timeout := fs.Duration("rpc-timeout", 10*time.Minute, "timeout of one call")
+	security := cli.TLSFlags(fs, false)
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if err := security.Check(); err != nil {
+		fmt.Fprintln(stderr, "dmctl:", err)
+		return 2
+	}
+	creds := insecure.NewCredentials()
+	if tlsConfig, err := security.ClientConfig(); err != nil {
+		fmt.Fprintln(stderr, "dmctl:", err)
+		return 2
+	} else if tlsConfig != nil {
+		creds = credentials.NewTLS(tlsConfig)
 	}
 	rest := fs.Args()
 	if *addr == "" || len(rest) == 0 {
 		fmt.Fprintln(stderr, usageText)
 		return 2
 	}
-	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		fmt.Fprintf(stderr, "dmctl: --master-addr %q: %v\n", *addr, err)
 		return 1
@@ -267,6 +282,15 @@ func call(ctx context.Context, c pb.MasterClient, cmd string, args []string, std
 			return nil, usageError("offline-member needs --type master|worker and --name NAME")
 		}
 		return c.OfflineMember(ctx, &pb.OfflineMemberRequest{Type: *typ, Name: *name})
+	case "encrypt":
+		pos, err := parse(fs, args)
+		if err != nil {
+			return nil, err
+		}
+		if len(pos) != 1 {
+			return nil, usageError("encrypt needs one plain text")
+		}
+		return c.Encrypt(ctx, &pb.EncryptRequest{Plaintext: pos[0]})
 	default:
 		return nil, usageError(fmt.Sprintf("unknown command %q", cmd))
 	}

@@ -116,6 +116,33 @@ type Options struct {
 	// InstanceExtra is appended to each mysql-instances entry of TaskFile's tasks (indented YAML lines,
 	// e.g. "    mydumper-config-name: m\n").
 	InstanceExtra string
+	// TLS turns the cluster's TLS on: masters and workers get --ssl-ca, --ssl-cert, --ssl-key (and
+	// --cert-allowed-cn when AllowedCN is set), the masters https peer URLs, and every dmctl call the
+	// client certificate.
+	TLS *TLSFiles
+	// MasterArgs and WorkerArgs are added to every dm-master's and dm-worker's command line.
+	MasterArgs, WorkerArgs []string
+	// MariaDBArgs are mariadbd options of every upstream and the downstream (e.g. --ssl-cert=...).
+	MariaDBArgs []string
+}
+
+// TLSFiles are the PEM files of a cluster's TLS: one CA, and the certificate and key every master,
+// worker and dmctl uses.
+type TLSFiles struct {
+	CA, Cert, Key string
+	AllowedCN     string
+}
+
+// args are the flags of a dm-master or dm-worker (allowedCN) or dmctl.
+func (t *TLSFiles) args(allowedCN bool) []string {
+	if t == nil {
+		return nil
+	}
+	a := []string{"--ssl-ca", t.CA, "--ssl-cert", t.Cert, "--ssl-key", t.Key}
+	if allowedCN && t.AllowedCN != "" {
+		a = append(a, "--cert-allowed-cn", t.AllowedCN)
+	}
+	return a
 }
 
 // Cluster is a running cluster.
@@ -136,6 +163,9 @@ type Cluster struct {
 	mode      string
 	extra     string
 	instExtra string
+	// DmctlArgs are given to every dmctl call of Dmctl and Until (the TLS flags).
+	DmctlArgs  []string
+	workerArgs []string
 }
 
 // Start launches the databases, one dm-master and the workers, and waits until the master leads.
@@ -156,7 +186,12 @@ func Start(o Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Dir: dir, Bin: o.Bin, ttl: o.KeepaliveTTL, gtid: o.GTID, mode: o.TaskMode, extra: o.TaskExtra, instExtra: o.InstanceExtra}
+	c := &Cluster{Dir: dir, Bin: o.Bin, ttl: o.KeepaliveTTL, gtid: o.GTID, mode: o.TaskMode, extra: o.TaskExtra, instExtra: o.InstanceExtra,
+		DmctlArgs: o.TLS.args(false), workerArgs: append(o.TLS.args(true), o.WorkerArgs...)}
+	scheme := "http://"
+	if o.TLS != nil {
+		scheme = "https://"
+	}
 	if c.mode == "" {
 		c.mode = os.Getenv("TRIBUTARY_TASK_MODE")
 	}
@@ -181,7 +216,7 @@ func Start(o Options) (_ *Cluster, err error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			servers[i], errs[i] = mariadbtest.Launch()
+			servers[i], errs[i] = mariadbtest.Launch(o.MariaDBArgs...)
 		}()
 	}
 	wg.Wait()
@@ -232,10 +267,10 @@ func Start(o Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 		name := fmt.Sprintf("master%d", i)
-		initial = append(initial, name+"=http://"+peer)
+		initial = append(initial, name+"="+scheme+peer)
 		c.Masters = append(c.Masters, &Proc{Name: name, Addr: addr, bin: filepath.Join(c.Bin, "dm-master"), LogFile: filepath.Join(dir, name+".log"), env: c.env,
-			args: []string{"--name", name, "--master-addr", addr, "--peer-urls", "http://" + peer,
-				"--data-dir", filepath.Join(dir, name), "--log-file", filepath.Join(dir, name+".log")}})
+			args: append(append([]string{"--name", name, "--master-addr", addr, "--peer-urls", scheme + peer,
+				"--data-dir", filepath.Join(dir, name), "--log-file", filepath.Join(dir, name+".log")}, o.TLS.args(true)...), o.MasterArgs...)})
 	}
 	for _, m := range c.Masters {
 		m.args = append(m.args, "--initial-cluster", strings.Join(initial, ","))
@@ -276,6 +311,7 @@ func (c *Cluster) StartWorker(name string) (*Proc, error) {
 	w := &Proc{Name: name, Addr: addr, bin: filepath.Join(c.Bin, "dm-worker"), LogFile: filepath.Join(c.Dir, name+".log"), env: c.env,
 		args: []string{"--name", name, "--worker-addr", addr, "--join", strings.Join(join, ","),
 			"--keepalive-ttl", fmt.Sprint(c.ttl), "--log-file", filepath.Join(c.Dir, name+".log")}}
+	w.args = append(w.args, c.workerArgs...)
 	if err := w.start(); err != nil {
 		return nil, err
 	}
@@ -388,7 +424,7 @@ func (r Result) Strings(k string) []string {
 
 // Dmctl runs dmctl against the master and returns its parsed JSON and its raw output.
 func (c *Cluster) Dmctl(args ...string) (Result, string, error) {
-	return Dmctl(c.Bin, c.Master.Addr, args...)
+	return Dmctl(c.Bin, c.Master.Addr, append(slices.Clone(c.DmctlArgs), args...)...)
 }
 
 // Dmctl runs dmctl against the master at addr.
