@@ -43,6 +43,10 @@ type ShardingSequence struct {
 	Table   TableName
 	Items   []DDLItem
 	LastPos Position
+	// Gone: the table was dropped upstream after it passed the active step. It stays until that
+	// step and any later one it reached are resolved, because the DML it wrote after them was held
+	// back and must be read again; it never blocks a step.
+	Gone bool
 }
 
 // InconsistentError reports two tables with different DDLs at the same step of one group.
@@ -80,11 +84,14 @@ type ShardingGroup struct {
 	tables map[TableName]*ShardingSequence
 	steps  []DDLItem // the first item seen at each step
 	active int       // index of the oldest unresolved step
+	// dropped: tables removed from the group, with the position of their removal; their DDLs read
+	// again before it (a re-sync or a restart reads them again) are duplicates.
+	dropped map[TableName]Position
 }
 
 // NewShardingGroup returns an empty group for target.
 func NewShardingGroup(target TableName) *ShardingGroup {
-	return &ShardingGroup{target: target, tables: map[TableName]*ShardingSequence{}}
+	return &ShardingGroup{target: target, tables: map[TableName]*ShardingSequence{}, dropped: map[TableName]Position{}}
 }
 
 // Target is the group's target table.
@@ -93,11 +100,13 @@ func (g *ShardingGroup) Target() TableName { return g.target }
 // InSharding reports whether a sharding DDL step is pending.
 func (g *ShardingGroup) InSharding() bool { return g.active < len(g.steps) }
 
-// Tables returns the group's tables, sorted.
+// Tables returns the group's tables, sorted (not those dropped upstream).
 func (g *ShardingGroup) Tables() []TableName {
 	out := make([]TableName, 0, len(g.tables))
-	for t := range g.tables {
-		out = append(out, t)
+	for t, seq := range g.tables {
+		if !seq.Gone {
+			out = append(out, t)
+		}
 	}
 	sortTables(out)
 	return out
@@ -108,7 +117,7 @@ func (g *ShardingGroup) Tables() []TableName {
 // table while a step is pending is refused, since the new table's schema relative to that step is
 // unknown. Adding a member again only moves its resolved position forward.
 func (g *ShardingGroup) AddTable(table TableName, resolved Position) error {
-	if seq, ok := g.tables[table]; ok {
+	if seq, ok := g.tables[table]; ok && !seq.Gone {
 		if resolved.Compare(seq.LastPos) > 0 && len(seq.Items) == 0 {
 			seq.LastPos = resolved
 		}
@@ -118,13 +127,27 @@ func (g *ShardingGroup) AddTable(table TableName, resolved Position) error {
 		return fmt.Errorf("cannot add table %s to the sharding group of %s while DDLs %q are in progress",
 			table, g.target, g.steps[g.active].DDLs)
 	}
+	delete(g.dropped, table)
 	g.tables[table] = &ShardingSequence{Table: table, LastPos: resolved}
 	return nil
 }
 
-// RemoveTable removes a source table (dropped upstream). The group may become synced by it.
-func (g *ShardingGroup) RemoveTable(table TableName) SyncResult {
-	delete(g.tables, table)
+// RemoveTable removes a source table dropped upstream at pos. The group may become synced by it. A
+// table that had passed the active step stays, as gone, until the steps it reached are resolved: its
+// DML after them is held back, and the resolution must name it for that DML to be read again.
+func (g *ShardingGroup) RemoveTable(table TableName, pos Position) SyncResult {
+	seq, ok := g.tables[table]
+	if !ok || seq.Gone {
+		return g.status() // read again, or never a member
+	}
+	if prev, ok := g.dropped[table]; !ok || pos.Compare(prev) > 0 {
+		g.dropped[table] = pos
+	}
+	if len(seq.Items) > g.active {
+		seq.Gone = true
+	} else {
+		delete(g.tables, table)
+	}
 	if len(g.tables) == 0 {
 		g.steps, g.active = nil, 0
 	}
@@ -136,7 +159,15 @@ func (g *ShardingGroup) RemoveTable(table TableName) SyncResult {
 // *InconsistentError and changes nothing.
 func (g *ShardingGroup) TrySync(item DDLItem) (SyncResult, error) {
 	seq, ok := g.tables[item.Source]
-	if !ok {
+	if !ok || seq.Gone {
+		if at, was := g.dropped[item.Source]; was && item.Pos.Compare(at) < 0 {
+			if ok {
+				return g.duplicate(seq, item)
+			}
+			res := g.status()
+			res.Duplicate, res.Resolved = true, true // every step it reached before its drop is resolved
+			return res, nil
+		}
 		return SyncResult{}, fmt.Errorf("table %s is not in the sharding group of target %s", item.Source, g.target)
 	}
 	if len(item.DDLs) == 0 {
@@ -242,7 +273,12 @@ func (g *ShardingGroup) ResolveActive() (Resolution, error) {
 	}
 	sortTables(res.Tables)
 	g.active++
-	if g.active == len(g.steps) {
+	for t, seq := range g.tables {
+		if seq.Gone && len(seq.Items) <= g.active {
+			delete(g.tables, t) // every step it reached is resolved
+		}
+	}
+	if len(g.tables) == 0 || g.active == len(g.steps) {
 		for _, seq := range g.tables {
 			seq.Items = nil
 		}

@@ -181,7 +181,7 @@ func TestTablesJoinAndLeave(t *testing.T) {
 	if err := g.AddTable(tC, Position{}); err == nil || !strings.Contains(err.Error(), tC.String()) {
 		t.Fatalf("joining during a pending step: %v", err)
 	}
-	res := g.RemoveTable(tB)
+	res := g.RemoveTable(tB, pos(15))
 	if !res.Synced {
 		t.Fatalf("dropping the only unsynced table syncs the group: %+v", res)
 	}
@@ -238,16 +238,31 @@ func TestRandomInterleavings(t *testing.T) {
 	for seed := int64(1); seed <= 2000; seed++ {
 		rng := rand.New(rand.NewSource(seed))
 		nTables, nDDLs := 1+rng.Intn(6), 1+rng.Intn(5)
-		if err := runInterleaving(rng, nTables, nDDLs); err != nil {
+		if err := runInterleaving(rng, nTables, nDDLs, false); err != nil {
 			t.Fatalf("seed %d (%d tables, %d DDLs): %v", seed, nTables, nDDLs, err)
 		}
 	}
 }
 
-func runInterleaving(rng *rand.Rand, nTables, nDDLs int) error {
+// TestRandomInterleavingsWithDrops: the same with tables dropped upstream at random points (before,
+// between or after their DDLs), and their DDLs and drops read again. A dropped table never blocks a
+// step; one that passed a step before its drop is named in that step's resolution (its held-back DML
+// is read again) and is blocked until then.
+func TestRandomInterleavingsWithDrops(t *testing.T) {
+	for seed := int64(1); seed <= 3000; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		nTables, nDDLs := 1+rng.Intn(6), 1+rng.Intn(5)
+		if err := runInterleaving(rng, nTables, nDDLs, true); err != nil {
+			t.Fatalf("seed %d (%d tables, %d DDLs): %v", seed, nTables, nDDLs, err)
+		}
+	}
+}
+
+func runInterleaving(rng *rand.Rand, nTables, nDDLs int, drops bool) error {
 	g := NewShardingGroup(target)
 	tables := make([]TableName, nTables)
 	next := make([]int, nTables) // next DDL index each table will read
+	gone := make([]bool, nTables)
 	for i := range tables {
 		tables[i] = TableName{"db_1", fmt.Sprintf("t_%d", i)}
 		if err := g.AddTable(tables[i], Position{}); err != nil {
@@ -256,47 +271,69 @@ func runInterleaving(rng *rand.Rand, nTables, nDDLs int) error {
 	}
 	ddl := func(k int) []string { return []string{fmt.Sprintf("ALTER TABLE `db`.`t` ADD COLUMN `c%d` INT", k)} }
 	position := func(ti, k int) Position { return Position{"bin.000001", uint32(1000*(k+1) + ti)} }
+	dropPos := func(ti int) Position { return Position{"bin.000001", uint32(1000*(next[ti]+1) + ti - 500)} }
 	resolved := 0
-	for resolved < nDDLs {
+	steps := func() int { // steps that exist: reached by some table
+		n := 0
+		for i := range tables {
+			n = max(n, next[i])
+		}
+		return n
+	}
+	for {
 		var ready []int
 		for i := range tables {
-			if next[i] < nDDLs {
+			if !gone[i] && next[i] < nDDLs {
 				ready = append(ready, i)
 			}
 		}
 		if len(ready) == 0 {
-			return fmt.Errorf("all tables read everything but only %d steps resolved", resolved)
+			break
 		}
 		ti := ready[rng.Intn(len(ready))]
 		k := next[ti]
-		if k > 0 && rng.Intn(4) == 0 { // re-read an earlier item
-			j := rng.Intn(k)
-			res, err := g.TrySync(DDLItem{Source: tables[ti], Target: target, DDLs: ddl(j), Pos: position(ti, j)})
-			if err != nil {
-				return err
-			}
-			if !res.Duplicate || res.Resolved != (j < resolved) {
-				return fmt.Errorf("re-read of step %d (resolved %d): %+v", j, resolved, res)
+		if k > 0 && rng.Intn(4) == 0 { // re-read an earlier item of any table
+			ri := rng.Intn(nTables)
+			if next[ri] > 0 {
+				j := rng.Intn(next[ri])
+				res, err := g.TrySync(DDLItem{Source: tables[ri], Target: target, DDLs: ddl(j), Pos: position(ri, j)})
+				if err != nil {
+					return fmt.Errorf("re-read of table %d step %d: %w", ri, j, err)
+				}
+				if !res.Duplicate || res.Resolved != (j < resolved) {
+					return fmt.Errorf("re-read of table %d step %d (resolved %d): %+v", ri, j, resolved, res)
+				}
+				if gone[ri] {
+					g.RemoveTable(tables[ri], dropPos(ri)) // its drop is read again too
+				}
 			}
 			continue
 		}
-		res, err := g.TrySync(DDLItem{Source: tables[ti], Target: target, DDLs: ddl(k), Pos: position(ti, k)})
-		if err != nil {
-			return err
+		res := SyncResult{}
+		if drops && rng.Intn(6) == 0 {
+			res = g.RemoveTable(tables[ti], dropPos(ti))
+			gone[ti] = true
+			k = -1
+		} else {
+			var err error
+			res, err = g.TrySync(DDLItem{Source: tables[ti], Target: target, DDLs: ddl(k), Pos: position(ti, k)})
+			if err != nil {
+				return err
+			}
+			next[ti]++
 		}
-		next[ti]++
 		for {
-			wantSynced := true
+			wantSynced := steps() > resolved
 			for i := range tables {
-				if next[i] <= resolved {
+				if !gone[i] && next[i] <= resolved {
 					wantSynced = false
 				}
 			}
 			st := g.Status()
 			if st.Synced != wantSynced {
-				return fmt.Errorf("step %d: synced %v, want %v (next %v)", resolved, st.Synced, wantSynced, next)
+				return fmt.Errorf("step %d: synced %v, want %v (next %v, gone %v)", resolved, st.Synced, wantSynced, next, gone)
 			}
-			if res.Active != (k == resolved) {
+			if k >= 0 && res.Active != (k == resolved) {
 				return fmt.Errorf("item step %d active %v with %d resolved", k, res.Active, resolved)
 			}
 			if !wantSynced {
@@ -309,6 +346,19 @@ func runInterleaving(rng *rand.Rand, nTables, nDDLs int) error {
 			if !slices.Equal(r.DDLs, ddl(resolved)) {
 				return fmt.Errorf("resolved %q, want step %d", r.DDLs, resolved)
 			}
+			var passed []TableName
+			from := Position{}
+			for i := range tables {
+				if next[i] > resolved {
+					passed = append(passed, tables[i])
+					if p := position(i, resolved); from.IsZero() || p.Compare(from) < 0 {
+						from = p
+					}
+				}
+			}
+			if !slices.Equal(r.Tables, passed) || r.ResyncFrom != from {
+				return fmt.Errorf("step %d resolved for %v from %s, want %v from %s (gone %v)", resolved, r.Tables, r.ResyncFrom, passed, from, gone)
+			}
 			resolved++
 			for i := range tables {
 				blocked := g.Blocked(tables[i], Position{"bin.000001", 999999})
@@ -316,12 +366,11 @@ func runInterleaving(rng *rand.Rand, nTables, nDDLs int) error {
 					return fmt.Errorf("table %d blocked %v with next %d resolved %d", i, blocked, next[i], resolved)
 				}
 			}
-			if resolved == nDDLs {
-				break
-			}
 			k = -1 // res.Active no longer relates to the new active step
-			res.Active = false
 		}
+	}
+	if resolved != steps() {
+		return fmt.Errorf("%d steps reached, %d resolved (next %v, gone %v)", steps(), resolved, next, gone)
 	}
 	if g.InSharding() {
 		return fmt.Errorf("group still in sharding after all steps")

@@ -988,7 +988,7 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 			for _, t := range leaving {
 				target := s.cfg.Router.Route(t)
 				g := s.group(target)
-				res := g.RemoveTable(t)
+				res := g.RemoveTable(t, end)
 				s.log.Info("shard table left its group", zap.Stringer("table", t), zap.Stringer("target", target), zap.String("ddl", p.SQL))
 				if res.Synced && !s.pending[target] && g.InSharding() {
 					if err := s.postInfo(ctx, target); err != nil {
