@@ -8,7 +8,6 @@ import (
 	"sort"
 
 	"github.com/BurntSushi/toml"
-	"go.uber.org/zap"
 )
 
 // Parse defines --config on fs, parses args (no positional arguments), then sets every flag not
@@ -71,16 +70,4 @@ func ApplyConfig(fs *flag.FlagSet, path string) error {
 		}
 	}
 	return nil
-}
-
-// NewLogger returns a JSON zap logger at level, writing to file (stderr when empty).
-func NewLogger(level, file string) (*zap.Logger, error) {
-	cfg := zap.NewProductionConfig()
-	if err := cfg.Level.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: %w", level, err)
-	}
-	if file != "" {
-		cfg.OutputPaths, cfg.ErrorOutputPaths = []string{file}, []string{file}
-	}
-	return cfg.Build()
 }
