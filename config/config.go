@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -557,8 +558,19 @@ func ParseTask(file string, data []byte) (*Task, error) {
 	ns.check("column-mappings", len(t.ColumnMappings) == 0)
 	ns.check("validators", len(t.Validators) == 0)
 	for name, s := range t.Syncers {
-		ns.check("syncers."+name+".safe-mode", !s.SafeMode)
 		ns.check("syncers."+name+".compact", !s.Compact)
+		if s.SafeModeDuration != "" {
+			if d, err := time.ParseDuration(s.SafeModeDuration); err != nil || d < 0 {
+				add("syncers.%s.safe-mode-duration %q is not a duration like 60s", name, s.SafeModeDuration)
+			}
+		}
+	}
+	for i, inst := range t.MySQLInstances {
+		if inst.Syncer != nil && inst.Syncer.SafeModeDuration != "" {
+			if d, err := time.ParseDuration(inst.Syncer.SafeModeDuration); err != nil || d < 0 {
+				add("mysql-instances[%d].syncer.safe-mode-duration %q is not a duration like 60s", i, inst.Syncer.SafeModeDuration)
+			}
+		}
 	}
 	errs = append(errs, ns.err())
 	if dumpNS != nil {
@@ -709,8 +721,16 @@ func (t *Task) SyncerOf(inst Instance) Syncer {
 		if cfg.Batch > 0 {
 			s.Batch = cfg.Batch
 		}
+		s.SafeMode, s.SafeModeDuration = cfg.SafeMode, cfg.SafeModeDuration
 	}
 	return s
+}
+
+// SafeModeFor is how long safe mode lasts after a start of the sync unit (validated by LoadTask):
+// 0 for none. safe-mode: true is all the time and is SafeMode itself.
+func (s Syncer) SafeModeFor() time.Duration {
+	d, _ := time.ParseDuration(s.SafeModeDuration)
+	return max(d, 0)
 }
 
 // DumpConfig is what the load unit uses from mydumpers.

@@ -167,3 +167,10 @@ func Retryable(err error) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
 }
+
+// IsNoSuchTable reports whether a statement failed because its table (1146) or its database (1049)
+// does not exist.
+func IsNoSuchTable(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == 1146 || me.Number == 1049)
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -170,10 +171,37 @@ func showLocks(lead *leaderState, req *pb.ShowDDLLocksRequest) (*pb.ShowDDLLocks
 // UnlockDDLLock implements dmctl shard-ddl-lock unlock.
 func (s *Service) UnlockDDLLock(ctx context.Context, req *pb.UnlockDDLLockRequest) (*pb.UnlockDDLLockResponse, error) {
 	return onLeader(ctx, s, func(l *leaderState) (*pb.UnlockDDLLockResponse, error) {
-		return &pb.UnlockDDLLockResponse{Result: true}, l.coord.UnlockLock(ctx, req.ID, req.ReplaceOwner, req.ForceRemove)
+		u, err := l.coord.UnlockLock(ctx, req.ID, req.ReplaceOwner, req.ForceRemove)
+		if err != nil {
+			return nil, err
+		}
+		return unlockResponse(req, u), nil
 	},
 		func(c pb.MasterClient) (*pb.UnlockDDLLockResponse, error) { return c.UnlockDDLLock(ctx, req) },
 		func(err error) *pb.UnlockDDLLockResponse { return &pb.UnlockDDLLockResponse{Msg: err.Error()} })
+}
+
+// unlockResponse says what an unlock does: the owner's DDLs run downstream; the sources that sent
+// other DDLs skip theirs, and those that have not reached the lock skip when they do.
+func unlockResponse(req *pb.UnlockDDLLockRequest, u pessimist.Unlock) *pb.UnlockDDLLockResponse {
+	resp := &pb.UnlockDDLLockResponse{Result: true}
+	if req.ForceRemove {
+		resp.Msg = "lock " + req.ID + " removed: nothing ran downstream; apply its DDLs there by hand if they are needed"
+		return resp
+	}
+	resp.Executed = []*pb.SourceDDLs{{Source: u.Owner, DDLs: u.DDLs}}
+	for _, o := range u.OverruledDDLs {
+		resp.Skipped = append(resp.Skipped, &pb.SourceDDLs{Source: o.Source, DDLs: o.DDLs})
+	}
+	msg := fmt.Sprintf("lock %s: %s executes %q downstream", req.ID, u.Owner, u.DDLs)
+	if len(u.Overrule) > 0 {
+		msg += fmt.Sprintf("; %s skip the other DDLs they sent", strings.Join(u.Overrule, ", "))
+	}
+	if len(u.Missing) > 0 {
+		msg += fmt.Sprintf("; %s skip these DDLs when they reach them", strings.Join(u.Missing, ", "))
+	}
+	resp.Msg = msg
+	return resp
 }
 
 // onLeader answers a dmctl call: with do when this master leads, else by forwarding it to the leader

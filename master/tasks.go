@@ -556,7 +556,13 @@ func errConcurrent(ok bool, task string) error {
 
 // QueryStatus implements dmctl query-status [task].
 func (s *Service) QueryStatus(ctx context.Context, req *pb.QueryStatusListRequest) (*pb.QueryStatusListResponse, error) {
-	return onLeader(ctx, s, func(*leaderState) (*pb.QueryStatusListResponse, error) { return s.queryStatus(ctx, req) },
+	return onLeader(ctx, s, func(l *leaderState) (*pb.QueryStatusListResponse, error) {
+		resp, err := s.queryStatus(ctx, req)
+		if err == nil {
+			addPseudoGroups(resp, l)
+		}
+		return resp, err
+	},
 		func(c pb.MasterClient) (*pb.QueryStatusListResponse, error) { return c.QueryStatus(ctx, req) },
 		func(err error) *pb.QueryStatusListResponse { return &pb.QueryStatusListResponse{Msg: err.Error()} })
 }

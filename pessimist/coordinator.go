@@ -197,26 +197,27 @@ func (c *Coordinator) Locks() ([]Lock, error) {
 
 // UnlockLock carries out dmctl shard-ddl-lock unlock (see Keeper.Unlock). The request is one guarded
 // write; the rest happens through the normal decisions, so it survives a restart half way.
-func (c *Coordinator) UnlockLock(ctx context.Context, lockID, owner string, forceRemove bool) error {
+func (c *Coordinator) UnlockLock(ctx context.Context, lockID, owner string, forceRemove bool) (Unlock, error) {
 	c.mu.Lock()
 	if c.keeper == nil {
 		c.mu.Unlock()
-		return ErrNotReady
+		return Unlock{}, ErrNotReady
 	}
-	t, err := c.keeper.Unlock(lockID, owner, forceRemove)
+	t, u, err := c.keeper.Unlock(lockID, owner, forceRemove)
 	c.mu.Unlock()
 	if err != nil {
-		return err
+		return Unlock{}, err
 	}
 	ok, err := apply(ctx, c.cli, t, c.fence)
 	if err != nil {
-		return err
+		return Unlock{}, err
 	}
 	if !ok {
-		return fmt.Errorf("lock %s changed while unlocking; try again", lockID)
+		return Unlock{}, fmt.Errorf("lock %s changed while unlocking; try again", lockID)
 	}
-	c.log.Info("lock unlocked by user", zap.String("lock", lockID), zap.String("owner", owner), zap.Bool("force-remove", forceRemove))
-	return nil
+	c.log.Info("lock unlocked by user", zap.String("lock", lockID), zap.String("owner", u.Owner), zap.Bool("force-remove", forceRemove),
+		zap.Strings("ddls", u.DDLs), zap.Strings("overruled", u.Overrule), zap.Strings("missing", u.Missing))
+	return u, nil
 }
 
 // PutTaskSources records the sources a task's locks wait for (the master calls it when a task starts

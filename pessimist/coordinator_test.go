@@ -143,10 +143,10 @@ func TestCoordinatorUnlockAndLocks(t *testing.T) {
 		l, err := c.Locks()
 		return err == nil && len(l) == 1 && l[0].ID == id && len(l[0].Unsynced) == 1 && l[0].Unsynced[0] == "s2"
 	})
-	if err := c.UnlockLock(ctx, "task-`db`.`nope`", "", false); !errors.Is(err, ErrLockNotFound) {
+	if _, err := c.UnlockLock(ctx, "task-`db`.`nope`", "", false); !errors.Is(err, ErrLockNotFound) {
 		t.Fatalf("unlock of unknown lock: %v", err)
 	}
-	if err := c.UnlockLock(ctx, id, "", false); err != nil {
+	if _, err := c.UnlockLock(ctx, id, "", false); err != nil {
 		t.Fatal(err)
 	}
 	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
@@ -187,7 +187,7 @@ func TestCoordinatorUnlockAndLocks(t *testing.T) {
 	waitFor(t, "the second lock", func() bool { l, _ := c.Locks(); return len(l) == 1 })
 	errc := make(chan error, 1)
 	go func() { _, err := a1.WaitOperation(wctx, info); errc <- err }()
-	if err := c.UnlockLock(ctx, id, "", true); err != nil {
+	if _, err := c.UnlockLock(ctx, id, "", true); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-errc; !errors.Is(err, ErrLockRemoved) {

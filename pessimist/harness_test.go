@@ -255,7 +255,7 @@ func (h *harness) lock() Lock {
 }
 
 func (h *harness) unlock(owner string, force bool) error {
-	t, err := h.k.Unlock(h.lockID(), owner, force)
+	t, _, err := h.k.Unlock(h.lockID(), owner, force)
 	if err != nil {
 		return err
 	}

@@ -421,8 +421,13 @@ func (k *Keeper) decideRound(v view) *Txn {
 		return t
 	}
 	// The owner is done: every source of the task that has reached the DDLs and has no operation gets
-	// a skip, as many as one transaction may hold.
-	if skips := v.matching(v.candidates(), ddls); len(skips) > 0 {
+	// a skip, as many as one transaction may hold; so does every source an unlock overruled (a skip of
+	// its own DDLs).
+	skips := v.matching(v.candidates(), ddls)
+	if u != nil {
+		skips = append(skips, v.overruled(v.candidates(), u)...)
+	}
+	if len(skips) > 0 {
 		t := &Txn{Reason: "skip after owner " + e.Source + " is done"}
 		k.guard(t, l)
 		t.Conds = append(t.Conds, Cond{Key: execKey, ModRevision: e.ModRevision})
@@ -508,6 +513,13 @@ func (k *Keeper) decideNewRound(v view) *Txn {
 			return t
 		}
 	}
+	// Sources an unlock overruled (they sent other DDLs than its owner) do not take part in the
+	// agreement: they count as present, and skip theirs once the owner is done.
+	all := cand
+	if u := l.unlock; u != nil && !u.Executed && len(u.Overrule) > 0 {
+		over := setOf(v.overrule(cand, u))
+		cand = slices.DeleteFunc(slices.Clone(cand), func(i Info) bool { return over[i.Source] })
+	}
 	if len(cand) == 0 || v.conflict(cand) {
 		return nil
 	}
@@ -523,7 +535,7 @@ func (k *Keeper) decideNewRound(v view) *Txn {
 		}
 	}
 	byName := map[string]Info{}
-	for _, i := range cand {
+	for _, i := range all {
 		byName[i.Source] = i
 	}
 	for _, s := range required {
@@ -549,6 +561,27 @@ func (k *Keeper) putOps(t *Txn, l *lockState, infos []Info, exec bool) {
 			Task: l.task, Source: i.Source, Target: l.target, DDLs: i.DDLs, Exec: exec,
 		})})
 	}
+}
+
+// overruled returns the infos of the sources unlock u overruled that still differ from its DDLs.
+func (v view) overruled(infos []Info, u *Unlock) []Info {
+	over := setOf(u.Overrule)
+	var out []Info
+	for _, i := range infos {
+		if over[i.Source] && !sameDDLs(i.DDLs, u.DDLs) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// overrule names the sources of overruled(infos, u).
+func (v view) overrule(infos []Info, u *Unlock) []string {
+	var out []string
+	for _, i := range v.overruled(infos, u) {
+		out = append(out, i.Source)
+	}
+	return out
 }
 
 func (v view) matching(infos []Info, ddls []string) []Info {

@@ -127,10 +127,14 @@ func (k *Keeper) lockView(id string, l *lockState) Lock {
 //     that reached the DDLs) executes them without waiting for the sources that have not reached them;
 //     those get a skip when they do. Decide carries it out from there, in any lock state, and a new
 //     coordinator continues it after a restart.
-func (k *Keeper) Unlock(lockID, owner string, forceRemove bool) (Txn, error) {
+//   - a lock whose sources sent different DDLs (a conflict) is unlocked as DM does: the owner's DDLs
+//     run downstream and every other source skips its own (Unlock.Overrule).
+//
+// The returned Unlock says what runs and who skips (zero for forceRemove).
+func (k *Keeper) Unlock(lockID, owner string, forceRemove bool) (Txn, Unlock, error) {
 	l, ok := k.locks[lockID]
 	if !ok {
-		return Txn{}, fmt.Errorf("%w: %s", ErrLockNotFound, lockID)
+		return Txn{}, Unlock{}, fmt.Errorf("%w: %s", ErrLockNotFound, lockID)
 	}
 	if forceRemove {
 		return Txn{
@@ -140,17 +144,18 @@ func (k *Keeper) Unlock(lockID, owner string, forceRemove bool) (Txn, error) {
 				k.layout.lockPrefix(kindOp, l.task, l.target),
 			},
 			Deletes: []string{k.layout.UnlockKey(l.task, l.target)},
-		}, nil
+		}, Unlock{}, nil
 	}
 	v, ok := k.view(l)
 	if !ok {
-		return Txn{}, fmt.Errorf("lock %s: task %s has no known sources", lockID, l.task)
+		return Txn{}, Unlock{}, fmt.Errorf("lock %s: task %s has no known sources", lockID, l.task)
 	}
 	if u := l.unlock; u != nil && u.Executed {
-		return Txn{}, fmt.Errorf("lock %s was already unlocked and executed by %s; still waiting for %s to reach it (use --force-remove to stop waiting)",
+		return Txn{}, Unlock{}, fmt.Errorf("lock %s was already unlocked and executed by %s; still waiting for %s to reach it (use --force-remove to stop waiting)",
 			lockID, u.Owner, strings.Join(u.Missing, ", "))
 	}
-	var ddls []string
+	var ddls, overrule []string
+	var others []SourceDDLs
 	participants := map[string]bool{}
 	cand := v.candidates()
 	if v.exec != nil {
@@ -160,17 +165,23 @@ func (k *Keeper) Unlock(lockID, owner string, forceRemove bool) (Txn, error) {
 		}
 	} else {
 		if len(cand) == 0 {
-			return Txn{}, fmt.Errorf("lock %s has no source waiting on it", lockID)
-		}
-		if v.conflict(cand) {
-			var parts []string
-			for _, i := range cand {
-				parts = append(parts, fmt.Sprintf("%s: %q", i.Source, i.DDLs))
-			}
-			return Txn{}, fmt.Errorf("lock %s has conflicting DDLs (%s); resolve it with --force-remove and fix the downstream by hand",
-				lockID, strings.Join(parts, "; "))
+			return Txn{}, Unlock{}, fmt.Errorf("lock %s has no source waiting on it", lockID)
 		}
 		ddls = cand[0].DDLs
+		if i, ok := l.infos[owner]; ok && owner != "" && v.inTask[owner] {
+			if _, hasOp := l.ops[owner]; !hasOp {
+				ddls = i.DDLs // the chosen owner's DDLs are the ones that run
+			}
+		}
+		if v.conflict(cand) {
+			for _, i := range cand {
+				if !sameDDLs(i.DDLs, ddls) {
+					overrule = append(overrule, i.Source)
+					others = append(others, SourceDDLs{i.Source, i.DDLs})
+					participants[i.Source] = true
+				}
+			}
+		}
 	}
 	for _, i := range v.matching(cand, ddls) {
 		participants[i.Source] = true
@@ -182,17 +193,17 @@ func (k *Keeper) Unlock(lockID, owner string, forceRemove bool) (Txn, error) {
 		if c := v.matching(cand, ddls); len(c) > 0 {
 			owner = c[0].Source
 		} else {
-			return Txn{}, fmt.Errorf("lock %s: no source of task %s can own it; pass --owner", lockID, l.task)
+			return Txn{}, Unlock{}, fmt.Errorf("lock %s: no source of task %s can own it; pass --owner", lockID, l.task)
 		}
 	case !v.inTask[owner]:
-		return Txn{}, fmt.Errorf("lock %s: source %s is not a source of task %s", lockID, owner, l.task)
+		return Txn{}, Unlock{}, fmt.Errorf("lock %s: source %s is not a source of task %s", lockID, owner, l.task)
 	case v.exec != nil && v.exec.Done && owner != v.exec.Source:
-		return Txn{}, fmt.Errorf("lock %s: DDLs were already executed by %s, the owner cannot change", lockID, v.exec.Source)
+		return Txn{}, Unlock{}, fmt.Errorf("lock %s: DDLs were already executed by %s, the owner cannot change", lockID, v.exec.Source)
 	case v.exec == nil || owner != v.exec.Source:
 		i, ok := l.infos[owner]
 		_, hasOp := l.ops[owner]
 		if !ok || hasOp || !sameDDLs(i.DDLs, ddls) {
-			return Txn{}, fmt.Errorf("lock %s: source %s has not reached DDLs %q; choose an owner among %s",
+			return Txn{}, Unlock{}, fmt.Errorf("lock %s: source %s has not reached DDLs %q; choose an owner among %s",
 				lockID, owner, ddls, strings.Join(slices.Sorted(maps.Keys(participants)), ", "))
 		}
 	}
@@ -202,7 +213,9 @@ func (k *Keeper) Unlock(lockID, owner string, forceRemove bool) (Txn, error) {
 			missing = append(missing, s)
 		}
 	}
-	u := Unlock{Task: l.task, Target: l.target, DDLs: ddls, Owner: owner, Missing: missing}
+	sort.Strings(overrule)
+	sort.Slice(others, func(a, b int) bool { return others[a].Source < others[b].Source })
+	u := Unlock{Task: l.task, Target: l.target, DDLs: ddls, Owner: owner, Missing: missing, Overrule: overrule}
 	var prev int64
 	if l.unlock != nil {
 		prev = l.unlock.ModRevision
@@ -212,5 +225,10 @@ func (k *Keeper) Unlock(lockID, owner string, forceRemove bool) (Txn, error) {
 		LockID: lockID, Reason: "unlock by " + owner,
 		Conds: []Cond{{Key: key, ModRevision: prev}},
 		Puts:  []KV{{key, encode(u)}},
-	}, nil
+	}, withOthers(u, others), nil
+}
+
+func withOthers(u Unlock, others []SourceDDLs) Unlock {
+	u.OverruledDDLs = others
+	return u
 }

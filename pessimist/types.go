@@ -52,6 +52,11 @@ type Unlock struct {
 	Owner    string   `json:"owner"`
 	Missing  []string `json:"missing"`
 	Executed bool     `json:"executed"`
+	// Overrule are the sources that sent other DDLs than the owner's (a conflict the user unlocked):
+	// they skip theirs, as in DM.
+	Overrule []string `json:"overrule,omitempty"`
+	// OverruledDDLs are what the overruled sources sent (for the unlock's answer; not stored).
+	OverruledDDLs []SourceDDLs `json:"-"`
 
 	ModRevision int64 `json:"-"`
 }

@@ -43,6 +43,22 @@ func (p Position) IsZero() bool { return p.File == "" && p.Pos == 0 }
 
 func (p Position) String() string { return fmt.Sprintf("(%s, %d)", p.File, p.Pos) }
 
+// BinlogPos is p as dmctl's -b takes it: "mysql-bin.000001:1234".
+func (p Position) BinlogPos() string { return fmt.Sprintf("%s:%d", p.File, p.Pos) }
+
+// ParseBinlogPos reads "file:pos".
+func ParseBinlogPos(s string) (Position, error) {
+	i := strings.LastIndexByte(s, ':')
+	if i <= 0 || i == len(s)-1 {
+		return Position{}, fmt.Errorf("binlog position %q is not FILE:POS (like mysql-bin.000001:1234)", s)
+	}
+	n, err := strconv.ParseUint(s[i+1:], 10, 32)
+	if err != nil {
+		return Position{}, fmt.Errorf("binlog position %q: %q is not a number", s, s[i+1:])
+	}
+	return Position{File: s[:i], Pos: uint32(n)}, nil
+}
+
 // Compare returns -1, 0 or 1. Files compare by their numeric suffix (mysql-bin.000010 is after
 // mysql-bin.000009) when both have one and the same base name, else as strings.
 func (p Position) Compare(o Position) int {

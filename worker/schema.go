@@ -42,6 +42,18 @@ func (s *schemaTracker) at(t TableName, pos Position) ([]shardgroup.Column, bool
 	return nil, false
 }
 
+// existsAt reports whether t exists once the event group ending at pos is applied (a resume position):
+// versions from pos on apply, as do those from the zero position (the tables of a first start).
+func (s *schemaTracker) existsAt(t TableName, pos Position) bool {
+	vs := s.tables[t]
+	for i := len(vs) - 1; i >= 0; i-- {
+		if vs[i].From.IsZero() || vs[i].From.Compare(pos) <= 0 {
+			return vs[i].Cols != nil
+		}
+	}
+	return false
+}
+
 // set records t's columns from pos on; setting the same version again (a re-read DDL) changes nothing.
 func (s *schemaTracker) set(t TableName, pos Position, cols []shardgroup.Column) {
 	vs := s.tables[t]

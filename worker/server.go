@@ -48,6 +48,7 @@ type Server struct {
 	mu       sync.Mutex
 	subtasks map[string]*subtask // by task name
 	source   string
+	ops      map[string]*Operators // binlog skip|replace decisions by task, kept across subtask restarts
 }
 
 // NewServer returns a worker; Run starts it.
@@ -183,6 +184,7 @@ func (s *Server) reconcile(ctx context.Context, st ha.State) {
 		sub, ok := s.subtasks[name]
 		if !ok {
 			sub = newSubtask(sp, s.cfg, s.log)
+			sub.ops = s.operators(name)
 			s.subtasks[name] = sub
 		}
 		sub.setStage(ctx, sp.stage)
@@ -234,10 +236,12 @@ type subtask struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	upDB    *sql.DB // for the source's own position in status
+	ops     *Operators
+	wake    chan struct{} // a binlog skip or replace for the statement the subtask paused on
 }
 
 func newSubtask(sp spec, cfg ServerConfig, log *zap.Logger) *subtask {
-	return &subtask{spec: sp, cfg: cfg, log: log.With(zap.String("task", sp.task.Name), zap.String("source", sp.inst.SourceID), zap.Int64("epoch", sp.epoch))}
+	return &subtask{wake: make(chan struct{}, 1), spec: sp, cfg: cfg, log: log.With(zap.String("task", sp.task.Name), zap.String("source", sp.inst.SourceID), zap.Int64("epoch", sp.epoch))}
 }
 
 // setStage starts or pauses the subtask.
@@ -289,6 +293,24 @@ func (t *subtask) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		if IsPermanent(err) {
+			// A retry meets the same refusal: wait for the user (binlog skip|replace wakes it,
+			// resume-task restarts it).
+			t.log.Error("subtask paused on an error a retry cannot fix; waiting for binlog skip|replace or resume-task", zap.Error(err))
+			t.mu.Lock()
+			t.stage, t.lastErr, t.syncer = ha.StagePaused, err, nil
+			t.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.wake:
+			}
+			attempt = -1
+			t.mu.Lock()
+			t.stage = ha.StageRunning
+			t.mu.Unlock()
+			continue
+		}
 		wait := min(time.Duration(1<<min(attempt, 4))*2*time.Second, 30*time.Second)
 		t.log.Error("subtask stopped on an error; resuming automatically", zap.Error(err), zap.Duration("backoff", wait))
 		t.mu.Lock()
@@ -298,6 +320,7 @@ func (t *subtask) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-time.After(wait):
+		case <-t.wake:
 		}
 		t.mu.Lock()
 		t.stage = ha.StageRunning
@@ -358,6 +381,7 @@ func (t *subtask) runOnce(ctx context.Context) error {
 		ServerID: sp.source.ServerID, EnableGTID: sp.source.EnableGTID, Router: router, Filter: filter, Online: online, Downstream: down,
 		MetaSchema: sp.task.MetaSchema, Agent: pessimist.NewAgent(t.cfg.Client, t.cfg.Layout, sp.task.Name, sp.inst.SourceID, t.log),
 		BatchRows: sc.Batch, WorkerCount: sc.WorkerCount, Epoch: sp.epoch, Log: t.log,
+		Operators: t.ops, SafeMode: sc.SafeMode, SafeModeDuration: sc.SafeModeFor(),
 	}
 	if cfg.ServerID == 0 {
 		h := fnv.New32a()
@@ -433,8 +457,7 @@ func (t *subtask) status(ctx context.Context) *pb.SubTaskStatus {
 		}
 	}
 	if lastErr != nil {
-		out.Result = &pb.ProcessResult{Errors: []*pb.ProcessError{{ErrCode: 36069, ErrClass: "sync-unit", ErrScope: "internal", ErrLevel: "high",
-			Message: "the subtask stopped on an error and resumes automatically; resume-task retries at once", RawCause: lastErr.Error()}}}
+		out.Result = &pb.ProcessResult{Errors: []*pb.ProcessError{processError(lastErr)}}
 	}
 	if stage != ha.StageRunning {
 		return out

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -27,6 +28,7 @@ const (
 	Insert ChangeKind = iota
 	Update
 	Delete
+	Raw // statements a user gave in place of a binlog event (binlog replace)
 )
 
 // Change is one row change routed to its target.
@@ -35,8 +37,10 @@ type Change struct {
 	Source  TableName // upstream table
 	Target  TableName
 	Columns []string
-	Row     []any // new values (Insert, Update)
-	Old     []any // old values (Update, Delete)
+	Row     []any    // new values (Insert, Update)
+	Old     []any    // old values (Update, Delete)
+	SQL     string   // Raw
+	Pos     Position // start of the binlog event it comes from
 }
 
 // Checkpoint is what the downstream holds for one source (meta.Checkpoint).
@@ -53,7 +57,13 @@ type Sink struct {
 	meta    *meta.Store
 	keys    map[TableName][]string
 	maxRows int
+	// safe: DM's safe mode. An insert is a REPLACE and an update a delete and a REPLACE, so a row that
+	// is already there (another shard's with the same key, or one written before) is overwritten.
+	safe atomic.Bool
 }
+
+// SetSafeMode turns DM's safe mode on or off for the following transactions.
+func (s *Sink) SetSafeMode(on bool) { s.safe.Store(on) }
 
 // ErrFenced means a newer binding of the source owns its checkpoint: this worker's binding was taken
 // away, and nothing it writes may commit.
@@ -119,6 +129,23 @@ func (s *Sink) flushOnce(ctx context.Context, changes []Change, up CheckpointUpd
 	return tx.Commit()
 }
 
+// Locate finds the change the downstream refuses in a batch whose transaction failed: it applies the
+// changes one by one in a transaction it rolls back, and returns the first that fails and its error
+// (-1 when none fails alone).
+func (s *Sink) Locate(ctx context.Context, changes []Change) (int, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return -1, err
+	}
+	defer tx.Rollback()
+	for i := range changes {
+		if _, err := s.apply(ctx, tx, changes[i:i+1]); err != nil {
+			return i, err
+		}
+	}
+	return -1, nil
+}
+
 // apply writes a run of changes starting at cs[0] and returns how many it consumed: consecutive
 // inserts of one target with the same columns become one multi-row INSERT.
 func (s *Sink) apply(ctx context.Context, tx *sql.Tx, cs []Change) (int, error) {
@@ -131,7 +158,11 @@ func (s *Sink) apply(ctx context.Context, tx *sql.Tx, cs []Change) (int, error) 
 		}
 		var sb strings.Builder
 		args := make([]any, 0, n*len(c.Columns))
-		sb.WriteString("INSERT INTO " + c.Target.String() + " (" + quoteCols(c.Columns) + ") VALUES ")
+		verb := "INSERT INTO "
+		if s.safe.Load() {
+			verb = "REPLACE INTO "
+		}
+		sb.WriteString(verb + c.Target.String() + " (" + quoteCols(c.Columns) + ") VALUES ")
 		row := "(" + strings.TrimSuffix(strings.Repeat("?,", len(c.Columns)), ",") + ")"
 		for i := 0; i < n; i++ {
 			if i > 0 {
@@ -144,6 +175,11 @@ func (s *Sink) apply(ctx context.Context, tx *sql.Tx, cs []Change) (int, error) 
 			return 0, fmt.Errorf("insert %d rows of %s into %s: %w", n, c.Source, c.Target, err)
 		}
 		return n, nil
+	case Raw:
+		if _, err := tx.ExecContext(ctx, c.SQL); err != nil {
+			return 0, fmt.Errorf("run %q (binlog replace) for %s: %w", c.SQL, c.Source, err)
+		}
+		return 1, nil
 	case Update, Delete:
 		where, wargs, err := s.where(ctx, c)
 		if err != nil {
@@ -151,6 +187,17 @@ func (s *Sink) apply(ctx context.Context, tx *sql.Tx, cs []Change) (int, error) 
 		}
 		var q string
 		var args []any
+		if c.Kind == Update && s.safe.Load() {
+			// Safe mode: the old row goes, the new one replaces whatever holds its key.
+			if _, err := tx.ExecContext(ctx, "DELETE FROM "+c.Target.String()+" WHERE "+where+" LIMIT 1", wargs...); err != nil {
+				return 0, fmt.Errorf("apply change of %s to %s: %w", c.Source, c.Target, err)
+			}
+			q = "REPLACE INTO " + c.Target.String() + " (" + quoteCols(c.Columns) + ") VALUES (" + strings.TrimSuffix(strings.Repeat("?,", len(c.Columns)), ",") + ")"
+			if _, err := tx.ExecContext(ctx, q, c.Row...); err != nil {
+				return 0, fmt.Errorf("apply change of %s to %s: %w", c.Source, c.Target, err)
+			}
+			return 1, nil
+		}
 		if c.Kind == Update {
 			sets := make([]string, len(c.Columns))
 			for i, col := range c.Columns {
@@ -333,8 +380,7 @@ func (s *Sink) definition(ctx context.Context, tables []TableName) (definition, 
 	for _, t := range tables {
 		var name, def string
 		err := s.db.QueryRowContext(ctx, "SHOW CREATE TABLE "+t.String()).Scan(&name, &def)
-		var me *mysql.MySQLError
-		if errors.As(err, &me) && (me.Number == 1146 || me.Number == 1049) {
+		if dbutil.IsNoSuchTable(err) {
 			def, err = "absent", nil
 		}
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 	"go.uber.org/zap"
 
+	"github.com/tributary-db/tributary/dbutil"
 	"github.com/tributary-db/tributary/internal/failpoint"
 	"github.com/tributary-db/tributary/loader"
 	"github.com/tributary-db/tributary/onlineddl"
@@ -62,6 +63,12 @@ type SyncerConfig struct {
 	// transaction fails with ErrFenced once a newer binding has claimed it (0: no fencing).
 	Epoch int64
 	Log   *zap.Logger
+	// Operators are the user's binlog skip and replace decisions (nil: none).
+	Operators *Operators
+	// SafeMode (syncers safe-mode) writes inserts as REPLACE and updates as a delete and a REPLACE;
+	// SafeModeDuration (safe-mode-duration) turns it on for that long after each start.
+	SafeMode         bool
+	SafeModeDuration time.Duration
 }
 
 // Syncer reads one source's binlog and writes the routed changes downstream, coordinating sharding
@@ -80,8 +87,10 @@ type Syncer struct {
 	opCh     chan opResult
 
 	file          string
-	groupStart    Position // start of the current event group (GTID event)
-	lastPos       Position // end of the last complete event group handled
+	groupStart    Position  // start of the current event group (GTID event)
+	evStart       Position  // start of the event being handled
+	safeUntil     time.Time // safe mode ends then (safe-mode-duration; zero: no end or off)
+	lastPos       Position  // end of the last complete event group handled
 	parts         []*partition
 	rows          int // rows batched over all partitions
 	peakRows      atomic.Int64
@@ -214,6 +223,12 @@ func (s *Syncer) Run(ctx context.Context) error {
 		return err
 	}
 	defer s.upstream.Close()
+	if s.cfg.SafeMode || s.cfg.SafeModeDuration > 0 {
+		s.setSafeMode(true)
+		if !s.cfg.SafeMode {
+			s.safeUntil = time.Now().Add(s.cfg.SafeModeDuration)
+		}
+	}
 	s.publishStatus()
 	close(s.started)
 	r, err := s.startReader(ctx, resumePoint{s.ckpt.Global, s.ckpt.GlobalGTID})
@@ -345,6 +360,63 @@ func (s *Syncer) init(ctx context.Context) error {
 	return s.recoverOperations(ctx)
 }
 
+// listTables lists the upstream's base tables the task replicates. information_schema.TABLES is not
+// read in one snapshot: a RENAME that swaps two tables while it is read can hide both names, so the
+// list is read until two reads agree.
+func (s *Syncer) listTables(ctx context.Context) ([]TableName, error) {
+	var prev []TableName
+	for attempt := 0; ; attempt++ {
+		tables, err := s.listTablesOnce(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if (attempt > 0 && slices.Equal(tables, prev)) || attempt == 9 {
+			return tables, nil
+		}
+		prev = tables
+	}
+}
+
+func (s *Syncer) listTablesOnce(ctx context.Context) ([]TableName, error) {
+	rows, err := s.upstream.QueryContext(ctx, "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' ORDER BY 1, 2")
+	if err != nil {
+		return nil, fmt.Errorf("list tables of source %s: %w", s.cfg.Source, err)
+	}
+	defer rows.Close()
+	var tables []TableName
+	for rows.Next() {
+		var t TableName
+		if err := rows.Scan(&t.Schema, &t.Name); err != nil {
+			return nil, fmt.Errorf("list tables of source %s: %w", s.cfg.Source, err)
+		}
+		if !s.cfg.Router.Skip(t) {
+			tables = append(tables, t)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list tables of source %s: %w", s.cfg.Source, err)
+	}
+	return tables, nil
+}
+
+// tablesAtResume is the set of replicated tables that existed at the resume position, as the tracked
+// schemas say. A tracked table that did not exist there is left out even if it exists now: its
+// CREATE TABLE is ahead in the binlog. A checkpoint without tracked schemas (written before tables
+// were tracked) has only the upstream's current tables to go by.
+func (s *Syncer) tablesAtResume(listed []TableName) []TableName {
+	if len(s.schemas.tables) == 0 {
+		return listed
+	}
+	var out []TableName
+	for t := range s.schemas.tables {
+		if s.schemas.existsAt(t, s.ckpt.Global) && !s.cfg.Router.Skip(t) {
+			out = append(out, t)
+		}
+	}
+	slices.SortFunc(out, func(a, b TableName) int { return strings.Compare(a.String(), b.String()) })
+	return out
+}
+
 func (s *Syncer) masterPosition(ctx context.Context) (Position, error) {
 	pos, _, err := SourcePosition(ctx, s.upstream)
 	if err != nil {
@@ -354,24 +426,20 @@ func (s *Syncer) masterPosition(ctx context.Context) (Position, error) {
 }
 
 // discover adds every upstream shard table to its target's group and creates missing downstream
-// tables from the upstream's definition.
+// tables from the upstream's definition. On a task's first start the tables are the upstream's
+// current ones. On a restart they are the tables that existed at the resume position, as the tracked
+// schemas say: the binlog read from there brings every later CREATE, DROP and RENAME, while the
+// upstream's current tables may already be past them (a table an online schema change tool has just
+// swapped, one dropped since) and a group built from those would miss a member or count one twice.
 func (s *Syncer) discover(ctx context.Context) error {
-	rows, err := s.upstream.QueryContext(ctx, "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' ORDER BY 1, 2")
+	listed, err := s.listTables(ctx)
 	if err != nil {
-		return fmt.Errorf("list tables of source %s: %w", s.cfg.Source, err)
+		return err
 	}
-	var tables []TableName
-	for rows.Next() {
-		var t TableName
-		if err := rows.Scan(&t.Schema, &t.Name); err != nil {
-			rows.Close()
-			return err
-		}
-		if !s.cfg.Router.Skip(t) {
-			tables = append(tables, t)
-		}
+	tables := listed
+	if !s.fresh {
+		tables = s.tablesAtResume(listed)
 	}
-	rows.Close()
 	created := map[TableName]bool{}
 	for _, t := range tables {
 		if err := s.schemas.initFromUpstream(ctx, s.upstream, t); err != nil {
@@ -394,6 +462,10 @@ func (s *Syncer) discover(ctx context.Context) error {
 		}
 		var name, create string
 		if err := s.upstream.QueryRowContext(ctx, "SHOW CREATE TABLE "+t.String()).Scan(&name, &create); err != nil {
+			if !s.fresh && dbutil.IsNoSuchTable(err) {
+				created[target] = false // gone upstream since the resume position: another member may say
+				continue
+			}
 			return fmt.Errorf("read definition of %s on source %s: %w", t, s.cfg.Source, err)
 		}
 		stmt, err := shardgroup.TargetDefinition(create, t, target, s.cfg.Router.Route)
@@ -586,12 +658,13 @@ func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent, gtid *
 	}
 	end := Position{File: s.file, Pos: h.LogPos}
 	start := Position{File: s.file, Pos: h.LogPos - h.EventSize}
+	s.evStart = start
 	switch e := ev.Event.(type) {
 	case *replication.MariadbGTIDEvent, *replication.GTIDEvent:
 		s.groupStart = start
 		s.curGTID = gtid
 	case *replication.RowsEvent:
-		return s.handleRows(ctx, ev.Header.EventType, e, end)
+		return s.handleRows(ctx, ev.Header.EventType, e, start, end)
 	case *replication.XIDEvent:
 		s.endGroup(end)
 		if s.rows >= s.cfg.BatchRows {
@@ -608,8 +681,25 @@ func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent, gtid *
 		if s.cfg.EnableGTID {
 			s.gtidAt[s.groupStart] = s.gtids.String()
 		}
-		if err := s.handleDDL(ctx, q, string(e.Schema), s.groupStart, end); err != nil {
-			return err
+		skip := false
+		if op, ok := s.cfg.Operators.find(false, start, s.groupStart); ok {
+			// binlog skip: as if the statement were not there; binlog replace: the user's statements
+			// take its place (and its part in a shard group, when they are sharding DDLs).
+			s.log.Warn("DDL handled by an operator (binlog "+op.Op+")", zap.String("ddl", q), zap.Stringer("pos", start), zap.Strings("sqls", op.SQLs))
+			skip = op.Op == "skip"
+			q = strings.Join(op.SQLs, ";\n")
+		}
+		if !skip {
+			if err := s.handleDDL(ctx, q, string(e.Schema), s.groupStart, end); err != nil {
+				if downstreamPermanent(err) && !IsPermanent(err) {
+					table := TableName{Schema: string(e.Schema)}
+					if ts, terr := shardgroup.TablesOf(q, string(e.Schema)); terr == nil && len(ts) > 0 {
+						table = ts[0]
+					}
+					return &StatementError{Task: s.cfg.Task, Source: s.cfg.Source, Table: table, Stmt: q, Pos: start, Cause: err}
+				}
+				return err
+			}
 		}
 		s.endGroup(end)
 		if s.cfg.EnableGTID {
@@ -619,7 +709,7 @@ func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent, gtid *
 	return nil
 }
 
-func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *replication.RowsEvent, end Position) error {
+func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *replication.RowsEvent, start, end Position) error {
 	src := TableName{Schema: string(e.Table.Schema), Name: string(e.Table.Table)}
 	if s.cfg.Router.Skip(src) {
 		return nil
@@ -630,6 +720,15 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 	target := s.cfg.Router.Route(src)
 	if g, ok := s.groups[target]; ok && g.Blocked(src, end) {
 		return nil // past the group's pending DDL: read again after it is resolved
+	}
+	if op, ok := s.cfg.Operators.find(false, start); ok {
+		part := s.partitionOf(src)
+		s.log.Warn("binlog event handled by an operator (binlog "+op.Op+")", zap.Stringer("table", src), zap.Stringer("pos", start), zap.Strings("sqls", op.SQLs))
+		for _, q := range op.SQLs {
+			part.batch = append(part.batch, Change{Kind: Raw, Source: src, Target: target, SQL: q, Pos: start})
+			s.rows++
+		}
+		return nil
 	}
 	if !s.cfg.Filter.Empty() {
 		event := "insert"
@@ -659,7 +758,7 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 		if old != nil {
 			old = shape.apply(old)
 		}
-		part.batch = append(part.batch, Change{Kind: kind, Source: src, Target: target, Columns: cols, Row: row, Old: old})
+		part.batch = append(part.batch, Change{Kind: kind, Source: src, Target: target, Columns: cols, Row: row, Old: old, Pos: start})
 		s.rows++
 	}
 	defer s.notePeak()
@@ -743,7 +842,8 @@ func sameVersion(a, b []shardgroup.Column) bool {
 
 // filterStop is the error of a binlog event filter rule with action Error.
 func (s *Syncer) filterStop(rule string, end Position, what string) error {
-	return fmt.Errorf("source %s at %s: binlog event filter %s (action Error) stops at %s", s.cfg.Source, end, rule, what)
+	return &filterError{s.evStart, fmt.Errorf("source %s at %s: binlog event filter %s (action Error) stops at %s; to go on past it: binlog skip %s -b %s -s %s",
+		s.cfg.Source, end, rule, what, s.cfg.Task, s.evStart.BinlogPos(), s.cfg.Source)}
 }
 
 // safeGlobal is the position a restart may resume from: the last complete event group, but not past
@@ -801,7 +901,18 @@ func (s *Syncer) takeOnlineDirty() map[TableName]string {
 // is read again. The resume position written is never past data that is not committed: with one
 // partition involved it goes in the same transaction; with several, each writes the previous safe
 // position and the new one follows in a later flush, once all have committed.
+func (s *Syncer) setSafeMode(on bool) {
+	for _, p := range s.parts {
+		p.sink.SetSafeMode(on)
+	}
+	s.log.Info("safe mode", zap.Bool("on", on), zap.Bool("safe-mode", s.cfg.SafeMode), zap.Duration("safe-mode-duration", s.cfg.SafeModeDuration))
+}
+
 func (s *Syncer) flush(ctx context.Context) error {
+	if !s.safeUntil.IsZero() && time.Now().After(s.safeUntil) {
+		s.safeUntil = time.Time{}
+		s.setSafeMode(false)
+	}
 	global := s.safeGlobal()
 	var busy []*partition
 	for _, p := range s.parts {
@@ -824,7 +935,7 @@ func (s *Syncer) flush(ctx context.Context) error {
 		s.persistedGTID = s.gtidFor(global)
 	case len(busy) == 1:
 		if err := busy[0].sink.Flush(ctx, busy[0].batch, CheckpointUpdate{Global: global, GlobalGTID: s.gtidFor(global), Tables: busy[0].pos, Schemas: schemas, Online: online}); err != nil {
-			return err
+			return s.refused(ctx, busy[0], err)
 		}
 		s.persisted = global
 		s.persistedGTID = s.gtidFor(global)
@@ -843,6 +954,11 @@ func (s *Syncer) flush(ctx context.Context) error {
 			}()
 		}
 		wg.Wait()
+		for i, err := range errs {
+			if err != nil && downstreamPermanent(err) {
+				return s.refused(ctx, busy[i], err)
+			}
+		}
 		if err := errors.Join(errs...); err != nil {
 			return err
 		}
@@ -853,6 +969,7 @@ func (s *Syncer) flush(ctx context.Context) error {
 		}
 	}
 	s.ckpt.Global = global
+	s.cfg.Operators.prune(s.persisted)
 	s.resetBatch()
 	for p := range s.gtidAt {
 		if p.Compare(s.persisted) < 0 {
@@ -860,6 +977,24 @@ func (s *Syncer) flush(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// refused turns a batch's failed transaction into the error of the change the downstream refuses
+// for good, found by applying the batch's changes one by one in a transaction rolled back. Other
+// errors are returned as they are (retried).
+func (s *Syncer) refused(ctx context.Context, p *partition, err error) error {
+	if !downstreamPermanent(err) || len(p.batch) == 0 {
+		return err
+	}
+	i, cause := p.sink.Locate(ctx, p.batch)
+	if i < 0 || !downstreamPermanent(cause) {
+		c := p.batch[0]
+		return &StatementError{Task: s.cfg.Task, Source: s.cfg.Source, Table: c.Source, Pos: c.Pos,
+			Stmt: fmt.Sprintf("a transaction of %d row changes starting with %s", len(p.batch), describe(c)), DML: true, Cause: err}
+	}
+	c := p.batch[i]
+	s.log.Error("the downstream refuses a row change", zap.Stringer("table", c.Source), zap.Stringer("pos", c.Pos), zap.Error(cause))
+	return &StatementError{Task: s.cfg.Task, Source: s.cfg.Source, Table: c.Source, Pos: c.Pos, Stmt: describe(c), DML: true, Cause: cause}
 }
 
 func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Position) error {
@@ -905,9 +1040,9 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 		if pattern == "" {
 			pattern = "*"
 		}
-		return fmt.Errorf("source %s at %s: %w; nothing ran downstream. To go on without this statement, ignore it with a binlog event filter "+
+		return &filterError{s.evStart, fmt.Errorf("source %s at %s: %w; nothing ran downstream. To go on without this statement, binlog skip it, or ignore it with a binlog event filter "+
 			"(filters: {skip-it: {schema-pattern: %q, sql-pattern: [...], action: Ignore}} and filter-rules: [skip-it] in this source's mysql-instances entry), "+
-			"then stop-task and start-task with the changed file: the checkpoint is kept", s.cfg.Source, end, err, pattern)
+			"then stop-task and start-task with the changed file: the checkpoint is kept", s.cfg.Source, end, err, pattern)}
 	}
 	// Every part is decided before any runs: a statement with one refused part runs no part at all.
 	type decided struct {
@@ -930,7 +1065,7 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 		scope := s.scopeOf(p, q, schema)
 		d := shardgroup.Decide(p.Kind, scope)
 		if d.Action == shardgroup.Refuse {
-			return &RefusedDDLError{Source: s.cfg.Source, Pos: end, DDL: q, Kind: p.Kind, Table: p.Source, Scope: scope, Why: d.Why}
+			return &RefusedDDLError{Task: s.cfg.Task, Start: s.evStart, Source: s.cfg.Source, Pos: end, DDL: q, Kind: p.Kind, Table: p.Source, Scope: scope, Why: d.Why}
 		}
 		plan = append(plan, decided{p, scope, d})
 	}
@@ -1019,7 +1154,7 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 			continue
 		}
 		s.ddlStart[item.Target][end] = start
-		s.log.Info("sharding DDL reached", zap.Stringer("table", item.Source), zap.Strings("ddls", item.DDLs),
+		s.log.Info("sharding DDL reached", zap.String("lock", pessimist.LockID(s.cfg.Task, item.Target.String())), zap.Stringer("table", item.Source), zap.Strings("ddls", item.DDLs),
 			zap.Bool("synced", res.Synced), zap.Int("remaining", len(res.Remaining)))
 		if res.Synced && !s.pending[item.Target] {
 			if err := s.postInfo(ctx, item.Target); err != nil {
@@ -1104,6 +1239,8 @@ func (s *Syncer) dropReplicatedTables(ctx context.Context, schema string, start,
 // RefusedDDLError is a DDL the safety table refuses: nothing ran downstream and the subtask stops
 // before the statement.
 type RefusedDDLError struct {
+	Task   string
+	Start  Position // start of the event (binlog skip -b)
 	Source string
 	Pos    Position
 	DDL    string
@@ -1112,6 +1249,9 @@ type RefusedDDLError struct {
 	Scope  shardgroup.Scope
 	Why    string
 }
+
+// Permanent: the statement is refused again on every retry; the subtask waits for the user.
+func (e *RefusedDDLError) Permanent() bool { return true }
 
 func (e *RefusedDDLError) Error() string {
 	ddl := e.DDL
@@ -1124,8 +1264,10 @@ func (e *RefusedDDLError) Error() string {
 	}
 	return fmt.Sprintf("source %s at %s: %s of %s (%s) is refused: %s. Nothing ran downstream; the subtask stops before %q. "+
 		"To go on without it, ignore it with a binlog event filter (filters: {skip-it: {schema-pattern: %q, table-pattern: %q, events: [%q], action: Ignore}} "+
-		"and filter-rules: [skip-it] in this source's mysql-instances entry), then stop-task and start-task with the changed file: the checkpoint is kept",
-		e.Source, e.Pos, e.Kind, e.Table, e.Scope, e.Why, ddl, e.Table.Schema, e.Table.Name, event)
+		"and filter-rules: [skip-it] in this source's mysql-instances entry), then stop-task and start-task with the changed file: the checkpoint is kept; "+
+		"or skip this one statement with `binlog skip %s -b %s -s %s`, or put statements the table allows in its place with `binlog replace %s -b %s -s %s \"SQL;...\"`",
+		e.Source, e.Pos, e.Kind, e.Table, e.Scope, e.Why, ddl, e.Table.Schema, e.Table.Name, event,
+		e.Task, e.Start.BinlogPos(), e.Source, e.Task, e.Start.BinlogPos(), e.Source)
 }
 
 func (s *Syncer) forgetKeys() {
@@ -1197,6 +1339,21 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 	if err != nil {
 		return err
 	}
+	// Where this source's DDLs of the lock start in the binlog: an operator for the lock's DDLs
+	// (binlog skip|replace after the owner's execution failed) names one of them.
+	var starts []Position
+	var first TableName
+	for _, t := range resolution.Tables {
+		p := resolution.Positions[t]
+		if st, ok := s.ddlStart[res.target][p]; ok {
+			if len(starts) == 0 || st.Compare(starts[0]) < 0 {
+				first = t
+				starts = append([]Position{st}, starts...)
+			} else {
+				starts = append(starts, st)
+			}
+		}
+	}
 	for p := range s.ddlStart[res.target] {
 		if p.Compare(resolution.ResyncFrom) <= 0 {
 			delete(s.ddlStart[res.target], p)
@@ -1223,7 +1380,17 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 	up := CheckpointUpdate{Global: global, GlobalGTID: s.gtidFor(global), Resolved: resolution.Positions, ResolvedTarget: &target, ResolvedDDLs: res.op.DDLs}
 	if res.op.Exec {
 		failpoint.Inject("worker-before-exec") // the owner has its exec operation, nothing ran yet
-		err = s.sink.ExecDDLOnce(ctx, res.info.LockID(), res.op.DDLs, up)
+		ddls := res.op.DDLs
+		if op, ok := s.cfg.Operators.find(true, starts...); ok {
+			s.log.Warn("lock DDLs handled by an operator (binlog "+op.Op+")", zap.String("lock", res.info.LockID()),
+				zap.Strings("ddls", ddls), zap.Strings("instead", op.SQLs))
+			ddls = op.SQLs // skip: none
+		}
+		err = s.sink.ExecDDLOnce(ctx, res.info.LockID(), ddls, up)
+		if err != nil && downstreamPermanent(err) && len(starts) > 0 {
+			err = &StatementError{Task: s.cfg.Task, Source: s.cfg.Source, Table: first, Pos: starts[0],
+				Stmt: strings.Join(ddls, "; "), Lock: res.info.LockID(), Cause: err}
+		}
 	} else {
 		failpoint.Inject("worker-before-skip") // a non-owner has its skip, nothing re-synced yet
 		err = s.sink.Flush(ctx, nil, up)

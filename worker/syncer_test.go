@@ -59,6 +59,9 @@ type cluster struct {
 	gtids  map[int]string
 	epoch  int64 // binding epoch of the last syncer started (each start is a new binding)
 	online *onlineddl.Rules
+	ops    map[int]*Operators // binlog skip|replace decisions per source, kept across restarts
+	safe   bool               // syncers safe-mode
+	failed map[int]chan error // per source, the error a syncer stopped on by itself
 }
 
 func newCluster(t *testing.T) *cluster { return newClusterTB(t) }
@@ -167,10 +170,20 @@ func (c *cluster) startSyncerGet(i int) (stop func() error, syncer *Syncer) {
 		Task: c.task, Source: src, Host: "127.0.0.1", Port: uint16(c.ups[i].Port), User: "root",
 		ServerID: 9000 + uint32(i), Router: c.router, Downstream: c.syncDB, MetaSchema: "dm_meta",
 		Agent: pessimist.NewAgent(c.cli, c.layout, c.task, src, nil), BatchRows: 64, Log: c.logger(),
-		Epoch: c.nextEpoch(), Online: c.online,
+		Epoch: c.nextEpoch(), Online: c.online, Operators: c.operators(i), SafeMode: c.safe,
 	})
-	errc := make(chan error, 1)
-	go func() { errc <- s.Run(ctx) }()
+	errc, failed := make(chan error, 1), c.failures(i)
+	go func() {
+		err := s.Run(ctx)
+		if err != nil && ctx.Err() == nil {
+			c.t.Logf("syncer %s stopped: %v", src, err) // the test fails on what follows; this says why
+			select {
+			case failed <- err:
+			default:
+			}
+		}
+		errc <- err
+	}()
 	stopped := false
 	stop = func() error {
 		if stopped {
@@ -195,6 +208,38 @@ func (c *cluster) startSyncerGet(i int) (stop func() error, syncer *Syncer) {
 		}, func() string { return fmt.Sprintf("syncer %s did not start: %v", src, err) })
 	}
 	return stop, syncer
+}
+
+func (c *cluster) operators(i int) *Operators {
+	if c.ops == nil {
+		c.ops = map[int]*Operators{}
+	}
+	if c.ops[i] == nil {
+		c.ops[i] = &Operators{}
+	}
+	return c.ops[i]
+}
+
+func (c *cluster) failures(i int) chan error {
+	if c.failed == nil {
+		c.failed = map[int]chan error{}
+	}
+	if c.failed[i] == nil {
+		c.failed[i] = make(chan error, 1)
+	}
+	return c.failed[i]
+}
+
+// failure waits for the error the syncer of source i stops on by itself.
+func (c *cluster) failure(i int) error {
+	c.t.Helper()
+	select {
+	case err := <-c.failures(i):
+		return err
+	case <-time.After(60 * time.Second):
+		c.t.Fatalf("syncer s%d did not stop on an error", i+1)
+		return nil
+	}
 }
 
 // nextEpoch is the epoch of a new binding. TRIBUTARY_NO_FENCE=1 turns fencing off, to measure its cost
@@ -436,6 +481,37 @@ func TestNewShardTableMidStream(t *testing.T) {
 		t.Fatal("the DDL was resolved without the new shard table")
 	}
 	c.up(0, "ALTER TABLE db_1.t_3 ADD COLUMN c INT")
+	c.converge("id, v, c")
+}
+
+// TestRestartRebuildsGroupsAtResume: a syncer restarted after its shards changed upstream while it was
+// stopped (a new one was created; one reached the DDL, lost its rows and was dropped) rebuilds its
+// group as it was at the resume position, not from the tables the upstream has now: the dropped
+// table's DDL is still its group's, and the new table joins when its CREATE is read again.
+func TestRestartRebuildsGroupsAtResume(t *testing.T) {
+	c := newCluster(t)
+	stop0 := c.startSyncer(0)
+	c.startSyncer(1)
+	c.up(0, insert("db_1.t_1", 1, 11), insert("db_1.t_2", 101, 111))
+	c.up(1, insert("db_2.t_1", 201, 211), insert("db_2.t_2", 301, 311))
+	c.converge("id, v")
+	if err := stop0(); err != nil {
+		t.Fatal(err)
+	}
+	c.up(0, "CREATE TABLE db_1.t_3 (id INT PRIMARY KEY, v VARCHAR(32))", insert("db_1.t_3", 401, 411),
+		"ALTER TABLE db_1.t_2 ADD COLUMN c INT", "INSERT INTO db_1.t_2 VALUES (120, 'gone', 5)",
+		"DELETE FROM db_1.t_2", "DROP TABLE db_1.t_2")
+	c.shards[0] = []string{"db_1.t_1", "db_1.t_3"}
+	c.startSyncer(0)
+	c.up(0, "ALTER TABLE db_1.t_1 ADD COLUMN c INT", "INSERT INTO db_1.t_1 VALUES (20, 'held', 1)")
+	// t_3 has not reached the DDL: its rows flow, the lock waits for it.
+	c.up(0, insert("db_1.t_3", 420, 421))
+	c.waitRow(420)
+	if c.hasRow(20) {
+		t.Fatal("a row written after the DDL reached the downstream before t_3 reached it")
+	}
+	c.up(0, "ALTER TABLE db_1.t_3 ADD COLUMN c INT")
+	c.up(1, "ALTER TABLE db_2.t_1 ADD COLUMN c INT", "ALTER TABLE db_2.t_2 ADD COLUMN c INT", "INSERT INTO db_2.t_2 VALUES (320, 'after', 2)")
 	c.converge("id, v, c")
 }
 

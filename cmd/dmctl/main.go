@@ -43,6 +43,10 @@ commands:
   shard-ddl-lock [TASK-NAME]                      show shard DDL locks
   shard-ddl-lock unlock LOCK-ID [--owner SOURCE] [--force-remove]
                                                   resolve a lock by hand
+  binlog skip|replace|revert|list TASK [-b FILE:POS] [-s SOURCE,...] [SQLS]
+                                                  skip the statement a subtask paused on, run SQLS
+                                                  (replace) in its place, withdraw or list such operations
+                                                  (handle-error TASK skip|replace|revert ... also works)
   list-member [--leader] [--master] [--worker] [--name NAME,...]
   offline-member --type master|worker --name NAME remove a dead master or an offline worker
   encrypt PLAIN-TEXT                              encrypt a password for source and task files`
@@ -254,6 +258,37 @@ func call(ctx context.Context, c pb.MasterClient, cmd string, args []string, std
 			req.Task = pos[0]
 		}
 		return c.ShowDDLLocks(ctx, req)
+	case "binlog", "handle-error":
+		var binlogPos, sources string
+		fs.StringVar(&binlogPos, "b", "", "position of the binlog event, FILE:POS (default: the statement the subtask paused on)")
+		fs.StringVar(&binlogPos, "binlog-pos", "", "same as -b")
+		fs.StringVar(&sources, "s", "", "sources (comma-separated; default: every source of the task)")
+		fs.StringVar(&sources, "source", "", "same as -s")
+		pos, err := parse(fs, args)
+		if err != nil {
+			return nil, err
+		}
+		if len(pos) < 2 {
+			return nil, usageError(cmd + " needs an operation and a task: binlog skip|replace|revert|list TASK")
+		}
+		opArg, task := pos[0], pos[1]
+		if cmd == "handle-error" { // DM's older form: handle-error TASK skip|replace|revert
+			opArg, task = pos[1], pos[0]
+		}
+		ops := map[string]pb.ErrorOp{"skip": pb.ErrorOp_Skip, "replace": pb.ErrorOp_Replace, "revert": pb.ErrorOp_Revert, "list": pb.ErrorOp_List, "inject": pb.ErrorOp_Inject}
+		op, ok := ops[opArg]
+		if !ok {
+			return nil, usageError(fmt.Sprintf("%s: unknown operation %q (skip, replace, revert or list)", cmd, opArg))
+		}
+		name, err := taskName(task)
+		if err != nil {
+			return nil, err
+		}
+		req := &pb.HandleErrorRequest{Op: op, Task: name, BinlogPos: binlogPos, Sqls: pos[2:]}
+		if sources != "" {
+			req.Sources = strings.Split(sources, ",")
+		}
+		return c.HandleError(ctx, req)
 	case "list-member":
 		leader := fs.Bool("leader", false, "only the leader")
 		master := fs.Bool("master", false, "only the masters")

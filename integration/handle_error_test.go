@@ -1,0 +1,138 @@
+package integration
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/tributary-db/tributary/internal/e2e"
+)
+
+// TestE2ERefusedRowPausesThenBinlogSkip: two shards write the same key. The second source's subtask
+// pauses (not retried) and query-status names the row, its table, the binlog position and the way
+// out; dmctl binlog skip (without -b: the event it paused on) resumes it and everything after the
+// event arrives. binlog list and revert answer for an operation waiting at another position.
+func TestE2ERefusedRowPausesThenBinlogSkip(t *testing.T) {
+	c := startE2E(t, 2)
+	c.up(0, insertRows("db_1.t_1", 1, 6, ""))
+	c.waitRow(5)
+	c.up(1, "INSERT INTO db_2.t_1 VALUES (3, 'collides')", insertRows("db_2.t_2", 2001, 2006, ""))
+	r := c.until("source 2 paused on the duplicate key", func(r e2e.Result) bool {
+		for _, s := range r.List("sources") {
+			for _, st := range s.List("subTaskStatus") {
+				for _, e := range st.Get("result").List("errors") {
+					if st.Str("stage") == "Paused" && strings.Contains(e.Str("RawCause"), "Duplicate entry") {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}, "query-status", c.task)
+	var cause, workaround string
+	for _, s := range r.List("sources") {
+		for _, st := range s.List("subTaskStatus") {
+			for _, e := range st.Get("result").List("errors") {
+				if strings.Contains(e.Str("RawCause"), "Duplicate entry") {
+					cause, workaround = e.Str("RawCause"), e.Str("Workaround")
+					if s.Get("sourceStatus").Str("source") != s2 || e.Str("ErrScope") != "downstream" {
+						t.Fatalf("error shown as %v", e)
+					}
+				}
+			}
+		}
+	}
+	for _, want := range []string{"`db_2`.`t_1`", `"collides"`, "binlog position (mysql-bin.", "binlog skip shard -b mysql-bin.", "-s " + s2, "safe-mode"} {
+		if !strings.Contains(cause, want) {
+			t.Fatalf("error does not say %q:\n%s", want, cause)
+		}
+	}
+	if !strings.Contains(workaround, "binlog skip") {
+		t.Fatalf("workaround %q", workaround)
+	}
+	// An operation at another position waits; list shows it, revert withdraws it.
+	c.ok("binlog", "skip", c.task, "-b", "mysql-bin.000001:4", "-s", s2)
+	if l := c.ok("binlog", "list", c.task, "-s", s2); !strings.Contains(l.List("sources")[0].Str("msg"), `"pos":{"file":"mysql-bin.000001","pos":4}`) {
+		t.Fatalf("binlog list: %v", l)
+	}
+	c.ok("binlog", "revert", c.task, "-b", "mysql-bin.000001:4", "-s", s2)
+	if r, _, _ := c.Dmctl("binlog", "revert", c.task, "-b", "mysql-bin.000001:4", "-s", s2); r.Bool("result") {
+		t.Fatal("a second revert of the same position succeeded")
+	}
+	if r, _, _ := c.Dmctl("binlog", "skip", c.task, "-b", "mysql-bin.000001:4"); r.Bool("result") || !strings.Contains(r.Str("msg"), "-s") {
+		t.Fatalf("-b without -s on a two-source task: %v", r)
+	}
+	// Paused, not retried: one pause logged by the worker of source 2 so far.
+	c.ok("binlog", "skip", c.task, "-s", s2)
+	c.waitRow(2005)
+	c.waitSynced()
+	var v string
+	if err := c.DownDB.QueryRow("SELECT v FROM db.t WHERE id = 3").Scan(&v); err != nil || v != "v3" {
+		t.Fatalf("row 3: %q %v, want source 1's", v, err)
+	}
+	pauses := 0
+	for _, w := range c.Workers {
+		b, _ := os.ReadFile(w.LogFile)
+		pauses += strings.Count(string(b), "subtask paused on an error a retry cannot fix")
+	}
+	if pauses != 1 {
+		t.Fatalf("the workers logged %d pauses, want 1 (a refused row must not be retried)", pauses)
+	}
+}
+
+// TestE2EConflictUnlockAndPseudoGroup: while only source 1 has reached the DDL, query-status shows
+// DM's pseudo group on source 2. Source 2 then sends another DDL (a conflict); a plain unlock does
+// what DM does: source 1's (the owner's) DDL runs downstream once, source 2 skips its own, and the
+// answer says so.
+func TestE2EConflictUnlockAndPseudoGroup(t *testing.T) {
+	c := startE2E(t, 2)
+	alters0, err := c.DownstreamStatements("ALTER TABLE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.up(0, insertRows("db_1.t_1", 0, 10, ""), "ALTER TABLE db_1.t_1 ADD COLUMN c INT", "ALTER TABLE db_1.t_2 ADD COLUMN c INT",
+		insertRows("db_1.t_1", 100, 110, ", 1"))
+	c.waitLock([]string{s1}, []string{s2})
+	c.until("pseudo group on source 2", func(r e2e.Result) bool {
+		for _, s := range r.List("sources") {
+			if s.Get("sourceStatus").Str("source") != s2 {
+				continue
+			}
+			for _, st := range s.List("subTaskStatus") {
+				for _, g := range st.Get("sync").List("unresolvedGroups") {
+					if g.Str("target") == "`db`.`t`" && strings.Join(g.Strings("unsynced"), "") == "this DM-worker doesn't receive any shard DDL of this group" &&
+						st.Str("unresolvedDDLLockID") == "shard-`db`.`t`" {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}, "query-status", c.task)
+	c.up(1, insertRows("db_2.t_1", 10, 20, ""), "ALTER TABLE db_2.t_1 ADD COLUMN c BIGINT", "ALTER TABLE db_2.t_2 ADD COLUMN c BIGINT",
+		insertRows("db_2.t_1", 200, 210, ", 2"))
+	r := c.until("conflict shown", func(r e2e.Result) bool {
+		locks := r.List("locks")
+		return len(locks) == 1 && len(locks[0].List("conflict")) == 2
+	}, "shard-ddl-lock", c.task)
+	u := c.ok("shard-ddl-lock", "unlock", r.List("locks")[0].Str("ID"))
+	ex, sk := u.List("executed"), u.List("skipped")
+	if len(ex) != 1 || ex[0].Str("source") != s1 || !strings.Contains(strings.Join(ex[0].Strings("DDLs"), ""), "ADD COLUMN `c` INT") ||
+		len(sk) != 1 || sk[0].Str("source") != s2 || !strings.Contains(strings.Join(sk[0].Strings("DDLs"), ""), "BIGINT") ||
+		!strings.Contains(u.Str("msg"), s2+" skip") {
+		t.Fatalf("unlock answered %v", u)
+	}
+	if n := c.converge("id, v, c"); n != 40 {
+		t.Fatalf("%d rows, want 40", n)
+	}
+	c.waitSynced()
+	alters, err := c.DownstreamStatements("ALTER TABLE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var typ string
+	c.DownDB.QueryRow("SELECT DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'db' AND TABLE_NAME = 't' AND COLUMN_NAME = 'c'").Scan(&typ)
+	if alters-alters0 != 1 || typ != "int" {
+		t.Fatalf("downstream ran %d ALTERs, column c is %q; want one ALTER, int (the owner's)", alters-alters0, typ)
+	}
+}

@@ -1,0 +1,122 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/tributary-db/tributary/ha"
+	pb "github.com/tributary-db/tributary/proto"
+	"github.com/tributary-db/tributary/shardgroup"
+)
+
+// HandleError implements dmctl binlog skip|replace|revert|list (DM's handle-error): the master passes
+// the operation to the workers of the task's sources (all, or --sources), each of which applies it to
+// its subtask and resumes the subtask when it was paused on that statement.
+func (s *Service) HandleError(ctx context.Context, req *pb.HandleErrorRequest) (*pb.HandleErrorResponse, error) {
+	return onLeader(ctx, s, func(*leaderState) (*pb.HandleErrorResponse, error) { return s.handleError(ctx, req) },
+		func(c pb.MasterClient) (*pb.HandleErrorResponse, error) { return c.HandleError(ctx, req) },
+		func(err error) *pb.HandleErrorResponse { return &pb.HandleErrorResponse{Msg: err.Error()} })
+}
+
+func (s *Service) handleError(ctx context.Context, req *pb.HandleErrorRequest) (*pb.HandleErrorResponse, error) {
+	switch req.Op {
+	case pb.ErrorOp_Skip, pb.ErrorOp_Revert, pb.ErrorOp_List:
+		if len(req.Sqls) > 0 {
+			return nil, fmt.Errorf("binlog %s takes no SQL statements (only binlog replace does)", opName(req.Op))
+		}
+	case pb.ErrorOp_Replace:
+		if len(req.Sqls) == 0 {
+			return nil, fmt.Errorf("binlog replace needs the statements to run instead, e.g. \"ALTER TABLE db.t ADD COLUMN c INT;\"")
+		}
+	case pb.ErrorOp_Inject:
+		return nil, fmt.Errorf("binlog inject is not supported (DM deprecated it): use binlog replace")
+	default:
+		return nil, fmt.Errorf("unknown binlog operation %d", req.Op)
+	}
+	if req.Task == "" {
+		return nil, fmt.Errorf("binlog %s needs a task name", opName(req.Op))
+	}
+	if req.BinlogPos != "" {
+		if _, err := shardgroup.ParseBinlogPos(req.BinlogPos); err != nil {
+			return nil, fmt.Errorf("-b: %w", err)
+		}
+	}
+	st, err := ha.Load(ctx, s.Client)
+	if err != nil {
+		return nil, err
+	}
+	t, ok := st.Tasks[req.Task]
+	if !ok {
+		return nil, errNoTask(req.Task)
+	}
+	sources := t.Sources()
+	for _, src := range req.Sources {
+		if !slices.Contains(sources, src) {
+			return nil, fmt.Errorf("source %s is not a source of task %s (its sources: %v)", src, req.Task, sources)
+		}
+	}
+	if len(req.Sources) > 0 {
+		sources = req.Sources
+	} else if req.BinlogPos != "" && len(sources) > 1 && req.Op != pb.ErrorOp_List {
+		// A position means one source's binlog: DM asks for the source too.
+		return nil, fmt.Errorf("-b %s names a position in one source's binlog: give that source with -s (task %s has %v)", req.BinlogPos, req.Task, sources)
+	}
+	sort.Strings(sources)
+	resp := &pb.HandleErrorResponse{Result: true}
+	out := make([]*pb.CommonWorkerResponse, len(sources))
+	var wg sync.WaitGroup
+	for i, src := range sources {
+		b, bound := st.Bindings[src]
+		w, known := st.Workers[b.Worker]
+		if !bound || !known || !st.Alive[b.Worker] {
+			out[i] = &pb.CommonWorkerResponse{Source: src, Worker: b.Worker, Msg: fmt.Sprintf("source %s has no live worker", src)}
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := s.handleWorkerError(ctx, w.Addr, &pb.HandleWorkerErrorRequest{Op: req.Op, Task: req.Task, BinlogPos: req.BinlogPos, Sqls: req.Sqls, Source: src})
+			if err != nil {
+				r = &pb.CommonWorkerResponse{Msg: fmt.Sprintf("worker %s (%s): %v", w.Name, w.Addr, err)}
+			}
+			r.Source, r.Worker = src, w.Name
+			out[i] = r
+		}()
+	}
+	wg.Wait()
+	for _, r := range out {
+		if !r.Result {
+			resp.Result = false
+		}
+	}
+	resp.Sources = out
+	return resp, nil
+}
+
+func (s *Service) handleWorkerError(ctx context.Context, addr string, req *pb.HandleWorkerErrorRequest) (*pb.CommonWorkerResponse, error) {
+	conn, err := s.dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return pb.NewWorkerClient(conn).HandleError(ctx, req)
+}
+
+func opName(op pb.ErrorOp) string {
+	switch op {
+	case pb.ErrorOp_Skip:
+		return "skip"
+	case pb.ErrorOp_Replace:
+		return "replace"
+	case pb.ErrorOp_Revert:
+		return "revert"
+	case pb.ErrorOp_List:
+		return "list"
+	}
+	return op.String()
+}

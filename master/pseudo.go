@@ -1,0 +1,48 @@
+package master
+
+import (
+	"slices"
+
+	pb "github.com/tributary-db/tributary/proto"
+)
+
+// PseudoGroupNote is what DM's query-status shows, as the unsynced member of a pseudo sharding group,
+// for a source that a lock waits for but that has no unresolved group of that target itself (it has
+// not read the DDL yet).
+const PseudoGroupNote = "this DM-worker doesn't receive any shard DDL of this group"
+
+// addPseudoGroups adds DM's pseudo group to the sync status of every source that a lock of the
+// subtask's task waits for and that shows no unresolved group for the lock's target.
+func addPseudoGroups(resp *pb.QueryStatusListResponse, l *leaderState) {
+	if l == nil || l.coord == nil {
+		return
+	}
+	locks, err := l.coord.Locks()
+	if err != nil {
+		return
+	}
+	for _, src := range resp.Sources {
+		if src.SourceStatus == nil {
+			continue
+		}
+		for _, st := range src.SubTaskStatus {
+			if st.Sync == nil {
+				continue
+			}
+			for _, lk := range locks {
+				if lk.Task != st.Name || !slices.Contains(lk.Unsynced, src.SourceStatus.Source) {
+					continue
+				}
+				if slices.ContainsFunc(st.Sync.UnresolvedGroups, func(g *pb.ShardingGroup) bool { return g.Target == lk.Target }) {
+					continue
+				}
+				st.Sync.UnresolvedGroups = append(st.Sync.UnresolvedGroups, &pb.ShardingGroup{
+					Target: lk.Target, DDLs: lk.DDLs, Synced: []string{}, Unsynced: []string{PseudoGroupNote}})
+				st.Sync.Synced = false
+				if st.UnresolvedDDLLockID == "" {
+					st.UnresolvedDDLLockID = lk.ID
+				}
+			}
+		}
+	}
+}

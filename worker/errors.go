@@ -1,0 +1,214 @@
+package worker
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Errors a subtask meets fall in two classes. Transient ones (the connection lost, a deadlock, a lock
+// wait timeout, a server that went read-only in a failover, a full disk) go away by themselves: the
+// subtask retries with backoff. Permanent ones (the downstream refuses a row or a statement for what it
+// is, a DDL the safety table refuses) come back on every retry: the subtask pauses with the error and
+// the ways out, and waits for the user (resume-task after a fix, binlog skip or replace, safe-mode).
+
+// PermanentError marks an error a retry cannot fix.
+type PermanentError interface {
+	error
+	Permanent() bool
+}
+
+// IsPermanent reports whether err, or an error it wraps, is permanent.
+func IsPermanent(err error) bool {
+	var p PermanentError
+	return errors.As(err, &p) && p.Permanent()
+}
+
+// transientCodes are server errors that another try can get past: deadlock (1213), lock wait timeout
+// (1205), too many connections (1040, 1203), server shutdown or connection killed (1053, 1927, 1317),
+// network errors (1152, 1158-1161), read-only during a failover (1290, 1836), disk full (1021, 1114),
+// statement timeouts (1969, 3024).
+var transientCodes = map[uint16]bool{1213: true, 1205: true, 1040: true, 1203: true, 1053: true, 1927: true, 1317: true,
+	1152: true, 1158: true, 1159: true, 1160: true, 1161: true, 1290: true, 1836: true, 1021: true, 1114: true, 1969: true, 3024: true}
+
+// downstreamPermanent reports whether a downstream statement's error is a server's verdict on the
+// statement itself (a duplicate key, a value too long, a missing table, a DDL it refuses): every
+// server error but the transient ones. Errors without a server code (network, driver) are transient.
+func downstreamPermanent(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) || errors.Is(err, mysql.ErrInvalidConn) {
+		return false
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return false
+	}
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return false
+	}
+	return !transientCodes[me.Number]
+}
+
+// StatementError is a statement the downstream refused for good: the subtask pauses on it.
+type StatementError struct {
+	Task, Source string
+	Table        TableName // upstream table of the event
+	Stmt         string    // the statement (a DML with its first values)
+	Pos          Position  // start of the binlog event (as SHOW BINLOG EVENTS' Pos)
+	Lock         string    // the shard DDL lock whose DDLs this source ran as owner ("" for an event)
+	DML          bool      // a row change
+	Cause        error
+}
+
+func (e *StatementError) Permanent() bool { return true }
+func (e *StatementError) Unwrap() error   { return e.Cause }
+
+func (e *StatementError) Error() string {
+	what := "the binlog event"
+	if e.Lock != "" {
+		what = "the DDLs of lock " + e.Lock + " (this source is its owner)"
+	}
+	hint := ""
+	var me *mysql.MySQLError
+	if errors.As(e.Cause, &me) && (me.Number == 1062 || me.Number == 1586) && e.DML {
+		hint = "; for keys that collide between shards, syncers' safe-mode: true makes later rows replace earlier ones"
+	}
+	return fmt.Sprintf("source %s: the downstream refused %s from %s at binlog position %s: %v. "+
+		"A retry cannot fix this, so the subtask is paused. Ways out: fix the downstream and resume-task %s; "+
+		"or skip %s with `binlog skip %s -b %s -s %s`, or run other statements in its place with "+
+		"`binlog replace %s -b %s -s %s \"SQL;...\"`%s",
+		e.Source, clip(e.Stmt, 300), e.Table, e.Pos, e.Cause, e.Task, what, e.Task, e.Pos.BinlogPos(), e.Source,
+		e.Task, e.Pos.BinlogPos(), e.Source, hint)
+}
+
+// filterError is a statement the syncer stops on by rule (a binlog event filter with action Error, a
+// statement the parser cannot read): a retry meets it again, so the subtask waits for the user.
+type filterError struct {
+	Start Position // start of the event (binlog skip -b)
+	error
+}
+
+func (e *filterError) Permanent() bool { return true }
+func (e *filterError) Unwrap() error   { return e.error }
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// describe renders a change as the statement it becomes downstream, with its values, for an error.
+func describe(c Change) string {
+	vals := func(v []any) string {
+		parts := make([]string, len(v))
+		for i, x := range v {
+			switch y := x.(type) {
+			case nil:
+				parts[i] = "NULL"
+			case []byte:
+				parts[i] = fmt.Sprintf("%q", clip(string(y), 40))
+			case string:
+				parts[i] = fmt.Sprintf("%q", clip(y, 40))
+			default:
+				parts[i] = fmt.Sprint(y)
+			}
+		}
+		return "(" + strings.Join(parts, ", ") + ")"
+	}
+	switch c.Kind {
+	case Insert:
+		return "INSERT INTO " + c.Target.String() + " (" + quoteCols(c.Columns) + ") VALUES " + vals(c.Row)
+	case Update:
+		return "UPDATE " + c.Target.String() + " row " + vals(c.Old) + " to " + vals(c.Row)
+	case Delete:
+		return "DELETE FROM " + c.Target.String() + " row " + vals(c.Old)
+	case Raw:
+		return c.SQL
+	}
+	return fmt.Sprintf("change %d", c.Kind)
+}
+
+// Operator is a user's decision about the event a subtask paused on (dmctl binlog skip|replace).
+type Operator struct {
+	Op   string   `json:"op"` // "skip" or "replace"
+	Pos  Position `json:"pos"`
+	SQLs []string `json:"sqls,omitempty"`
+	// Lock: for the DDLs of a lock this source owns, not for the binlog event itself.
+	Lock bool `json:"lock,omitempty"`
+}
+
+func (o Operator) String() string {
+	if o.Op == "replace" {
+		return fmt.Sprintf("replace at %s with %q", o.Pos.BinlogPos(), o.SQLs)
+	}
+	return "skip at " + o.Pos.BinlogPos()
+}
+
+// Operators holds a subtask's operators until its checkpoint passes them: an event read again (a
+// re-sync, a restart before the checkpoint moved) meets the same decision.
+type Operators struct {
+	mu  sync.Mutex
+	ops []Operator
+}
+
+// Add records op, replacing one at the same position.
+func (o *Operators) Add(op Operator) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ops = slices.DeleteFunc(o.ops, func(x Operator) bool { return x.Pos == op.Pos })
+	o.ops = append(o.ops, op)
+}
+
+// Revert withdraws the operator at pos.
+func (o *Operators) Revert(pos Position) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := len(o.ops)
+	o.ops = slices.DeleteFunc(o.ops, func(x Operator) bool { return x.Pos == pos })
+	return len(o.ops) < n
+}
+
+// List returns the operators waiting.
+func (o *Operators) List() []Operator {
+	if o == nil {
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.ops)
+}
+
+// find returns the operator for an event starting at one of the positions.
+func (o *Operators) find(lock bool, at ...Position) (Operator, bool) {
+	if o == nil {
+		return Operator{}, false
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, op := range o.ops {
+		if op.Lock == lock && slices.Contains(at, op.Pos) {
+			return op, true
+		}
+	}
+	return Operator{}, false
+}
+
+// prune drops operators of events before the checkpoint: they are never read again.
+func (o *Operators) prune(checkpoint Position) {
+	if o == nil || checkpoint.IsZero() {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ops = slices.DeleteFunc(o.ops, func(x Operator) bool { return x.Pos.File != "" && x.Pos.Compare(checkpoint) < 0 })
+}

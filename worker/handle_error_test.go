@@ -1,0 +1,209 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+func TestErrorClasses(t *testing.T) {
+	for _, c := range []struct {
+		err       error
+		permanent bool
+	}{
+		{&mysql.MySQLError{Number: 1062, Message: "Duplicate entry"}, true},
+		{fmt.Errorf("insert: %w", &mysql.MySQLError{Number: 1406}), true}, // data too long
+		{&mysql.MySQLError{Number: 1146}, true},                          // missing table
+		{&mysql.MySQLError{Number: 1064}, true},                          // a DDL the downstream cannot read
+		{&mysql.MySQLError{Number: 1213}, false},                         // deadlock
+		{&mysql.MySQLError{Number: 1205}, false},                         // lock wait timeout
+		{&mysql.MySQLError{Number: 1290}, false},                         // read-only in a failover
+		{mysql.ErrInvalidConn, false},
+		{errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), false},
+		{nil, false},
+	} {
+		if got := downstreamPermanent(c.err); got != c.permanent {
+			t.Errorf("%v: permanent %v, want %v", c.err, got, c.permanent)
+		}
+	}
+	se := &StatementError{Task: "task", Source: "s1", DML: true, Pos: Position{File: "mysql-bin.000001", Pos: 1234}, Cause: &mysql.MySQLError{Number: 1062}}
+	if !IsPermanent(fmt.Errorf("wrapped: %w", se)) || !strings.Contains(se.Error(), "binlog skip task -b mysql-bin.000001:1234 -s s1") ||
+		!strings.Contains(se.Error(), "safe-mode") {
+		t.Fatalf("statement error: %v", se)
+	}
+	if IsPermanent(errors.New("connection lost")) {
+		t.Fatal("a plain error is not permanent")
+	}
+}
+
+func TestSplitStatements(t *testing.T) {
+	got, err := splitStatements([]string{"ALTER TABLE db.t ADD COLUMN c INT; INSERT INTO db.t VALUES (1, 'a;b');", "DELETE FROM db.t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"ALTER TABLE db.t ADD COLUMN c INT", "INSERT INTO db.t VALUES (1, 'a;b')", "DELETE FROM db.t"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("split %q, want %q", got, want)
+	}
+	if _, err := splitStatements([]string{"ALTER TABLE"}); err == nil {
+		t.Fatal("a statement that does not parse is refused")
+	}
+	if _, err := splitStatements([]string{" ; "}); err == nil {
+		t.Fatal("no statement is refused")
+	}
+}
+
+func TestOperatorsLifecycle(t *testing.T) {
+	var o Operators
+	p := func(n uint32) Position { return Position{File: "mysql-bin.000002", Pos: n} }
+	o.Add(Operator{Op: "skip", Pos: p(100)})
+	o.Add(Operator{Op: "replace", Pos: p(100), SQLs: []string{"SELECT 1"}}) // replaces the skip
+	o.Add(Operator{Op: "skip", Pos: p(300), Lock: true})
+	if op, ok := o.find(false, p(50), p(100)); !ok || op.Op != "replace" {
+		t.Fatalf("find at 100: %+v %v", op, ok)
+	}
+	if _, ok := o.find(false, p(300)); ok {
+		t.Fatal("a lock's operator is not an event's")
+	}
+	if _, ok := o.find(true, p(300)); !ok {
+		t.Fatal("lock operator not found")
+	}
+	o.prune(p(200)) // the checkpoint passed 100
+	if _, ok := o.find(false, p(100)); ok || len(o.List()) != 1 {
+		t.Fatalf("prune left %+v", o.List())
+	}
+	if !o.Revert(p(300)) || o.Revert(p(300)) || len(o.List()) != 0 {
+		t.Fatalf("revert left %+v", o.List())
+	}
+	var none *Operators
+	if _, ok := none.find(false, p(1)); ok || none.List() != nil {
+		t.Fatal("nil operators hold nothing")
+	}
+}
+
+// TestDuplicateKeyPausesThenSkip: two shards write the same key. The second source's transaction is
+// refused (1062): the syncer stops on a StatementError naming the row, its table and its binlog
+// event, and does not retry it; binlog skip of that event lets it go on, with everything after it.
+func TestDuplicateKeyPausesThenSkip(t *testing.T) {
+	c := newCluster(t)
+	c.startSyncer(0)
+	c.startSyncer(1)
+	c.up(0, insert("db_1.t_1", 1, 6))
+	c.waitRow(5)
+	c.up(1, "INSERT INTO db_2.t_1 VALUES (3, 'collides')")
+	c.up(1, insert("db_2.t_1", 2001, 2006))
+	err := c.failure(1)
+	var se *StatementError
+	if !errors.As(err, &se) || !IsPermanent(err) {
+		t.Fatalf("stopped on %v, want a StatementError", err)
+	}
+	var me *mysql.MySQLError
+	if se.Table.String() != "`db_2`.`t_1`" || !strings.Contains(se.Stmt, `"collides"`) || se.Pos.IsZero() ||
+		!errors.As(se.Cause, &me) || me.Number != 1062 {
+		t.Fatalf("statement error %+v (cause %v)", se, se.Cause)
+	}
+	if c.hasRow(2001) {
+		t.Fatal("rows after the refused one were written")
+	}
+	var events int
+	rows, qerr := c.upDBs[1].Query(fmt.Sprintf("SHOW BINLOG EVENTS IN '%s' FROM %d LIMIT 1", se.Pos.File, se.Pos.Pos))
+	if qerr != nil {
+		t.Fatalf("the error's position %s is not an event's: %v", se.Pos, qerr)
+	}
+	for rows.Next() {
+		events++
+	}
+	rows.Close()
+	if events != 1 {
+		t.Fatalf("no binlog event at %s", se.Pos)
+	}
+	c.operators(1).Add(Operator{Op: "skip", Pos: se.Pos})
+	c.startSyncer(1)
+	c.waitRow(2005)
+	var v string
+	if err := c.downDB.QueryRow("SELECT v FROM db.t WHERE id = 3").Scan(&v); err != nil || v != "v3" {
+		t.Fatalf("row 3 downstream: %q %v, want source 1's", v, err)
+	}
+	var n int
+	c.downDB.QueryRow("SELECT COUNT(*) FROM db.t").Scan(&n)
+	if n != 10 {
+		t.Fatalf("%d rows downstream, want 10", n)
+	}
+}
+
+// TestLockDDLRefusedThenReplaced: every shard adds a unique key that holds in each shard but not in the
+// merged table. The owner's ALTER is refused downstream (1062): it stops on a StatementError for the
+// lock, the lock waits, and binlog replace with a plain index runs that instead; the lock resolves
+// and every source goes on.
+func TestLockDDLRefusedThenReplaced(t *testing.T) {
+	c := newCluster(t)
+	c.startSyncer(0)
+	c.startSyncer(1)
+	c.up(0, "INSERT INTO db_1.t_1 VALUES (1, 'same')")
+	c.up(1, "INSERT INTO db_2.t_1 VALUES (2, 'same')")
+	c.converge("id, v")
+	for i, tables := range c.shards {
+		for _, table := range tables {
+			c.up(i, "ALTER TABLE "+table+" ADD UNIQUE KEY uv (v)")
+		}
+	}
+	var se *StatementError
+	var owner int
+	select {
+	case err := <-c.failures(0):
+		errors.As(err, &se)
+	case err := <-c.failures(1):
+		errors.As(err, &se)
+		owner = 1
+	case <-time.After(60 * time.Second):
+		t.Fatal("no syncer stopped on the refused ALTER")
+	}
+	if se == nil || se.Lock != "test-`db`.`t`" || !strings.Contains(se.Stmt, "UNIQUE") {
+		t.Fatalf("owner stopped on %+v", se)
+	}
+	c.up(0, "INSERT INTO db_1.t_2 VALUES (1001, 'after')")
+	c.up(1, "INSERT INTO db_2.t_2 VALUES (3001, 'after')")
+	if c.hasRow(1001) || c.hasRow(3001) {
+		t.Fatal("rows after the DDL were written while its lock waits")
+	}
+	c.operators(owner).Add(Operator{Op: "replace", Pos: se.Pos, Lock: true, SQLs: []string{"ALTER TABLE `db`.`t` ADD KEY uv (v)"}})
+	c.startSyncer(owner)
+	c.converge("id, v")
+	var nonUnique int
+	if err := c.downDB.QueryRow("SELECT NON_UNIQUE FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = 'db' AND TABLE_NAME = 't' AND INDEX_NAME = 'uv'").Scan(&nonUnique); err != nil || nonUnique != 1 {
+		t.Fatalf("index uv downstream: non-unique %d, %v; want the replacement's plain index", nonUnique, err)
+	}
+	if got := c.downScalar("SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = 'db' AND TABLE_NAME = 't' AND INDEX_NAME = 'uv'"); got != "1" {
+		t.Fatalf("index uv has %s columns", got)
+	}
+}
+
+// TestSafeModeReplacesCollisions: with syncers' safe-mode, a key written by two shards holds the later
+// row and an update of it moves it; nothing stops.
+func TestSafeModeReplacesCollisions(t *testing.T) {
+	c := newCluster(t)
+	c.safe = true
+	c.startSyncer(0)
+	c.startSyncer(1)
+	c.up(0, "INSERT INTO db_1.t_1 VALUES (7, 'first')")
+	c.waitRow(7)
+	c.up(1, "INSERT INTO db_2.t_1 VALUES (7, 'second')", "INSERT INTO db_2.t_1 VALUES (8, 'marker')")
+	c.waitRow(8)
+	if got := c.downScalar("SELECT v FROM db.t WHERE id = 7"); got != "second" {
+		t.Fatalf("row 7 is %q, want the later row", got)
+	}
+	c.up(1, "UPDATE db_2.t_1 SET id = 9, v = 'moved' WHERE id = 7", "INSERT INTO db_2.t_1 VALUES (10, 'marker')")
+	c.waitRow(10)
+	if got := c.downScalar("SELECT CONCAT(COUNT(*), ':', MAX(v)) FROM db.t WHERE id IN (7, 9)"); got != "1:moved" {
+		t.Fatalf("rows 7 and 9: %q, want only 9 'moved'", got)
+	}
+	select {
+	case err := <-c.failures(1):
+		t.Fatalf("syncer stopped in safe mode: %v", err)
+	default:
+	}
+}
