@@ -2,13 +2,17 @@ package master
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"go.etcd.io/etcd/server/v3/embed"
 	"google.golang.org/grpc"
@@ -26,9 +30,17 @@ type EtcdConfig struct {
 	Existing           bool   // join a running cluster (--join) instead of forming a new one
 	LogLevel           string
 	LogFile            string // etcd\'s own log (default: stderr)
+	// TLS, when set, is the TLS of the client and peer URLs (both https then; cmd/dm-master's
+	// --ssl-ca, --ssl-cert, --ssl-key and --cert-allowed-cn).
+	TLS *transport.TLSInfo
 	// Register adds the master\'s own gRPC services to the etcd client server, so that one address
 	// (--master-addr) serves both, as in DM.
 	Register func(*grpc.Server)
+	// HTTP are extra HTTP paths served on the client URL beside etcd's and gRPC (the master's metrics,
+	// API and web page; etcd's UserHandlers, as DM does).
+	HTTP map[string]http.Handler
+	// Logger, when set, is etcd's logger (instead of LogFile), at LogLevel (default warn).
+	Logger *zap.Logger
 }
 
 // StartEtcd starts the embedded etcd member and waits until it serves.
@@ -69,9 +81,20 @@ func StartEtcd(c EtcdConfig) (*embed.Etcd, error) {
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{advClient}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{adv}
 	cfg.ServiceRegister = c.Register
+	cfg.UserHandlers = c.HTTP
+	if c.TLS != nil {
+		cfg.ClientTLSInfo, cfg.PeerTLSInfo = *c.TLS, *c.TLS
+	}
 	cfg.WarningUnaryRequestDuration = embed.DefaultWarningUnaryRequestDuration
 	if c.LogFile != "" {
 		cfg.LogOutputs = []string{c.LogFile}
+	}
+	if c.Logger != nil {
+		var lvl zapcore.Level
+		if err := lvl.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+			return nil, fmt.Errorf("etcd log level %q: %w", cfg.LogLevel, err)
+		}
+		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(c.Logger.Named("etcd").WithOptions(zap.IncreaseLevel(lvl)))
 	}
 	cfg.InitialCluster = c.InitialCluster
 	if cfg.InitialCluster == "" {
@@ -95,9 +118,9 @@ func StartEtcd(c EtcdConfig) (*embed.Etcd, error) {
 
 // Join adds a member named name with peer URL peerURL to the running cluster reached at join (the
 // --master-addr of running masters) and returns the initial cluster string the new member starts
-// with.
-func Join(ctx context.Context, join []string, name, peerURL string) (string, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: join, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+// with. tlsConfig is the cluster's client TLS (nil: none).
+func Join(ctx context.Context, join []string, name, peerURL string, tlsConfig *tls.Config) (string, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: join, DialTimeout: 10 * time.Second, Logger: zap.NewNop(), TLS: tlsConfig})
 	if err != nil {
 		return "", fmt.Errorf("--join %v: %w", join, err)
 	}

@@ -88,7 +88,8 @@ func (s *Sink) Load(ctx context.Context) (Checkpoint, error) { return s.meta.Loa
 // A deadlock (1213) or lock wait timeout (1205), with another source's transaction on the same merged
 // table or a user's, rolls the transaction back (here, whole), so it is run again, a few times with
 // backoff, before the error stops the syncer.
-func (s *Sink) Flush(ctx context.Context, changes []Change, up CheckpointUpdate) error {
+func (s *Sink) Flush(ctx context.Context, changes []Change, up CheckpointUpdate) (err error) {
+	defer s.observeFlush(time.Now(), changes, &err) // metrics.go
 	wait := 10 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		err := s.flushOnce(ctx, changes, up)

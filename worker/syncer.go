@@ -649,6 +649,7 @@ func (s *Syncer) gtidFor(pos Position) string {
 func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent, gtid *mysql.MariadbGTID) error {
 	h := ev.Header
 	s.events.Add(1)
+	noteEvent(s.cfg.Task, s.cfg.Source, h.Timestamp) // metrics.go: the replication lag
 	if e, ok := ev.Event.(*replication.RotateEvent); ok {
 		s.file = string(e.NextLogName)
 		return nil

@@ -16,12 +16,16 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/tributary-db/tributary/config"
+	"github.com/tributary-db/tributary/ha"
 	"github.com/tributary-db/tributary/internal/cli"
+	"github.com/tributary-db/tributary/internal/serve"
 	"github.com/tributary-db/tributary/master"
 	"github.com/tributary-db/tributary/pessimist"
 	pb "github.com/tributary-db/tributary/proto"
@@ -45,15 +49,33 @@ func run(args []string) error {
 	join := fs.String("join", "", "master addresses of a running cluster to join as a new member")
 	dataDir := fs.String("data-dir", "", "directory of the embedded etcd (default: default.<name>)")
 	etcdEndpoints := fs.String("etcd-endpoints", "", "client URLs of an external etcd cluster to use instead of the embedded one")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	logFile := fs.String("log-file", "", "log file (default: stderr)")
+	logCfg := cli.LogFlags(fs)
+	openapi := fs.Bool("openapi", false, "serve the HTTP API (/api/v1/) and the web page (/dashboard/) on --master-addr, as DM's openapi")
+	secretKeyPath := fs.String("secret-key-path", "", "file holding the 64-hex-character key of the passwords (dmctl encrypt); default: a key generated once and kept in etcd")
+	security := cli.TLSFlags(fs, true)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
+	}
+	if err := security.Check(); err != nil {
+		return err
+	}
+	serverTLS, err := security.ServerConfig()
+	if err != nil {
+		return err
+	}
+	clientTLS, err := security.ClientConfig()
+	if err != nil {
+		return err
+	}
+	if security.Enabled() { // DM's way: with TLS every URL of the cluster is https
+		for _, u := range []*string{peerURLs, advPeer, initial} {
+			*u = strings.ReplaceAll(*u, "http://", "https://")
+		}
 	}
 	if *join != "" && *initial != "" {
 		return errors.New("--join and --initial-cluster are exclusive: a new member learns the cluster from --join")
 	}
-	log, err := cli.NewLogger(*logLevel, *logFile)
+	log, err := logCfg.Build()
 	if err != nil {
 		return err
 	}
@@ -66,12 +88,12 @@ func run(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	svc := &master.Service{Name: *name, Election: master.ElectionKey, Log: log}
+	svc := &master.Service{Name: *name, Election: master.ElectionKey, Log: log, TLS: clientTLS}
 	defer svc.Close()
 
 	var client *clientv3.Client
 	if *etcdEndpoints != "" {
-		client, err = clientv3.New(clientv3.Config{Endpoints: strings.Split(*etcdEndpoints, ","), DialTimeout: 10 * time.Second, Logger: log.Named("etcd-client")})
+		client, err = clientv3.New(clientv3.Config{Endpoints: strings.Split(*etcdEndpoints, ","), DialTimeout: 10 * time.Second, Logger: log.Named("etcd-client"), TLS: clientTLS})
 		if err != nil {
 			return fmt.Errorf("--etcd-endpoints %s: %w", *etcdEndpoints, err)
 		}
@@ -80,10 +102,11 @@ func run(args []string) error {
 		if err != nil {
 			return fmt.Errorf("--master-addr: %w", err)
 		}
-		srv := grpc.NewServer()
+		srv := grpc.NewServer() // TLS, if any, is the listener's (serve.New)
 		pb.RegisterMasterServer(srv, svc)
-		go srv.Serve(lis)
-		defer srv.Stop()
+		s := serve.New(lis, srv, master.Mux(svc.HTTPHandlers(*openapi)), serverTLS)
+		go s.Serve()
+		defer s.Close()
 	} else {
 		existing := false
 		if *join != "" {
@@ -94,16 +117,17 @@ func run(args []string) error {
 				if peer == "" {
 					peer = *peerURLs
 				}
-				if *initial, err = master.Join(ctx, strings.Split(*join, ","), *name, peer); err != nil {
+				if *initial, err = master.Join(ctx, strings.Split(*join, ","), *name, peer, clientTLS); err != nil {
 					return err
 				}
 				existing = true
 			}
 		}
 		e, err := master.StartEtcd(master.EtcdConfig{
-			Name: *name, DataDir: *dataDir, ClientURL: "http://" + *masterAddr, AdvertiseClientURL: "http://" + *advAddr, PeerURL: *peerURLs,
-			AdvertisePeerURL: *advPeer, InitialCluster: *initial, Existing: existing, LogFile: *logFile,
-			Register: func(s *grpc.Server) { pb.RegisterMasterServer(s, svc) },
+			Name: *name, DataDir: *dataDir, ClientURL: security.Scheme() + "://" + *masterAddr, AdvertiseClientURL: security.Scheme() + "://" + *advAddr, PeerURL: *peerURLs,
+			TLS:              security.EtcdTLSInfo(),
+			AdvertisePeerURL: *advPeer, InitialCluster: *initial, Existing: existing, Logger: log,
+			Register: func(s *grpc.Server) { pb.RegisterMasterServer(s, svc) }, HTTP: svc.HTTPHandlers(*openapi),
 		})
 		if err != nil {
 			return err
@@ -113,9 +137,17 @@ func run(args []string) error {
 		defer client.Close()
 	}
 	svc.Client = client
+	key, err := ha.PasswordKey(ctx, client, *secretKeyPath)
+	if err != nil {
+		return err
+	}
+	svc.PasswordKey = &key
+	config.SetPasswordKey(&key)
 	if err := master.RegisterMember(ctx, client, *name, *advAddr); err != nil {
 		return fmt.Errorf("register member %s: %w", *name, err)
 	}
+	prometheus.MustRegister(svc.Collector())
+	go svc.TrackLocks(ctx, time.Second)
 	lead := master.NewLeadership(client, *name, "", 5, log)
 	lead.Run = master.LeaderRun(client, pessimist.NewLayout(""), svc, log)
 	log.Info("dm-master started", zap.String("name", *name), zap.String("master-addr", *masterAddr), zap.String("data-dir", *dataDir),

@@ -7,17 +7,23 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/tributary-db/tributary/config"
+	"github.com/tributary-db/tributary/ha"
 	"github.com/tributary-db/tributary/internal/cli"
+	"github.com/tributary-db/tributary/internal/serve"
 	pb "github.com/tributary-db/tributary/proto"
 	"github.com/tributary-db/tributary/worker"
 )
@@ -36,9 +42,21 @@ func run(args []string) error {
 	advAddr := fs.String("advertise-addr", "", "address the masters reach this worker at (default: --worker-addr)")
 	join := fs.String("join", "127.0.0.1:8261", "master addresses (host:port,...)")
 	ttl := fs.Int("keepalive-ttl", 60, "seconds after this worker's death its source moves to another worker")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	logFile := fs.String("log-file", "", "log file (default: stderr)")
+	logCfg := cli.LogFlags(fs)
+	secretKeyPath := fs.String("secret-key-path", "", "file holding the 64-hex-character key of the passwords (the masters' secret-key-path); default: the key kept in etcd")
+	security := cli.TLSFlags(fs, true)
 	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	if err := security.Check(); err != nil {
+		return err
+	}
+	serverTLS, err := security.ServerConfig()
+	if err != nil {
+		return err
+	}
+	clientTLS, err := security.ClientConfig()
+	if err != nil {
 		return err
 	}
 	if *name == "" {
@@ -50,26 +68,37 @@ func run(args []string) error {
 	if *advAddr == "" {
 		*advAddr = *workerAddr
 	}
-	log, err := cli.NewLogger(*logLevel, *logFile)
+	log, err := logCfg.Build()
 	if err != nil {
 		return err
 	}
 	defer log.Sync()
 	client, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(*join, ","), DialTimeout: 10 * time.Second,
-		DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 5 * time.Second, Logger: log.Named("etcd-client")})
+		DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 5 * time.Second, Logger: log.Named("etcd-client"), TLS: clientTLS})
 	if err != nil {
 		return fmt.Errorf("--join %s: %w", *join, err)
 	}
 	defer client.Close()
+	keyCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	key, err := ha.PasswordKey(keyCtx, client, *secretKeyPath)
+	cancel()
+	if err != nil {
+		return err
+	}
+	config.SetPasswordKey(&key)
 	lis, err := net.Listen("tcp", *workerAddr)
 	if err != nil {
 		return fmt.Errorf("--worker-addr: %w", err)
 	}
 	srv := worker.NewServer(worker.ServerConfig{Name: *name, Addr: *advAddr, Client: client, KeepaliveTTL: *ttl, Log: log})
-	g := grpc.NewServer()
+	g := grpc.NewServer() // TLS, if any, is the listener's (serve.New)
 	pb.RegisterWorkerServer(g, srv)
-	go g.Serve(lis)
-	defer g.Stop()
+	prometheus.MustRegister(srv.Collector())
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.Handler())
+	web := serve.New(lis, g, mux, serverTLS) // /metrics beside gRPC, as DM's worker
+	go web.Serve()
+	defer web.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log.Info("dm-worker started", zap.String("name", *name), zap.String("worker-addr", *workerAddr), zap.String("join", *join))

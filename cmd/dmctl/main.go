@@ -97,6 +97,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "dmctl: %s: %v\n", *addr, err)
 		return 1
 	}
+	if e, ok := resp.(*pb.EncryptResponse); ok && e.Result {
+		fmt.Fprintln(stdout, e.Ciphertext) // DM prints the ciphertext alone, for scripts
+		return 0
+	}
 	// protojson varies its whitespace on purpose; json.Indent makes the output stable.
 	raw, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(resp)
 	var out bytes.Buffer

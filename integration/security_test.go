@@ -1,0 +1,360 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/tributary-db/tributary/internal/certtest"
+	"github.com/tributary-db/tributary/internal/e2e"
+	"github.com/tributary-db/tributary/internal/mariadbtest"
+	pb "github.com/tributary-db/tributary/proto"
+)
+
+// securityCluster starts a cluster (no sources yet) whose upstreams and downstream have a user
+// "tri" with password, created outside the binlog; requireSSL makes the user REQUIRE SSL.
+func securityCluster(t *testing.T, o e2e.Options, password string, requireSSL bool) *e2eCluster {
+	t.Helper()
+	if !mariadbtest.Available() {
+		t.Skip("mariadbd not found: install mariadb-server (apt-get install -y mariadb-server) to run this test")
+	}
+	root, _ := filepath.Abs("..")
+	o.Root, o.Bin = root, binaries(t)
+	c, err := e2e.Start(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec := &e2eCluster{Cluster: c, t: t, task: "shard"}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range append(append([]*e2e.Proc{}, c.Masters...), c.Workers...) {
+				t.Logf("--- %s log (last lines):\n%s\n%s", p.Name, e2e.Tail(p.LogFile, 40), e2e.Tail(p.LogFile+".out", 10))
+			}
+		}
+		c.Close()
+	})
+	req := ""
+	if requireSSL {
+		req = " REQUIRE SSL"
+	}
+	user := []string{"SET sql_log_bin = 0", "CREATE USER tri@'%' IDENTIFIED BY '" + password + "'" + req,
+		"GRANT ALL ON *.* TO tri@'%'", "SET sql_log_bin = 1"}
+	for i := range c.Ups {
+		db := fmt.Sprintf("db_%d", i+1)
+		ec.up(i, append(user, "CREATE DATABASE "+db, "CREATE TABLE "+db+".t_1 (id INT PRIMARY KEY, v VARCHAR(32))")...)
+	}
+	for _, q := range user {
+		if _, err := c.DownDB.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ec
+}
+
+// sourceAs writes upstream i's source file with user tri, the given password (as written) and
+// security section (indented lines, or "").
+func (c *e2eCluster) sourceAs(i int, password, security string) string {
+	c.t.Helper()
+	f, err := c.SourceFile(i)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.rewrite(f, "  user: root\n  password: \"\"\n", "  user: tri\n  password: \""+password+"\"\n"+security)
+	return f
+}
+
+// taskAs writes the task file with target-database user tri, the password and security section.
+func (c *e2eCluster) taskAs(password, security string) string {
+	c.t.Helper()
+	f, err := c.TaskFile(c.task)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.rewrite(f, "  user: root\n  password: \"\"\n", "  user: tri\n  password: \""+password+"\"\n"+security)
+	return f
+}
+
+func (c *e2eCluster) rewrite(file, old, new string) {
+	c.t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if !bytes.Contains(data, []byte(old)) {
+		c.t.Fatalf("%s has no %q:\n%s", file, old, data)
+	}
+	if err := os.WriteFile(file, bytes.Replace(data, []byte(old), []byte(new), 1), 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// replicates starts the task, writes rows on every upstream and waits until the downstream has them.
+func (c *e2eCluster) replicates(taskFile string) {
+	c.t.Helper()
+	r := c.ok("start-task", taskFile)
+	for _, s := range r.List("sources") {
+		if !s.Bool("result") {
+			c.t.Fatalf("start-task: source %s: %s", s.Str("source"), s.Str("msg"))
+		}
+	}
+	c.waitStage("Running")
+	for i := range c.Ups {
+		c.up(i, insertRows(fmt.Sprintf("db_%d.t_1", i+1), i*100+1, i*100+21, "")) // 20 rows (insertRows stops before its end)
+	}
+	if n := c.converge("id, v"); n != 20*len(c.Ups) {
+		c.t.Fatalf("downstream has %d rows, want %d", n, 20*len(c.Ups))
+	}
+}
+
+// TestClusterTLS runs masters, workers and dmctl with TLS (ssl-ca, ssl-cert, ssl-key,
+// cert-allowed-cn) and MariaDB servers whose replication user must use TLS (REQUIRE SSL), reached
+// with the source's from.security and the task's target-database.security. Clients without a valid
+// certificate are refused on every port: dmctl without certificates, a gRPC client whose certificate
+// another CA signed, one whose certificate has a common name outside cert-allowed-cn, HTTP(S) GETs,
+// and etcd clients; with the right certificates a task replicates.
+func TestClusterTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := certtest.NewCA(dir, "ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := ca.Issue(dir, "tributary", "tributary")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrongCN, err := ca.Issue(dir, "intruder", "intruder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherCA, err := certtest.NewCA(dir, "other-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := otherCA.Issue(dir, "foreign", "tributary")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := securityCluster(t, e2e.Options{
+		Workers:     2,
+		TLS:         &e2e.TLSFiles{CA: good.CA, Cert: good.Cert, Key: good.Key, AllowedCN: "tributary"},
+		MariaDBArgs: []string{"--ssl-ca=" + good.CA, "--ssl-cert=" + good.Cert, "--ssl-key=" + good.Key},
+	}, "tls-pw-1", true)
+
+	// Refused: dmctl without certificates.
+	if _, out, err := e2e.Dmctl(c.Bin, c.Master.Addr, "list-member"); err == nil {
+		t.Fatalf("dmctl without certificates was answered:\n%s", out)
+	}
+	// Refused: gRPC clients with a certificate of another CA, or of a CN not allowed, to the master and
+	// to a worker.
+	pool := x509.NewCertPool()
+	caPEM, _ := os.ReadFile(good.CA)
+	pool.AppendCertsFromPEM(caPEM)
+	clientTLS := func(p certtest.Pair) *tls.Config {
+		cert, err := tls.LoadX509KeyPair(p.Cert, p.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}
+	}
+	call := func(addr string, cfg *tls.Config) error {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if addr == c.Master.Addr {
+			_, err = pb.NewMasterClient(conn).ListMember(ctx, &pb.ListMemberRequest{})
+		} else {
+			_, err = pb.NewWorkerClient(conn).QueryStatus(ctx, &pb.QueryStatusRequest{})
+		}
+		return err
+	}
+	for _, addr := range []string{c.Master.Addr, c.Workers[0].Addr} {
+		if err := call(addr, clientTLS(foreign)); err == nil {
+			t.Fatalf("%s answered a gRPC client whose certificate another CA signed", addr)
+		}
+		if err := call(addr, clientTLS(wrongCN)); err == nil {
+			t.Fatalf("%s answered a gRPC client whose certificate's CN is not in cert-allowed-cn", addr)
+		}
+		err := call(addr, &tls.Config{RootCAs: pool})
+		if err == nil {
+			t.Fatalf("%s answered a gRPC client without a certificate", addr)
+		}
+		t.Logf("%s refuses a gRPC client without a certificate: %v", addr, err)
+	}
+	// The same calls with the right certificate are answered (so the refusals above are the
+	// certificates' doing).
+	for _, addr := range []string{c.Master.Addr, c.Workers[0].Addr} {
+		if err := call(addr, clientTLS(good)); err != nil {
+			t.Fatalf("%s refused a gRPC client with the cluster's certificate: %v", addr, err)
+		}
+	}
+	// Refused: HTTP without TLS, and HTTPS without a client certificate; answered with one.
+	get := func(url string, cfg *tls.Config) (int, error) {
+		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+		resp, err := hc.Get(url)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if code, err := get("http://"+c.Master.Addr+"/health", nil); err == nil && code == http.StatusOK {
+		t.Fatal("the master answered a plain HTTP GET /health")
+	}
+	if code, err := get("https://"+c.Master.Addr+"/health", &tls.Config{RootCAs: pool}); err == nil {
+		t.Fatalf("the master answered an HTTPS GET /health without a client certificate (%d)", code)
+	}
+	if code, err := get("https://"+c.Master.Addr+"/health", clientTLS(good)); err != nil || code != http.StatusOK {
+		t.Fatalf("HTTPS GET /health with the cluster's certificate: %d %v", code, err)
+	}
+	// Refused: etcd clients without a certificate, or with another CA's; answered with the right one.
+	etcdGet := func(cfg *tls.Config) error {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.Master.Addr}, DialTimeout: 3 * time.Second, TLS: cfg, Logger: zap.NewNop()})
+		if err != nil {
+			return err
+		}
+		defer cli.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_, err = cli.Get(ctx, "/tributary/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		return err
+	}
+	if err := etcdGet(nil); err == nil {
+		t.Fatal("etcd answered a client without TLS")
+	}
+	if err := etcdGet(&tls.Config{RootCAs: pool}); err == nil {
+		t.Fatal("etcd answered a client without a certificate")
+	}
+	if err := etcdGet(clientTLS(foreign)); err == nil {
+		t.Fatal("etcd answered a client whose certificate another CA signed")
+	}
+	if err := etcdGet(clientTLS(good)); err != nil {
+		t.Fatalf("etcd refused the cluster's certificate: %v", err)
+	}
+
+	// The MySQL user tri must use TLS: without from.security the source is refused.
+	plain := c.sourceAs(0, "tls-pw-1", "")
+	if r, out, err := c.Dmctl("operate-source", "create", plain); err != nil || r.Bool("result") {
+		t.Fatalf("a source without from.security was created although its user requires SSL: %v\n%s", err, out)
+	}
+	sec := "  security:\n    ssl-ca: " + good.CA + "\n"
+	for i := range c.Ups {
+		c.ok("operate-source", "create", c.sourceAs(i, "tls-pw-1", sec))
+	}
+	c.replicates(c.taskAs("tls-pw-1", sec))
+}
+
+// TestPasswordsNeverInClear runs a cluster whose MySQL user has a known password, given in plain
+// text in one source file and in the task file, and encrypted with dmctl encrypt in the other source
+// file. The task replicates; then no log file, no file of the masters' etcd data directories, no etcd
+// key or value and no dmctl output holds the password.
+func TestPasswordsNeverInClear(t *testing.T) {
+	const password = "Pw-n3ver-in-clear-5f1c"
+	c := securityCluster(t, e2e.Options{Workers: 2}, password, false)
+	var outputs []string
+	dmctl := func(args ...string) e2e.Result {
+		t.Helper()
+		r, out, err := c.Dmctl(args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outputs = append(outputs, "dmctl "+strings.Join(args, " ")+":\n"+out)
+		return r
+	}
+	// dmctl encrypt prints the ciphertext alone, as DM's does.
+	raw, err := exec.Command(filepath.Join(c.Bin, "dmctl"), "--master-addr", c.Master.Addr, "encrypt", password).Output()
+	if err != nil {
+		t.Fatalf("dmctl encrypt: %v", err)
+	}
+	outputs = append(outputs, string(raw))
+	cipher := strings.TrimSpace(string(raw))
+	if cipher == "" || strings.Contains(cipher, password) || strings.ContainsAny(cipher, "{ \n") {
+		t.Fatalf("dmctl encrypt printed %q", raw)
+	}
+	var files []string
+	files = append(files, c.sourceAs(0, password, ""), c.sourceAs(1, cipher, ""))
+	for _, f := range files {
+		if r := dmctl("operate-source", "create", f); !r.Bool("result") {
+			t.Fatalf("operate-source create %s: %v", f, r)
+		}
+	}
+	task := c.taskAs(password, "")
+	files = append(files, task)
+	c.replicates(task)
+	dmctl("query-status", c.task)
+	dmctl("query-status")
+	dmctl("operate-source", "show")
+	dmctl("list-member")
+	dmctl("shard-ddl-lock")
+	dmctl("check-task", task)
+
+	// etcd: every key and value.
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.Master.Addr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	resp, err := cli.Get(context.Background(), "", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sawSource := false
+	for _, kv := range resp.Kvs {
+		if bytes.Contains(kv.Key, []byte(password)) || bytes.Contains(kv.Value, []byte(password)) {
+			t.Errorf("etcd key %s holds the password in clear text: %s", kv.Key, kv.Value)
+		}
+		if strings.HasPrefix(string(kv.Key), "/tributary/source/") && bytes.Contains(kv.Value, []byte("password:")) {
+			sawSource = true
+		}
+	}
+	if !sawSource || len(resp.Kvs) < 5 {
+		t.Fatalf("read %d etcd keys, no source with a password among them: the check read nothing", len(resp.Kvs))
+	}
+	for _, o := range outputs {
+		if strings.Contains(o, password) {
+			t.Errorf("dmctl output holds the password: %s", o)
+		}
+	}
+	// Every file of the cluster's directory: the logs, the processes' outputs, etcd's WAL and
+	// snapshot (but the files the test wrote).
+	n := 0
+	err = filepath.WalkDir(c.Dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(path) == ".yaml" {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		n++
+		if bytes.Contains(data, []byte(password)) {
+			t.Errorf("%s holds the password in clear text", path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 5 {
+		t.Fatalf("only %d files read under %s", n, c.Dir)
+	}
+	t.Logf("%d etcd keys, %d files and %d dmctl outputs hold no clear-text password", len(resp.Kvs), n, len(outputs))
+}
