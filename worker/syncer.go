@@ -729,6 +729,7 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 			part.batch = append(part.batch, Change{Kind: Raw, Source: src, Target: target, SQL: q, Pos: start})
 			s.rows++
 		}
+		part.pos[src] = end // handled: a re-read (re-sync) must not run the replacement again
 		return nil
 	}
 	if !s.cfg.Filter.Empty() {
