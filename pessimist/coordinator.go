@@ -163,7 +163,7 @@ func (c *Coordinator) decideAndWrite(ctx context.Context) (bool, error) {
 		case strings.HasPrefix(t.Reason, "skip after owner"):
 			failpoint.Inject("master-before-skip") // the owner is done; no skip yet
 		}
-		ok, err := apply(ctx, c.cli, t, c.fence)
+		ok, rev, err := applyRev(ctx, c.cli, t, c.fence)
 		switch {
 		case errors.Is(err, ErrNotLeader):
 			return false, err
@@ -174,6 +174,9 @@ func (c *Coordinator) decideAndWrite(ctx context.Context) (bool, error) {
 			c.mu.Unlock()
 			pending = true
 		case ok:
+			c.mu.Lock()
+			c.keeper.Written(t.LockID, rev)
+			c.mu.Unlock()
 			c.log.Info("pessimist decision written", zap.String("lock", t.LockID), zap.String("reason", t.Reason))
 		default:
 			c.log.Debug("pessimist decision outdated", zap.String("lock", t.LockID), zap.String("reason", t.Reason))

@@ -32,11 +32,12 @@ func newMemKV() *memKV { return &memKV{rev: 1, kv: map[string]memEntry{}} }
 // txn applies t if its conditions hold, returning the events it produced.
 func (m *memKV) txn(t Txn) ([]memEvent, bool) {
 	for _, c := range t.Conds {
-		if !c.Prefix && m.kv[c.Key].mod != c.ModRevision {
+		if !c.Prefix && c.End == "" && m.kv[c.Key].mod != c.ModRevision {
 			return nil, false
 		}
 		for k, e := range m.kv {
-			if c.Prefix && strings.HasPrefix(k, c.Key) && e.mod > c.ModRevision {
+			in := c.Prefix && strings.HasPrefix(k, c.Key) || c.End != "" && k >= c.Key && k < c.End
+			if in && e.mod > c.ModRevision {
 				return nil, false
 			}
 		}

@@ -13,10 +13,12 @@ import (
 // Cond guards a Txn. Plain: the key's ModRevision must equal ModRevision (0: the key must not exist).
 // Prefix: no key under Key may have a ModRevision above ModRevision, i.e. nothing under it was put
 // since the Keeper's revision (one comparison for all keys of a lock, however many sources it has).
+// End (with Prefix false): the same for the keys in [Key, End) only.
 type Cond struct {
 	Key         string
 	ModRevision int64
 	Prefix      bool
+	End         string
 }
 
 // DefaultMaxTxnOps is etcd's default limit on the comparisons and on the operations of one transaction
@@ -58,6 +60,116 @@ type lockState struct {
 	infos        map[string]Info
 	ops          map[string]Operation
 	unlock       *Unlock
+
+	// Counts kept up to date with every change (see count), so that Decide can tell in O(1) that a
+	// lock waiting for more infos or dones has nothing to do: without them each of a lock's N watch
+	// events cost an O(N log N) decision, O(N² log N) per lock.
+	cnt lockCounts
+}
+
+// lockCounts summarizes a lock's keys against its task's sources.
+type lockCounts struct {
+	waiting int             // sources of the task with an info and no operation
+	foreign int             // info and operation keys of sources not in the task
+	notDone int             // operations not done
+	done    int             // operations done
+	execs   map[string]bool // sources holding an exec operation
+}
+
+// count is what one source contributes to a lock's counts.
+func (k *Keeper) count(l *lockState, src string) (waiting, foreign, notDone, done int, exec bool) {
+	in := k.taskSets[l.task].in[src]
+	_, hasInfo := l.infos[src]
+	o, hasOp := l.ops[src]
+	if hasInfo && !hasOp && in {
+		waiting = 1
+	}
+	if !in {
+		if hasInfo {
+			foreign++
+		}
+		if hasOp {
+			foreign++
+		}
+	}
+	if hasOp {
+		if o.Done {
+			done = 1
+		} else {
+			notDone = 1
+		}
+		exec = o.Exec
+	}
+	return
+}
+
+// change runs f, which changes src's keys of l, and updates l's counts.
+func (k *Keeper) change(l *lockState, src string, f func()) {
+	w0, f0, n0, d0, e0 := k.count(l, src)
+	f()
+	w1, f1, n1, d1, e1 := k.count(l, src)
+	l.cnt.waiting += w1 - w0
+	l.cnt.foreign += f1 - f0
+	l.cnt.notDone += n1 - n0
+	l.cnt.done += d1 - d0
+	if e0 != e1 {
+		if e1 {
+			if l.cnt.execs == nil {
+				l.cnt.execs = map[string]bool{}
+			}
+			l.cnt.execs[src] = true
+		} else {
+			delete(l.cnt.execs, src)
+		}
+	}
+}
+
+// recount computes l's counts from scratch (after its task's sources changed; tests compare it with
+// the kept counts).
+func (k *Keeper) recount(l *lockState) lockCounts {
+	var c lockCounts
+	srcs := map[string]bool{}
+	for s := range l.infos {
+		srcs[s] = true
+	}
+	for s := range l.ops {
+		srcs[s] = true
+	}
+	for s := range srcs {
+		w, f, n, d, e := k.count(l, s)
+		c.waiting += w
+		c.foreign += f
+		c.notDone += n
+		c.done += d
+		if e {
+			if c.execs == nil {
+				c.execs = map[string]bool{}
+			}
+			c.execs[s] = true
+		}
+	}
+	return c
+}
+
+// verifyCounts makes Decide check every lock's kept counts against a recount (tests set it).
+var verifyCounts bool
+
+func sameCounts(a, b lockCounts) bool {
+	if a.waiting != b.waiting || a.foreign != b.foreign || a.notDone != b.notDone || a.done != b.done || len(a.execs) != len(b.execs) {
+		return false
+	}
+	for s := range a.execs {
+		if !b.execs[s] {
+			return false
+		}
+	}
+	return true
+}
+
+// taskSet is a task's sources, sorted and as a set, computed once per change of the task's key.
+type taskSet struct {
+	sorted []string
+	in     map[string]bool
 }
 
 func (l *lockState) empty() bool { return len(l.infos) == 0 && len(l.ops) == 0 && l.unlock == nil }
@@ -71,8 +183,14 @@ type Keeper struct {
 	maxOps int
 	rev    int64 // every key under the layout's root is known as of this revision
 	tasks  map[string]TaskSources
-	locks  map[string]*lockState
-	dirty  map[string]bool
+	// taskSets holds, for every task in tasks, its sources sorted and as a set.
+	taskSets map[string]taskSet
+	locks    map[string]*lockState
+	dirty    map[string]bool
+	// written holds the revision of this Keeper's last successful write per lock: the lock is not
+	// decided again before that write's changes have come back (else each watch event in between
+	// would repeat the decision just written, and each repeat would fail in etcd).
+	written map[string]int64
 }
 
 // NewKeeper returns an empty Keeper for keys in layout. maxTxnOps bounds the comparisons and the
@@ -81,7 +199,7 @@ func NewKeeper(layout Layout, maxTxnOps int) *Keeper {
 	if maxTxnOps <= 0 {
 		maxTxnOps = DefaultMaxTxnOps
 	}
-	return &Keeper{layout: layout, maxOps: maxTxnOps, tasks: map[string]TaskSources{}, locks: map[string]*lockState{}, dirty: map[string]bool{}}
+	return &Keeper{layout: layout, maxOps: maxTxnOps, tasks: map[string]TaskSources{}, taskSets: map[string]taskSet{}, locks: map[string]*lockState{}, dirty: map[string]bool{}, written: map[string]int64{}}
 }
 
 // SetRevision records that the Keeper has been fed every change up to rev (a full read's or a watch
@@ -112,20 +230,28 @@ func (k *Keeper) gc(task, target string) {
 }
 
 // PutInfo records an info (new or changed).
-func (k *Keeper) PutInfo(i Info) { k.lock(i.Task, i.Target).infos[i.Source] = i }
+func (k *Keeper) PutInfo(i Info) {
+	l := k.lock(i.Task, i.Target)
+	k.change(l, i.Source, func() { l.infos[i.Source] = i })
+}
 
 // DeleteInfo records that a source's info is gone.
 func (k *Keeper) DeleteInfo(task, target, source string) {
-	delete(k.lock(task, target).infos, source)
+	l := k.lock(task, target)
+	k.change(l, source, func() { delete(l.infos, source) })
 	k.gc(task, target)
 }
 
 // PutOperation records an operation (new, or marked done).
-func (k *Keeper) PutOperation(o Operation) { k.lock(o.Task, o.Target).ops[o.Source] = o }
+func (k *Keeper) PutOperation(o Operation) {
+	l := k.lock(o.Task, o.Target)
+	k.change(l, o.Source, func() { l.ops[o.Source] = o })
+}
 
 // DeleteOperation records that an operation is gone.
 func (k *Keeper) DeleteOperation(task, target, source string) {
-	delete(k.lock(task, target).ops, source)
+	l := k.lock(task, target)
+	k.change(l, source, func() { delete(l.ops, source) })
 	k.gc(task, target)
 }
 
@@ -144,20 +270,33 @@ func (k *Keeper) DeleteUnlock(task, target string) {
 // SetTaskSources records the set of sources a task's locks wait for.
 func (k *Keeper) SetTaskSources(ts TaskSources) {
 	k.tasks[ts.Task] = ts
+	k.taskSets[ts.Task] = taskSet{sorted: slices.Sorted(slices.Values(ts.Sources)), in: setOf(ts.Sources)}
 	k.markTask(ts.Task)
 }
 
 // DeleteTaskSources records that a task is gone: its locks are no longer decided.
 func (k *Keeper) DeleteTaskSources(task string) {
 	delete(k.tasks, task)
+	delete(k.taskSets, task)
 	k.markTask(task)
 }
 
+// markTask marks the task's locks for a decision and recounts them against its (new) sources.
 func (k *Keeper) markTask(task string) {
 	for id, l := range k.locks {
 		if l.task == task {
 			k.dirty[id] = true
+			l.cnt = k.recount(l)
 		}
+	}
+}
+
+// Written records that a transaction of Decide for lockID succeeded at revision rev: the lock is not
+// decided again until the Keeper has been fed up to rev.
+func (k *Keeper) Written(lockID string, rev int64) {
+	if rev > k.rev {
+		k.written[lockID] = rev
+		k.dirty[lockID] = true
 	}
 }
 
@@ -236,6 +375,13 @@ func (k *Keeper) ApplyKV(key string, value []byte, createRev, modRev int64, dele
 // one per lock, in lock-ID order. A transaction that fails its conditions was based on state that has
 // changed; the change arrives as input and the lock is decided again.
 func (k *Keeper) Decide() []Txn {
+	if verifyCounts {
+		for id, l := range k.locks {
+			if c := k.recount(l); !sameCounts(c, l.cnt) {
+				panic(fmt.Sprintf("pessimist: lock %s: kept counts %+v, recounted %+v", id, l.cnt, c))
+			}
+		}
+	}
 	ids := make([]string, 0, len(k.dirty))
 	for id := range k.dirty {
 		ids = append(ids, id)
@@ -243,6 +389,10 @@ func (k *Keeper) Decide() []Txn {
 	sort.Strings(ids)
 	var out []Txn
 	for _, id := range ids {
+		if k.rev < k.written[id] {
+			continue // stays dirty: decided once this Keeper has seen its own write
+		}
+		delete(k.written, id)
 		delete(k.dirty, id)
 		l, ok := k.locks[id]
 		if !ok {
@@ -265,13 +415,18 @@ type view struct {
 }
 
 func (k *Keeper) view(l *lockState) (view, bool) {
-	ts, ok := k.tasks[l.task]
+	ts, ok := k.taskSets[l.task]
 	if !ok {
 		return view{}, false
 	}
-	v := view{l: l, inTask: map[string]bool{}, sources: slices.Sorted(slices.Values(ts.Sources))}
-	for _, s := range ts.Sources {
-		v.inTask[s] = true
+	// The task's sorted sources and set are shared by every view: decisions only read them.
+	v := view{l: l, inTask: ts.in, sources: ts.sorted}
+	if len(l.cnt.execs) == 1 {
+		for src := range l.cnt.execs {
+			o := l.ops[src]
+			v.exec = &o
+		}
+		return v, true
 	}
 	for _, o := range l.ops {
 		if o.Exec {
@@ -280,6 +435,30 @@ func (k *Keeper) view(l *lockState) (view, bool) {
 		}
 	}
 	return v, true
+}
+
+// idle reports, in O(1), that l has nothing to decide: a lock without an unlock request and without
+// keys of sources removed from the task, that waits for more infos (no exec yet) or for the owner's
+// done or the other sources' dones (exec). decideLock would return nil for it; idle only saves the
+// O(N log N) way there, which every watch event of the lock would pay.
+func (k *Keeper) idle(l *lockState) bool {
+	if l.unlock != nil || l.cnt.foreign != 0 {
+		return false
+	}
+	switch len(l.cnt.execs) {
+	case 0:
+		// No done operation to clean up, and some source of the task has not put its info yet.
+		return l.cnt.done == 0 && l.cnt.waiting < len(k.taskSets[l.task].in)
+	case 1:
+		for src := range l.cnt.execs {
+			if !l.ops[src].Done {
+				return true // waiting for the owner
+			}
+		}
+		// The owner is done: nobody waits for a skip, and someone has not finished its skip.
+		return l.cnt.waiting == 0 && l.cnt.notDone > 0
+	}
+	return false
 }
 
 // candidates are the infos of the task's sources that have no operation, earliest first: the sources
@@ -309,6 +488,9 @@ func (v view) unlockFor(ddls []string) *Unlock {
 }
 
 func (k *Keeper) decideLock(l *lockState) *Txn {
+	if k.idle(l) {
+		return nil
+	}
 	v, ok := k.view(l)
 	if !ok {
 		return nil // the task's sources are unknown: never guess who to wait for
@@ -428,10 +610,24 @@ func (k *Keeper) decideRound(v view) *Txn {
 		skips = append(skips, v.overruled(v.candidates(), u)...)
 	}
 	if len(skips) > 0 {
+		// The skips go out in operation-key order, so that each transaction's operations form one
+		// key range, and the transaction is guarded by that range, not by every operation of the
+		// lock: the dones of the sources skipped by the previous transaction, which arrive meanwhile,
+		// do not fail it (with a guard on every operation, each of them did, and each failure cost a
+		// new O(N) decision and an O(N) comparison in etcd).
+		keys := make(map[string]string, len(skips))
+		for _, i := range skips {
+			keys[i.Source] = k.layout.OperationKey(l.task, l.target, i.Source)
+		}
+		sort.Slice(skips, func(a, b int) bool { return keys[skips[a].Source] < keys[skips[b].Source] })
 		t := &Txn{Reason: "skip after owner " + e.Source + " is done"}
-		k.guard(t, l)
-		t.Conds = append(t.Conds, Cond{Key: execKey, ModRevision: e.ModRevision})
+		t.Conds = append(t.Conds,
+			Cond{Key: k.layout.TaskKey(l.task), ModRevision: k.tasks[l.task].ModRevision},
+			Cond{Key: k.layout.lockPrefix(kindInfo, l.task, l.target), ModRevision: k.rev, Prefix: true},
+			Cond{ModRevision: k.rev}, // the operations' range, once known
+			Cond{Key: execKey, ModRevision: e.ModRevision})
 		k.putOps(t, l, skips, false)
+		t.Conds[2].Key, t.Conds[2].End = t.Puts[0].Key, t.Puts[len(t.Puts)-1].Key+"\x00"
 		return t
 	}
 	var missing map[string]bool

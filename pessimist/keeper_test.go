@@ -371,3 +371,89 @@ func TestLargeLocksRespectTxnLimit(t *testing.T) {
 	h.settle()
 	h.expectNoKeys()
 }
+
+// A lock whose skips take several transactions: the dones of the sources skipped by one transaction,
+// arriving before the next is written, do not fail it (its guard covers only its own operations'
+// key range), while a duplicate of a skip transaction, or one whose range changed, still fails.
+func TestSkipBatchesSurviveEarlierDones(t *testing.T) {
+	var sources []string
+	for i := 0; i < 12; i++ {
+		sources = append(sources, fmt.Sprintf("s%02d", i))
+	}
+	h := newHarness(t, sources...)
+	h.maxOps = 6
+	h.restart()
+	for _, s := range sources {
+		h.info(s, d1)
+	}
+	h.settle()
+	h.done("s00")
+	var skipped []string
+	var prev []KV
+	for round := 0; ; round++ {
+		// The coordinator decides the next transaction as soon as it has seen the previous one's
+		// puts; the sources that one skipped finish before it is written.
+		txns := h.k.Decide()
+		for _, p := range prev {
+			src := p.Key[strings.LastIndex(p.Key, "/")+1:]
+			skipped = append(skipped, src)
+			h.done(src)
+		}
+		if len(txns) == 0 || !strings.HasPrefix(txns[0].Reason, "skip after owner") {
+			break
+		}
+		if len(txns) != 1 {
+			t.Fatalf("round %d: want one skip transaction, got %v", round, txns)
+		}
+		if !h.write(txns[0]) {
+			t.Fatalf("round %d: skip transaction %s failed", round, txns[0])
+		}
+		if h.write(txns[0]) {
+			t.Fatalf("round %d: a duplicate skip transaction was written", round)
+		}
+		prev = txns[0].Puts
+	}
+	if want := strings.Join(sources[1:], " "); strings.Join(skipped, " ") != want {
+		t.Fatalf("skipped %v, want %s in order", skipped, want)
+	}
+	h.settle()
+	h.expectNoKeys()
+}
+
+// A skip transaction decided before a source in its range got an operation some other way fails.
+func TestSkipBatchGuardedByItsRange(t *testing.T) {
+	h := newHarness(t, "s1", "s2", "s3")
+	h.info("s1", d1)
+	h.info("s2", d1)
+	h.info("s3", d1)
+	h.settle()
+	h.done("s1")
+	txns := h.k.Decide()
+	if len(txns) != 1 {
+		t.Fatalf("want one skip transaction, got %v", txns)
+	}
+	// An operation for s2 appears (written by a decision this Keeper has not seen yet).
+	h.write(Txn{Puts: []KV{{h.layout.OperationKey(h.task, h.target, "s2"), encode(Operation{Task: h.task, Source: "s2", Target: h.target, DDLs: []string{d1}})}}})
+	if h.write(txns[0]) {
+		t.Fatal("a skip transaction was written over an operation it did not know")
+	}
+	h.settle()
+	h.expectOps("s1:exec+done s2:skip s3:skip")
+}
+
+// After a successful write, a lock is not decided again until the Keeper has seen that write's
+// revision: the decision in between would repeat the one just written.
+func TestNoDecisionBeforeOwnWriteSeen(t *testing.T) {
+	h := newHarness(t, "s1", "s2")
+	h.info("s1", d1)
+	h.info("s2", d1)
+	rev := h.kv.rev
+	h.k.Written(h.lockID(), rev+2)
+	if txns := h.k.Decide(); len(txns) != 0 {
+		t.Fatalf("decided before its own write was seen: %v", txns)
+	}
+	h.k.SetRevision(rev + 2)
+	if txns := h.k.Decide(); len(txns) != 1 || !strings.HasPrefix(txns[0].Reason, "exec by owner") {
+		t.Fatalf("want the exec once the write is seen, got %v", txns)
+	}
+}
