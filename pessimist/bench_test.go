@@ -9,18 +9,23 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tributary-db/tributary/shardgroup"
 )
 
 // BenchmarkLockResolution measures one lock on embedded etcd with N sources: the time from the last
 // info put to the last operation done (median and p99 over b.N locks), and the etcd writes (revisions)
 // per source per lock, cleanup included. Set TRIBUTARY_ETCD_FSYNC=1 to measure with fsync on.
+// sources=64,tables=16 is one lock over 1024 shard tables: each source's worker-side ShardingGroup
+// of 16 tables (shardgroup.TrySync per table) puts the source's one info once all 16 reached the DDL.
 func BenchmarkLockResolution(b *testing.B) {
 	for _, n := range []int{2, 8, 64, 256} {
-		b.Run(fmt.Sprintf("sources=%d", n), func(b *testing.B) { benchLock(b, n) })
+		b.Run(fmt.Sprintf("sources=%d", n), func(b *testing.B) { benchLock(b, n, 0) })
 	}
+	b.Run("sources=64,tables=16", func(b *testing.B) { benchLock(b, 64, 16) })
 }
 
-func benchLock(b *testing.B, n int) {
+func benchLock(b *testing.B, n, tables int) {
 	cli := etcdClient(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -28,9 +33,18 @@ func benchLock(b *testing.B, n int) {
 	defer cli.Delete(context.Background(), layout.Root(), clientv3.WithPrefix())
 	sources := make([]string, n)
 	agents := make([]*Agent, n)
+	groups := make([]*shardgroup.ShardingGroup, n)
 	for i := range sources {
 		sources[i] = fmt.Sprintf("source-%03d", i)
 		agents[i] = NewAgent(cli, layout, "bench", sources[i], nil)
+		if tables > 0 {
+			groups[i] = shardgroup.NewShardingGroup(shardgroup.TableName{Schema: "db", Name: "t"})
+			for t := 0; t < tables; t++ {
+				if err := groups[i].AddTable(shardgroup.TableName{Schema: "db_" + sources[i], Name: fmt.Sprintf("t_%02d", t)}, shardgroup.Position{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
 	}
 	if err := PutTaskSources(ctx, cli, layout, "bench", sources); err != nil {
 		b.Fatal(err)
@@ -55,10 +69,23 @@ func benchLock(b *testing.B, n int) {
 			wg       sync.WaitGroup
 			errs     = make(chan error, n)
 		)
-		for _, a := range agents {
+		for ai, a := range agents {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				if g := groups[ai]; g != nil {
+					// Every shard table of the source reaches the DDL; the last makes the group synced.
+					for t := 0; t < tables; t++ {
+						res, err := g.TrySync(shardgroup.DDLItem{
+							Source: shardgroup.TableName{Schema: "db_" + sources[ai], Name: fmt.Sprintf("t_%02d", t)},
+							Target: g.Target(), DDLs: ddls, Pos: shardgroup.Position{File: "binlog.000001", Pos: uint32(1000*(it+1) + t)},
+						})
+						if err != nil || res.Synced != (t == tables-1) {
+							errs <- fmt.Errorf("trysync table %d: synced %v, %v", t, res.Synced, err)
+							return
+						}
+					}
+				}
 				info, err := a.PutInfo(ctx, target, ddls)
 				if err != nil {
 					errs <- err
@@ -73,6 +100,9 @@ func benchLock(b *testing.B, n int) {
 				op, err := a.WaitOperation(ctx, info)
 				if err == nil {
 					err = a.DoneOperationDeleteInfo(ctx, op, info)
+				}
+				if err == nil && groups[ai] != nil {
+					_, err = groups[ai].ResolveActive()
 				}
 				if err != nil {
 					errs <- err
