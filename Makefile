@@ -36,11 +36,12 @@ test-faults:
 		-run 'TestFaultMatrix|TestLoadFaults|TestE2EPartition|TestE2EThreeMasters|TestE2EWorkerFailover|TestE2EFailoverWhile|TestE2EKillWorker' ./integration/ 2>&1 \
 		| grep -E '^(=== RUN|--- |\s+--- |PASS|FAIL|ok)'
 
-# Lock resolution on embedded etcd with 2, 8, 64 and 256 sources; binlog catch-up of 4 x 250k rows
-# against a plain batched INSERT into the same downstream (TRIBUTARY_BENCH_ROWS to change).
+# Lock resolution on embedded etcd (pessimist benchmarks), and binlog catch-up of 1M rows over 4 and 16
+# shard tables with DM's default syncer settings and Tributary's, each beside a plain batched INSERT into
+# the same downstream measured in the same run; printed as one table with the machine
+# (go run ./bench -rows N -lock-benchtime 20x).
 bench:
-	$(GO) test -run XXX -bench . -benchtime 20x ./pessimist/
-	$(GO) test -run XXX -bench CatchUp -benchtime 1x ./worker/
+	$(GO) run ./bench
 
 # Coverage-guided fuzzing of DDL splitting (FUZZTIME=1m by default).
 FUZZTIME ?= 1m

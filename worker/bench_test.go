@@ -9,22 +9,42 @@ import (
 	"time"
 )
 
-// BenchmarkCatchUp: 4 shard tables (2 sources x 2) with TRIBUTARY_BENCH_ROWS rows each (default
-// 250000) already in the binlog; reports the catch-up rate into the merged target beside the rate of a
-// plain batched INSERT of the same rows into the same downstream (256 rows a statement, 1024 a
-// transaction, one connection per shard table), measured in the same run. Run with -benchtime 1x.
+// BenchmarkCatchUp: TRIBUTARY_BENCH_ROWS rows (default 1000000) over 4 or 16 shard tables (2 sources)
+// already in the binlog; reports the catch-up rate into the merged target beside the rate of a plain
+// batched INSERT of the same rows into the same downstream (256 rows a statement, 1024 a transaction,
+// one connection per shard table), measured in the same run. Each table count runs with DM's default
+// syncer settings (worker-count 16, batch 100: what DM users' task files say) and with Tributary's
+// (worker-count 4, batch 1024). Run with -benchtime 1x.
 func BenchmarkCatchUp(b *testing.B) {
-	perTable := 250000
+	total := 1000000
 	if v := os.Getenv("TRIBUTARY_BENCH_ROWS"); v != "" {
-		fmt.Sscan(v, &perTable)
+		fmt.Sscan(v, &total)
 	}
-	for i := 0; i < b.N; i++ {
-		catchUp(b, perTable)
+	for _, tables := range []int{4, 16} {
+		for _, set := range []struct {
+			name           string
+			workers, batch int
+		}{{"dm", 16, 100}, {"tributary", 4, 1024}} {
+			b.Run(fmt.Sprintf("tables=%d/settings=%s", tables, set.name), func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					catchUp(b, tables, total/tables, set.workers, set.batch)
+				}
+			})
+		}
 	}
 }
 
-func catchUp(b *testing.B, perTable int) {
+func catchUp(b *testing.B, tables, perTable, workers, batch int) {
 	c := newClusterTB(b)
+	c.workers, c.batch = workers, batch
+	for i := range c.ups {
+		schema := fmt.Sprintf("db_%d", i+1)
+		for j := len(c.shards[i]) + 1; j <= tables/len(c.ups); j++ {
+			table := fmt.Sprintf("%s.t_%d", schema, j)
+			c.up(i, "CREATE TABLE "+table+" (id INT PRIMARY KEY, v VARCHAR(32))")
+			c.shards[i] = append(c.shards[i], table)
+		}
+	}
 	// Take the start positions, then fill the binlog.
 	for i := range c.ups {
 		c.startPosition(i)
@@ -40,7 +60,7 @@ func catchUp(b *testing.B, perTable int) {
 			b.Fatal(err)
 		}
 	}
-	total := 4 * perTable
+	total := tables * perTable
 
 	b.ResetTimer()
 	start := time.Now()
@@ -70,7 +90,7 @@ func catchUp(b *testing.B, perTable int) {
 	c.down.Exec(b, c.downDB, "CREATE TABLE db.t_limit LIKE db.t")
 	limitStart := time.Now()
 	var lwg sync.WaitGroup
-	for shard := 0; shard < 4; shard++ {
+	for shard := 0; shard < tables; shard++ {
 		lwg.Add(1)
 		go func() {
 			defer lwg.Done()
@@ -127,8 +147,12 @@ func (c *cluster) fillShards(tb testing.TB, perTable, step int, analyze bool) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			before := 0 // shard tables of the sources before this one
+			for _, tables := range c.shards[:i] {
+				before += len(tables)
+			}
 			for j, table := range c.shards[i] {
-				base := (i*2 + j) * perTable
+				base := (before + j) * perTable
 				schema := strings.Split(table, ".")[0]
 				for from := 0; from < perTable; from += step {
 					n := min(step, perTable-from)

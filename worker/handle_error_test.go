@@ -17,11 +17,11 @@ func TestErrorClasses(t *testing.T) {
 	}{
 		{&mysql.MySQLError{Number: 1062, Message: "Duplicate entry"}, true},
 		{fmt.Errorf("insert: %w", &mysql.MySQLError{Number: 1406}), true}, // data too long
-		{&mysql.MySQLError{Number: 1146}, true},                          // missing table
-		{&mysql.MySQLError{Number: 1064}, true},                          // a DDL the downstream cannot read
-		{&mysql.MySQLError{Number: 1213}, false},                         // deadlock
-		{&mysql.MySQLError{Number: 1205}, false},                         // lock wait timeout
-		{&mysql.MySQLError{Number: 1290}, false},                         // read-only in a failover
+		{&mysql.MySQLError{Number: 1146}, true},                           // missing table
+		{&mysql.MySQLError{Number: 1064}, true},                           // a DDL the downstream cannot read
+		{&mysql.MySQLError{Number: 1213}, false},                          // deadlock
+		{&mysql.MySQLError{Number: 1205}, false},                          // lock wait timeout
+		{&mysql.MySQLError{Number: 1290}, false},                          // read-only in a failover
 		{mysql.ErrInvalidConn, false},
 		{errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), false},
 		{nil, false},

@@ -130,6 +130,26 @@ func (s *Sink) flushOnce(ctx context.Context, changes []Change, up CheckpointUpd
 	return tx.Commit()
 }
 
+// maxStatementBytes bounds the values of one multi-row INSERT (MariaDB's max_allowed_packet is 16 MiB
+// by default, MySQL 8's 64 MiB).
+const maxStatementBytes = 4 << 20
+
+// rowBytes estimates the bytes a row's values take in a statement.
+func rowBytes(row []any) int {
+	n := 0
+	for _, v := range row {
+		switch x := v.(type) {
+		case []byte:
+			n += 2*len(x) + 3
+		case string:
+			n += 2*len(x) + 3
+		default:
+			n += 8
+		}
+	}
+	return n
+}
+
 // Locate finds the change the downstream refuses in a batch whose transaction failed: it applies the
 // changes one by one in a transaction it rolls back, and returns the first that fails and its error
 // (-1 when none fails alone).
@@ -153,8 +173,11 @@ func (s *Sink) apply(ctx context.Context, tx *sql.Tx, cs []Change) (int, error) 
 	c := cs[0]
 	switch c.Kind {
 	case Insert:
-		n := 1
-		for n < len(cs) && n < s.maxRows && cs[n].Kind == Insert && cs[n].Target == c.Target && slices.Equal(cs[n].Columns, c.Columns) {
+		// A statement takes up to maxRows rows (syncers.batch), and stops short of maxStatementBytes of
+		// values so that wide rows stay far below max_allowed_packet.
+		n, size := 1, rowBytes(c.Row)
+		for n < len(cs) && n < s.maxRows && size < maxStatementBytes && cs[n].Kind == Insert && cs[n].Target == c.Target && slices.Equal(cs[n].Columns, c.Columns) {
+			size += rowBytes(cs[n].Row)
 			n++
 		}
 		var sb strings.Builder

@@ -54,7 +54,13 @@ type SyncerConfig struct {
 	Downstream *sql.DB
 	MetaSchema string
 	Agent      *pessimist.Agent
-	BatchRows  int // rows per downstream transaction (syncers.batch)
+	// BatchRows is syncers.batch: rows per multi-row statement downstream. TxnRows is how many rows
+	// (over all connections) one flush commits at most; 0 derives it: 1024 rows per connection, or
+	// BatchRows when that is larger. DM's batch counts statements per transaction; giving it rows per
+	// statement and grouping statements in larger transactions keeps a DM task file's batch: 100 from
+	// costing one commit and one checkpoint write per 100 rows.
+	BatchRows int
+	TxnRows   int
 	// WorkerCount is the number of downstream connections (syncers.worker-count). Changes are
 	// partitioned by upstream table, so the rows of one key (which live in one shard table) keep
 	// their binlog order.
@@ -89,6 +95,7 @@ type Syncer struct {
 	file          string
 	groupStart    Position  // start of the current event group (GTID event)
 	evStart       Position  // start of the event being handled
+	flushing      *inflight // the flush committing while the next batch is built (flushAsync)
 	safeUntil     time.Time // safe mode ends then (safe-mode-duration; zero: no end or off)
 	lastPos       Position  // end of the last complete event group handled
 	parts         []*partition
@@ -196,6 +203,9 @@ func NewSyncer(cfg SyncerConfig) *Syncer {
 	if cfg.BatchRows <= 0 {
 		cfg.BatchRows = 1024
 	}
+	if cfg.TxnRows <= 0 {
+		cfg.TxnRows = max(cfg.BatchRows, 1024) * max(cfg.WorkerCount, 4)
+	}
 	if cfg.WorkerCount <= 0 {
 		cfg.WorkerCount = 4
 	}
@@ -208,6 +218,7 @@ func NewSyncer(cfg SyncerConfig) *Syncer {
 	s := &Syncer{cfg: cfg, log: cfg.Log.With(zap.String("task", cfg.Task), zap.String("source", cfg.Source)), started: make(chan struct{})}
 	for i := 0; i < cfg.WorkerCount; i++ {
 		sink := NewSink(cfg.Downstream, cfg.MetaSchema, cfg.Task, cfg.Source)
+		sink.maxRows = cfg.BatchRows
 		sink.SetEpoch(cfg.Epoch)
 		s.parts = append(s.parts, &partition{sink: sink})
 	}
@@ -242,6 +253,11 @@ func (s *Syncer) Run(ctx context.Context) error {
 	}()
 	flush := time.NewTicker(50 * time.Millisecond)
 	defer flush.Stop()
+	defer func() {
+		if f := s.flushing; f != nil {
+			<-f.done // no transaction of this syncer outlives Run
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
@@ -276,7 +292,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 				return err
 			}
 		case <-flush.C:
-			if err := s.flush(ctx); err != nil {
+			if err := s.flushAsync(ctx); err != nil {
 				return err
 			}
 			s.publishStatus()
@@ -668,8 +684,8 @@ func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent, gtid *
 		return s.handleRows(ctx, ev.Header.EventType, e, start, end)
 	case *replication.XIDEvent:
 		s.endGroup(end)
-		if s.rows >= s.cfg.BatchRows {
-			return s.flush(ctx)
+		if s.rows >= s.cfg.TxnRows {
+			return s.flushAsync(ctx)
 		}
 	case *replication.QueryEvent:
 		q := string(e.Query)
@@ -800,10 +816,10 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 		return nil
 	}
 	part.pos[src] = end
-	if s.rows >= s.cfg.BatchRows {
+	if s.rows >= s.cfg.TxnRows {
 		// Also inside a large upstream transaction: the table checkpoints are per rows event and the
 		// resume position stays at the transaction's start, so memory is bounded and nothing repeats.
-		return s.flush(ctx)
+		return s.flushAsync(ctx)
 	}
 	return nil
 }
@@ -910,7 +926,29 @@ func (s *Syncer) setSafeMode(on bool) {
 	s.log.Info("safe mode", zap.Bool("on", on), zap.Bool("safe-mode", s.cfg.SafeMode), zap.Duration("safe-mode-duration", s.cfg.SafeModeDuration))
 }
 
-func (s *Syncer) flush(ctx context.Context) error {
+// flush commits every batched change with the checkpoint and returns once it is committed.
+func (s *Syncer) flush(ctx context.Context) error { return s.flushWith(ctx, false) }
+
+// flushAsync starts committing the batch and returns at once: the next batch is read and built
+// while it commits. The next flush of either kind first waits for it, so at most one flush is in
+// flight and every state change of a commit (table checkpoints, the resume position) is made in
+// commit order, in the event loop.
+func (s *Syncer) flushAsync(ctx context.Context) error { return s.flushWith(ctx, true) }
+
+// inflight is a flush whose transactions are running.
+type inflight struct {
+	done       chan struct{}
+	busy       []*partition // the batches being committed (the partitions have new ones)
+	errs       []error
+	global     Position
+	globalGTID string
+	persist    bool // the transactions move the resume position to global
+}
+
+func (s *Syncer) flushWith(ctx context.Context, async bool) error {
+	if err := s.waitFlush(ctx); err != nil {
+		return err
+	}
 	if !s.safeUntil.IsZero() && time.Now().After(s.safeUntil) {
 		s.safeUntil = time.Time{}
 		s.setSafeMode(false)
@@ -925,8 +963,7 @@ func (s *Syncer) flush(ctx context.Context) error {
 	s.schemas.prune(s.persisted)
 	schemas := s.schemas.takeDirty()
 	online := s.takeOnlineDirty()
-	switch {
-	case len(busy) == 0:
+	if len(busy) == 0 {
 		if global.Compare(s.persisted) == 0 && schemas == nil && online == nil {
 			return nil
 		}
@@ -935,50 +972,87 @@ func (s *Syncer) flush(ctx context.Context) error {
 		}
 		s.persisted = global
 		s.persistedGTID = s.gtidFor(global)
-	case len(busy) == 1:
-		if err := busy[0].sink.Flush(ctx, busy[0].batch, CheckpointUpdate{Global: global, GlobalGTID: s.gtidFor(global), Tables: busy[0].pos, Schemas: schemas, Online: online}); err != nil {
-			return s.refused(ctx, busy[0], err)
-		}
-		s.persisted = global
-		s.persistedGTID = s.gtidFor(global)
-	default:
-		errs := make([]error, len(busy))
-		var wg sync.WaitGroup
-		for i, p := range busy {
-			up := CheckpointUpdate{Global: s.persisted, GlobalGTID: s.persistedGTID, Tables: p.pos}
+		s.ckpt.Global = global
+		s.afterCommit()
+		return nil
+	}
+	f := &inflight{done: make(chan struct{}), errs: make([]error, len(busy)), global: global, globalGTID: s.gtidFor(global), persist: len(busy) == 1}
+	ups := make([]CheckpointUpdate, len(busy))
+	for i, p := range busy {
+		if f.persist {
+			ups[i] = CheckpointUpdate{Global: global, GlobalGTID: f.globalGTID, Tables: p.pos, Schemas: schemas, Online: online}
+		} else {
+			// Several connections commit separately: none may move the resume position past another's
+			// rows (the table checkpoints say what each committed).
+			ups[i] = CheckpointUpdate{Global: s.persisted, GlobalGTID: s.persistedGTID, Tables: p.pos}
 			if i == 0 {
-				up.Schemas, up.Online = schemas, online
+				ups[i].Schemas, ups[i].Online = schemas, online
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[i] = p.sink.Flush(ctx, p.batch, up)
-			}()
 		}
+		f.busy = append(f.busy, &partition{sink: p.sink, batch: p.batch, pos: p.pos})
+		p.batch, p.pos = make([]Change, 0, cap(p.batch)), map[TableName]Position{}
+	}
+	s.rows = 0
+	var wg sync.WaitGroup
+	for i, p := range f.busy {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f.errs[i] = p.sink.Flush(ctx, p.batch, ups[i])
+		}()
+	}
+	go func() {
 		wg.Wait()
-		for i, err := range errs {
-			if err != nil && downstreamPermanent(err) {
-				return s.refused(ctx, busy[i], err)
-			}
-		}
-		if err := errors.Join(errs...); err != nil {
-			return err
+		close(f.done)
+	}()
+	s.flushing = f
+	if async {
+		return nil
+	}
+	return s.waitFlush(ctx)
+}
+
+// waitFlush waits for the flush in flight, if any, and records what it committed.
+func (s *Syncer) waitFlush(ctx context.Context) error {
+	f := s.flushing
+	if f == nil {
+		return nil
+	}
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.flushing = nil
+	for i, err := range f.errs {
+		if err != nil && downstreamPermanent(err) {
+			return s.refused(ctx, f.busy[i], err)
 		}
 	}
-	for _, p := range busy {
+	if err := errors.Join(f.errs...); err != nil {
+		return err
+	}
+	for _, p := range f.busy {
 		for t, pos := range p.pos {
 			s.ckpt.Tables[t] = pos
 		}
 	}
-	s.ckpt.Global = global
+	if f.persist {
+		s.persisted, s.persistedGTID = f.global, f.globalGTID
+	}
+	s.ckpt.Global = f.global
+	s.afterCommit()
+	return nil
+}
+
+// afterCommit forgets what no read from the resume position on can need.
+func (s *Syncer) afterCommit() {
 	s.cfg.Operators.prune(s.persisted)
-	s.resetBatch()
 	for p := range s.gtidAt {
 		if p.Compare(s.persisted) < 0 {
 			delete(s.gtidAt, p)
 		}
 	}
-	return nil
 }
 
 // refused turns a batch's failed transaction into the error of the change the downstream refuses

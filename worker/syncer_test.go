@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -62,6 +63,9 @@ type cluster struct {
 	ops    map[int]*Operators // binlog skip|replace decisions per source, kept across restarts
 	safe   bool               // syncers safe-mode
 	failed map[int]chan error // per source, the error a syncer stopped on by itself
+	// batch and workers are the syncers' batch and worker-count (0: the tests' 64 rows and the syncer's
+	// default connections).
+	batch, workers int
 }
 
 func newCluster(t *testing.T) *cluster { return newClusterTB(t) }
@@ -169,7 +173,7 @@ func (c *cluster) startSyncerGet(i int) (stop func() error, syncer *Syncer) {
 	s := NewSyncer(SyncerConfig{Start: start, EnableGTID: c.gtid, StartGTID: startGTID,
 		Task: c.task, Source: src, Host: "127.0.0.1", Port: uint16(c.ups[i].Port), User: "root",
 		ServerID: 9000 + uint32(i), Router: c.router, Downstream: c.syncDB, MetaSchema: "dm_meta",
-		Agent: pessimist.NewAgent(c.cli, c.layout, c.task, src, nil), BatchRows: 64, Log: c.logger(),
+		Agent: pessimist.NewAgent(c.cli, c.layout, c.task, src, nil), BatchRows: cmp.Or(c.batch, 64), TxnRows: c.txnRows(), WorkerCount: c.workers, Log: c.logger(),
 		Epoch: c.nextEpoch(), Online: c.online, Operators: c.operators(i), SafeMode: c.safe,
 	})
 	errc, failed := make(chan error, 1), c.failures(i)
@@ -240,6 +244,15 @@ func (c *cluster) failure(i int) error {
 		c.t.Fatalf("syncer s%d did not stop on an error", i+1)
 		return nil
 	}
+}
+
+// txnRows: the tests flush every 64 rows (restarts then fall between many transactions); a
+// benchmark with its own batch gets the syncer's default.
+func (c *cluster) txnRows() int {
+	if c.batch == 0 {
+		return 64
+	}
+	return 0
 }
 
 // nextEpoch is the epoch of a new binding. TRIBUTARY_NO_FENCE=1 turns fencing off, to measure its cost

@@ -1,0 +1,130 @@
+// Command bench runs Tributary's benchmarks (`make bench`) and prints their figures as one table, each
+// throughput beside the limit measured in the same run, and the machine they ran on.
+//
+//	go run ./bench [-lock-benchtime 20x] [-rows 1000000]
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+func main() {
+	lockTime := flag.String("lock-benchtime", "20x", "benchtime of the lock benchmarks")
+	rows := flag.Int("rows", 1000000, "rows of the catch-up backlog (TRIBUTARY_BENCH_ROWS)")
+	flag.Parse()
+	var results []result
+	for _, run := range []struct {
+		pkg, bench, benchtime string
+		env                   []string
+	}{
+		{"./pessimist/", ".", *lockTime, nil},
+		{"./worker/", "CatchUp", "1x", []string{fmt.Sprintf("TRIBUTARY_BENCH_ROWS=%d", *rows)}},
+	} {
+		rs, err := runBench(run.pkg, run.bench, run.benchtime, run.env)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		results = append(results, rs...)
+	}
+	fmt.Println()
+	fmt.Println("machine:", machine())
+	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "benchmark\tfigure\tlimit (same run)\tof limit\textra")
+	for _, r := range results {
+		fmt.Fprintln(w, r.row())
+	}
+	w.Flush()
+}
+
+// result is one benchmark line: its name and metrics by unit.
+type result struct {
+	name    string
+	metrics map[string]float64
+	units   []string
+}
+
+var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
+
+func runBench(pkg, bench, benchtime string, env []string) ([]result, error) {
+	cmd := exec.Command("go", "test", "-run", "XXX", "-bench", bench, "-benchtime", benchtime, pkg)
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = os.Stderr
+	fmt.Fprintln(os.Stderr, "+", strings.Join(cmd.Args, " "))
+	err := cmd.Run()
+	os.Stdout.Write(out.Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", strings.Join(cmd.Args, " "), err)
+	}
+	var rs []result
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		m := benchLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		r := result{name: strings.TrimPrefix(m[1], "Benchmark"), metrics: map[string]float64{}}
+		f := strings.Fields(m[2])
+		for i := 0; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				continue
+			}
+			r.metrics[f[i+1]] = v
+			r.units = append(r.units, f[i+1])
+		}
+		rs = append(rs, r)
+	}
+	return rs, nil
+}
+
+func (r result) row() string {
+	m := r.metrics
+	if v, ok := m["sync-rows/s"]; ok {
+		return fmt.Sprintf("%s\t%.0f rows/s\t%.0f rows/s\t%.0f %%\t", r.name, v, m["limit-rows/s"], m["%-of-limit"])
+	}
+	if v, ok := m["ms-median"]; ok {
+		var extra []string
+		for _, u := range r.units {
+			if u != "ms-median" && u != "ns/op" {
+				extra = append(extra, fmt.Sprintf("%s %.2f", u, m[u]))
+			}
+		}
+		return fmt.Sprintf("%s\t%.1f ms median\t\t\t%s", r.name, v, strings.Join(extra, ", "))
+	}
+	var extra []string
+	for _, u := range r.units {
+		extra = append(extra, fmt.Sprintf("%s %.2f", u, m[u]))
+	}
+	return fmt.Sprintf("%s\t\t\t\t%s", r.name, strings.Join(extra, ", "))
+}
+
+// machine describes the CPU, the core count, Go and MariaDB.
+func machine() string {
+	cpu := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				cpu = strings.TrimSpace(strings.SplitN(l, ":", 2)[1])
+				break
+			}
+		}
+	}
+	db := "mariadbd not found"
+	if out, err := exec.Command("mariadbd", "--version").Output(); err == nil {
+		db = strings.TrimSpace(string(out))
+	}
+	return fmt.Sprintf("%s, %d cores, %s, %s", cpu, runtime.NumCPU(), runtime.Version(), db)
+}
