@@ -54,7 +54,7 @@ type SyncerConfig struct {
 	Downstream *sql.DB
 	MetaSchema string
 	Agent      *pessimist.Agent
-	// BatchRows is syncers.batch: rows per multi-row statement downstream. TxnRows is how many rows
+	// BatchRows is syncers.batch: rows per multi-row statement downstream (at least 256). TxnRows is how many rows
 	// (over all connections) one flush commits at most; 0 derives it: 1024 rows per connection, or
 	// BatchRows when that is larger. DM's batch counts statements per transaction; giving it rows per
 	// statement and grouping statements in larger transactions keeps a DM task file's batch: 100 from
@@ -218,7 +218,7 @@ func NewSyncer(cfg SyncerConfig) *Syncer {
 	s := &Syncer{cfg: cfg, log: cfg.Log.With(zap.String("task", cfg.Task), zap.String("source", cfg.Source)), started: make(chan struct{})}
 	for i := 0; i < cfg.WorkerCount; i++ {
 		sink := NewSink(cfg.Downstream, cfg.MetaSchema, cfg.Task, cfg.Source)
-		sink.maxRows = cfg.BatchRows
+		sink.maxRows = max(cfg.BatchRows, 256) // at least the 256-row statements of the INSERT limit we measure against
 		sink.SetEpoch(cfg.Epoch)
 		s.parts = append(s.parts, &partition{sink: sink})
 	}
@@ -983,8 +983,9 @@ func (s *Syncer) flushWith(ctx context.Context, async bool) error {
 			ups[i] = CheckpointUpdate{Global: global, GlobalGTID: f.globalGTID, Tables: p.pos, Schemas: schemas, Online: online}
 		} else {
 			// Several connections commit separately: none may move the resume position past another's
-			// rows (the table checkpoints say what each committed).
-			ups[i] = CheckpointUpdate{Global: s.persisted, GlobalGTID: s.persistedGTID, Tables: p.pos}
+			// rows (the table checkpoints say what each committed), and none writes it at all, so that
+			// they do not queue on its row lock one behind the other.
+			ups[i] = CheckpointUpdate{Tables: p.pos}
 			if i == 0 {
 				ups[i].Schemas, ups[i].Online = schemas, online
 			}
