@@ -416,6 +416,7 @@ func commonOf(source string, qs *pb.QueryStatusResponse) *pb.CommonWorkerRespons
 // (nil: the worker does not run it) or applyWait passes, and returns the last statuses.
 func (s *Service) waitSubtasks(ctx context.Context, task string, sources []string, cond func(*pb.SubTaskStatus) bool) map[string]*pb.QueryStatusResponse {
 	deadline := time.Now().Add(applyWait)
+	wait := 5 * time.Millisecond // a resume usually takes a few tens of ms: look soon, then less often
 	for {
 		st, err := ha.Load(ctx, s.Client)
 		if err != nil {
@@ -433,8 +434,9 @@ func (s *Service) waitSubtasks(ctx context.Context, task string, sources []strin
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(wait):
 		}
+		wait = min(2*wait, 100*time.Millisecond)
 	}
 }
 
