@@ -100,6 +100,7 @@ type Syncer struct {
 	lastPos       Position  // end of the last complete event group handled
 	parts         []*partition
 	rows          int // rows batched over all partitions
+	batchBytes    int // their values' size, estimated (rowBytes)
 	peakRows      atomic.Int64
 	persisted     Position // the resume position last committed
 	persistedGTID string
@@ -684,7 +685,7 @@ func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent, gtid *
 		return s.handleRows(ctx, ev.Header.EventType, e, start, end)
 	case *replication.XIDEvent:
 		s.endGroup(end)
-		if s.rows >= s.cfg.TxnRows {
+		if s.batchFull() {
 			return s.flushAsync(ctx)
 		}
 	case *replication.QueryEvent:
@@ -778,6 +779,7 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 		}
 		part.batch = append(part.batch, Change{Kind: kind, Source: src, Target: target, Columns: cols, Row: row, Old: old, Pos: start})
 		s.rows++
+		s.batchBytes += rowBytes(row) + rowBytes(old)
 	}
 	defer s.notePeak()
 	// copied: the row with this image is in a load's copy taken after this event (only for a table
@@ -816,7 +818,7 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 		return nil
 	}
 	part.pos[src] = end
-	if s.rows >= s.cfg.TxnRows {
+	if s.batchFull() {
 		// Also inside a large upstream transaction: the table checkpoints are per rows event and the
 		// resume position stays at the transaction's start, so memory is bounded and nothing repeats.
 		return s.flushAsync(ctx)
@@ -897,7 +899,7 @@ func (s *Syncer) resetBatch() {
 	for _, p := range s.parts {
 		p.batch, p.pos = p.batch[:0], map[TableName]Position{}
 	}
-	s.rows = 0
+	s.rows, s.batchBytes = 0, 0
 }
 
 // takeOnlineDirty returns the online DDL runs changed since the last call, encoded ("" for a run that
@@ -925,6 +927,12 @@ func (s *Syncer) setSafeMode(on bool) {
 	}
 	s.log.Info("safe mode", zap.Bool("on", on), zap.Bool("safe-mode", s.cfg.SafeMode), zap.Duration("safe-mode-duration", s.cfg.SafeModeDuration))
 }
+
+// maxBatchBytes bounds the memory of a batch of wide rows: a flush starts at TxnRows rows or this many
+// bytes of values, whichever comes first.
+const maxBatchBytes = 32 << 20
+
+func (s *Syncer) batchFull() bool { return s.rows >= s.cfg.TxnRows || s.batchBytes >= maxBatchBytes }
 
 // flush commits every batched change with the checkpoint and returns once it is committed.
 func (s *Syncer) flush(ctx context.Context) error { return s.flushWith(ctx, false) }
@@ -993,7 +1001,7 @@ func (s *Syncer) flushWith(ctx context.Context, async bool) error {
 		f.busy = append(f.busy, &partition{sink: p.sink, batch: p.batch, pos: p.pos})
 		p.batch, p.pos = make([]Change, 0, cap(p.batch)), map[TableName]Position{}
 	}
-	s.rows = 0
+	s.rows, s.batchBytes = 0, 0
 	var wg sync.WaitGroup
 	for i, p := range f.busy {
 		wg.Add(1)
