@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -292,10 +293,12 @@ type found struct {
 func (u *Unit) load(ctx context.Context, h *header, lanes []*lane) (*header, []*lane, error) {
 	u.state.Store("snapshot")
 	var tables map[TableName]*found
-	snap, err := takeSnapshot(ctx, u.cfg.Upstream, u.cfg.Threads, u.log, func(c *sql.Conn) error {
+	snap, err := takeSnapshot(ctx, u.cfg.Upstream, u.cfg.Threads, u.log, func(c *sql.Conn) ([]TableName, error) {
 		var err error
-		tables, err = u.inspect(ctx, c)
-		return err
+		if tables, err = u.inspect(ctx, c); err != nil {
+			return nil, err
+		}
+		return slices.Collect(maps.Keys(tables)), nil
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("snapshot of source %s: %w", u.cfg.Source, err)

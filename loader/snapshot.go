@@ -41,8 +41,11 @@ const lockWait = 10 * time.Second
 // no lock). Without it, on MariaDB, one connection's START TRANSACTION WITH CONSISTENT SNAPSHOT and its
 // binlog_snapshot_file/position status give the same without any lock, with one reader. inspect runs
 // on the first connection while the state is still locked, so the tables' definitions are the
-// snapshot's.
-func takeSnapshot(ctx context.Context, db *sql.DB, n int, log *zap.Logger, inspect func(*sql.Conn) error) (*snapshot, error) {
+// snapshot's; the tables it returns are then opened on every other connection too, still under the
+// lock, so that each reader holds their metadata locks from the start. (A reader that opened a table
+// only later would queue behind an upstream ALTER of it, which itself waits for the first
+// connection's transaction to end: neither would ever go on.)
+func takeSnapshot(ctx context.Context, db *sql.DB, n int, log *zap.Logger, inspect func(*sql.Conn) ([]TableName, error)) (*snapshot, error) {
 	s := &snapshot{}
 	ok := false
 	defer func() {
@@ -98,8 +101,18 @@ func takeSnapshot(ctx context.Context, db *sql.DB, n int, log *zap.Logger, inspe
 			return nil, err
 		}
 	}
-	if err := inspect(first); err != nil {
+	tables, err := inspect(first)
+	if err != nil {
 		return nil, err
+	}
+	if s.locked {
+		for _, c := range s.conns[1:] {
+			for _, t := range tables {
+				if _, err := c.ExecContext(ctx, "SELECT 1 FROM "+t.String()+" LIMIT 0"); err != nil {
+					return nil, fmt.Errorf("open %s under the read lock: %w", t, err)
+				}
+			}
+		}
 	}
 	if s.locked {
 		if _, err := first.ExecContext(ctx, "UNLOCK TABLES"); err != nil {

@@ -359,3 +359,47 @@ func TestCutOverRefusesATargetCreatedMeanwhile(t *testing.T) {
 		t.Fatalf("hidden table: %d rows (%v), want the 800 loaded", n, err)
 	}
 }
+
+// TestFullLoadWithUpstreamALTERDuringCopy: an upstream ALTER of a table while the load copies it waits
+// for the snapshot's metadata lock (as it would behind mysqldump). Every reader opened the table under
+// the read lock, so none queues behind the waiting ALTER: the load ends, and the ALTER runs after it.
+// (Readers that opened their tables only when they came to them waited forever behind the ALTER,
+// which waited for the snapshot.)
+func TestFullLoadWithUpstreamALTERDuringCopy(t *testing.T) {
+	c := loadCluster(t, 3000)
+	p := c.loadParams(0)
+	var once sync.Once
+	altered := make(chan error, 1)
+	p.AfterChunk = func(TableName) error {
+		once.Do(func() {
+			go func() {
+				_, err := c.upDBs[0].Exec("ALTER TABLE db_1.t_2 ADD COLUMN c INT")
+				altered <- err
+			}()
+			eventually(t, 30*time.Second, func() bool {
+				var n int
+				c.upDBs[0].QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'Waiting for table metadata lock' AND INFO LIKE 'ALTER TABLE db_1.t_2%'").Scan(&n)
+				return n == 1
+			}, func() string { return "the ALTER never waited for the snapshot's metadata lock" })
+		})
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	errs := make(chan error, 2)
+	go func() { errs <- runLoad(ctx, p) }()
+	go func() { errs <- runLoad(ctx, c.loadParams(1)) }()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatalf("load with an upstream ALTER waiting: %v", err)
+		}
+	}
+	select {
+	case err := <-altered:
+		if err != nil {
+			t.Fatalf("the ALTER after the load: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the upstream ALTER did not run after the load ended")
+	}
+}
