@@ -81,6 +81,19 @@ func startWith(t *testing.T, o e2e.Options, startTask bool) *e2eCluster {
 		}
 	}
 	ec.waitStage("Running")
+	if c.TaskMode() == "all" {
+		// As DM asks: no shard DDL while the full load dumps. The scenarios write DDL at once, so they
+		// start once every source's load has handed over to the sync unit.
+		ec.until("every source in the sync unit", func(r e2e.Result) bool {
+			subs := subtasks(r)
+			for _, s := range subs {
+				if s.Str("unit") != "Sync" || s.Str("stage") != "Running" {
+					return false
+				}
+			}
+			return len(subs) == len(c.Ups)
+		}, "query-status", ec.task)
+	}
 	return ec
 }
 

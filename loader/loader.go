@@ -307,6 +307,9 @@ func (u *Unit) load(ctx context.Context, h *header, lanes []*lane) (*header, []*
 	u.snapPos.Store(snap.pos.String())
 	u.log.Info("snapshot taken", zap.Stringer("pos", snap.pos), zap.String("gtid", snap.gtid), zap.Bool("read-lock", snap.locked),
 		zap.Int("readers", len(snap.conns)), zap.Int("tables", len(tables)))
+	if err := sameShardDefinitions(u.cfg.Source, tables); err != nil {
+		return nil, nil, err
+	}
 	var totalRows, totalBytes int64
 	for _, f := range tables {
 		totalRows += f.estRows
@@ -331,6 +334,30 @@ func (u *Unit) load(ctx context.Context, h *header, lanes []*lane) (*header, []*
 		return nil, nil, err
 	}
 	return h, lanes, nil
+}
+
+// sameShardDefinitions checks that the shard tables of one target have the same columns in the
+// snapshot. They differ when a shard DDL ran on some of them as the snapshot was taken: the binlog after
+// the snapshot then holds that DDL for some shards only, and their shard group would wait for the others
+// forever. DM allows no shard DDL during the full load; here the load stops before copying anything, and
+// the subtask's retry takes a new snapshot, which succeeds once every shard of the source has the DDL.
+func sameShardDefinitions(source string, tables map[TableName]*found) error {
+	first := map[TableName]TableName{}
+	for _, t := range slices.SortedFunc(maps.Keys(tables), func(a, b TableName) int { return strings.Compare(a.String(), b.String()) }) {
+		f := tables[t]
+		other, seen := first[f.info.Target]
+		if !seen {
+			first[f.info.Target] = t
+			continue
+		}
+		if !slices.Equal(f.info.Sig, tables[other].info.Sig) {
+			return fmt.Errorf("source %s: shard tables %s and %s of target %s have different columns in the load's snapshot "+
+				"(a DDL ran on some shards as the task started; DM allows no shard DDL during the full load): nothing was copied, "+
+				"and the load takes a new snapshot when the subtask retries, which succeeds once every shard of the source has the DDL",
+				source, other, t, f.info.Target)
+		}
+	}
+	return nil
 }
 
 // inspect lists the source's replicated tables with their columns, key and definition, on the

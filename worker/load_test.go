@@ -403,3 +403,32 @@ func TestFullLoadWithUpstreamALTERDuringCopy(t *testing.T) {
 		t.Fatal("the upstream ALTER did not run after the load ended")
 	}
 }
+
+// TestFullLoadRefusesHalfAlteredShards: a shard DDL that ran on one shard of a source but not yet on the
+// other when the load's snapshot was taken would leave that shard group waiting forever after the load.
+// The load stops before copying anything, naming both tables, and succeeds once the other shard has the
+// DDL too.
+func TestFullLoadRefusesHalfAlteredShards(t *testing.T) {
+	c := loadCluster(t, 100)
+	c.up(0, "ALTER TABLE db_1.t_1 ADD COLUMN c INT")
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second) // a load that went on would wait for source 2
+	defer cancel()
+	err := runLoad(ctx, c.loadParams(0))
+	if err == nil || !strings.Contains(err.Error(), "`db_1`.`t_1` and `db_1`.`t_2`") || !strings.Contains(err.Error(), "different columns") {
+		t.Fatalf("load of half-altered shards: %v", err)
+	}
+	if c.tableExists(TableName{Schema: "db", Name: "_tributary_load_t"}) {
+		t.Fatal("the refused load created its hidden table")
+	}
+	c.up(0, "ALTER TABLE db_1.t_2 ADD COLUMN c INT")
+	c.up(1, "ALTER TABLE db_2.t_1 ADD COLUMN c INT", "ALTER TABLE db_2.t_2 ADD COLUMN c INT")
+	errs := make(chan error, 2)
+	go func() { errs <- runLoad(t.Context(), c.loadParams(0)) }()
+	go func() { errs <- runLoad(t.Context(), c.loadParams(1)) }()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.convergeTable("db.t", "t_1,t_2", "id, v, c")
+}
