@@ -216,6 +216,11 @@ func NewSyncer(cfg SyncerConfig) *Syncer {
 	if cfg.Flavor == "" {
 		cfg.Flavor = mysql.MariaDBFlavor
 	}
+	if cfg.Downstream != nil {
+		// Every connection of a flush goes back to the pool idle; database/sql keeps 2 by default, so
+		// the others were closed and opened again at each flush.
+		cfg.Downstream.SetMaxIdleConns(cfg.WorkerCount + 2)
+	}
 	s := &Syncer{cfg: cfg, log: cfg.Log.With(zap.String("task", cfg.Task), zap.String("source", cfg.Source)), started: make(chan struct{})}
 	for i := 0; i < cfg.WorkerCount; i++ {
 		sink := NewSink(cfg.Downstream, cfg.MetaSchema, cfg.Task, cfg.Source)
