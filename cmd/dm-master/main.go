@@ -56,14 +56,7 @@ func run(args []string) error {
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	if err := security.Check(); err != nil {
-		return err
-	}
-	serverTLS, err := security.ServerConfig()
-	if err != nil {
-		return err
-	}
-	clientTLS, err := security.ClientConfig()
+	serverTLS, clientTLS, err := security.Configs()
 	if err != nil {
 		return err
 	}

@@ -139,6 +139,21 @@ func (t *TLS) ClientConfig() (*tls.Config, error) {
 	}, nil
 }
 
+// Configs checks the flags and returns both sides, for a process that serves and also dials other
+// members (dm-master, dm-worker). Both are nil when TLS is off.
+func (t *TLS) Configs() (server, client *tls.Config, err error) {
+	if err := t.Check(); err != nil {
+		return nil, nil, err
+	}
+	if server, err = t.ServerConfig(); err != nil {
+		return nil, nil, err
+	}
+	if client, err = t.ClientConfig(); err != nil {
+		return nil, nil, err
+	}
+	return server, client, nil
+}
+
 // EtcdTLSInfo is the embedded etcd's TLS for its client and peer URLs (the same certificates).
 func (t *TLS) EtcdTLSInfo() *transport.TLSInfo {
 	if !t.Enabled() {
