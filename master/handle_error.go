@@ -70,10 +70,9 @@ func (s *Service) handleError(ctx context.Context, req *pb.HandleErrorRequest) (
 	out := make([]*pb.CommonWorkerResponse, len(sources))
 	var wg sync.WaitGroup
 	for i, src := range sources {
-		b, bound := st.Bindings[src]
-		w, known := st.Workers[b.Worker]
-		if !bound || !known || !st.Alive[b.Worker] {
-			out[i] = &pb.CommonWorkerResponse{Source: src, Worker: b.Worker, Msg: fmt.Sprintf("source %s has no live worker", src)}
+		w, err := liveWorker(st, src)
+		if err != nil {
+			out[i] = &pb.CommonWorkerResponse{Source: src, Worker: st.Bindings[src].Worker, Msg: err.Error()}
 			continue
 		}
 		wg.Add(1)

@@ -446,16 +446,9 @@ func (s *Service) sourceStatuses(ctx context.Context, st ha.State, task string, 
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, src := range sources {
-		b, ok := st.Bindings[src]
-		w, known := st.Workers[b.Worker]
-		switch {
-		case !ok:
-			out[src] = &pb.QueryStatusResponse{Msg: fmt.Sprintf("source %s is not bound to any worker (no free dm-worker)", src),
-				SourceStatus: &pb.SourceStatus{Source: src}}
-			continue
-		case !known || !st.Alive[b.Worker]:
-			out[src] = &pb.QueryStatusResponse{Msg: fmt.Sprintf("worker %s of source %s is offline", b.Worker, src),
-				SourceStatus: &pb.SourceStatus{Source: src, Worker: b.Worker}}
+		w, err := liveWorker(st, src)
+		if err != nil {
+			out[src] = &pb.QueryStatusResponse{Msg: err.Error(), SourceStatus: &pb.SourceStatus{Source: src, Worker: st.Bindings[src].Worker}}
 			continue
 		}
 		wg.Add(1)
@@ -476,6 +469,19 @@ func (s *Service) sourceStatuses(ctx context.Context, st ha.State, task string, 
 	}
 	wg.Wait()
 	return out
+}
+
+// liveWorker is the worker a source is bound to, when that worker is alive.
+func liveWorker(st ha.State, src string) (ha.Worker, error) {
+	b, ok := st.Bindings[src]
+	w, known := st.Workers[b.Worker]
+	switch {
+	case !ok:
+		return ha.Worker{}, fmt.Errorf("source %s is not bound to any worker (no free dm-worker)", src)
+	case !known || !st.Alive[b.Worker]:
+		return ha.Worker{}, fmt.Errorf("worker %s of source %s is offline", b.Worker, src)
+	}
+	return w, nil
 }
 
 func (s *Service) queryWorker(ctx context.Context, addr, task string) (*pb.QueryStatusResponse, error) {
