@@ -191,6 +191,16 @@ func (c *e2eCluster) converge(cols string) int {
 	return n
 }
 
+// waitConflict waits for the task's one lock to show a conflict between the two sources, and returns it.
+func (c *e2eCluster) waitConflict() e2e.Result {
+	c.t.Helper()
+	r := c.until("conflict shown", func(r e2e.Result) bool {
+		locks := r.List("locks")
+		return len(locks) == 1 && len(locks[0].List("conflict")) == 2
+	}, "shard-ddl-lock", c.task)
+	return r.List("locks")[0]
+}
+
 // lockState waits for the task's lock to show exactly these synced and unsynced sources.
 func (c *e2eCluster) waitLock(synced, unsynced []string) e2e.Result {
 	c.t.Helper()
@@ -397,11 +407,7 @@ func TestE2EConflictForceRemoveAndManualFix(t *testing.T) {
 		insertRows("db_1.t_1", 100, 110, ", 1"))
 	c.up(1, insertRows("db_2.t_1", 10, 20, ""), "ALTER TABLE db_2.t_1 ADD COLUMN c BIGINT", "ALTER TABLE db_2.t_2 ADD COLUMN c BIGINT",
 		insertRows("db_2.t_1", 200, 210, ", 2"))
-	r := c.until("conflict shown", func(r e2e.Result) bool {
-		locks := r.List("locks")
-		return len(locks) == 1 && len(locks[0].List("conflict")) == 2
-	}, "shard-ddl-lock", c.task)
-	lock := r.List("locks")[0]
+	lock := c.waitConflict()
 	var all []string
 	for _, cf := range lock.List("conflict") {
 		all = append(all, cf.Str("source")+": "+strings.Join(cf.Strings("DDLs"), ";"))

@@ -111,11 +111,7 @@ func TestE2EConflictUnlockAndPseudoGroup(t *testing.T) {
 	}, "query-status", c.task)
 	c.up(1, insertRows("db_2.t_1", 10, 20, ""), "ALTER TABLE db_2.t_1 ADD COLUMN c BIGINT", "ALTER TABLE db_2.t_2 ADD COLUMN c BIGINT",
 		insertRows("db_2.t_1", 200, 210, ", 2"))
-	r := c.until("conflict shown", func(r e2e.Result) bool {
-		locks := r.List("locks")
-		return len(locks) == 1 && len(locks[0].List("conflict")) == 2
-	}, "shard-ddl-lock", c.task)
-	u := c.ok("shard-ddl-lock", "unlock", r.List("locks")[0].Str("ID"))
+	u := c.ok("shard-ddl-lock", "unlock", c.waitConflict().Str("ID"))
 	ex, sk := u.List("executed"), u.List("skipped")
 	if len(ex) != 1 || ex[0].Str("source") != s1 || !strings.Contains(strings.Join(ex[0].Strings("DDLs"), ""), "ADD COLUMN `c` INT") ||
 		len(sk) != 1 || sk[0].Str("source") != s2 || !strings.Contains(strings.Join(sk[0].Strings("DDLs"), ""), "BIGINT") ||
