@@ -423,12 +423,8 @@ func (s *Syncer) listTablesOnce(ctx context.Context) ([]TableName, error) {
 
 // tablesAtResume is the set of replicated tables that existed at the resume position, as the tracked
 // schemas say. A tracked table that did not exist there is left out even if it exists now: its
-// CREATE TABLE is ahead in the binlog. A checkpoint without tracked schemas (written before tables
-// were tracked) has only the upstream's current tables to go by.
-func (s *Syncer) tablesAtResume(listed []TableName) []TableName {
-	if len(s.schemas.tables) == 0 {
-		return listed
-	}
+// CREATE TABLE is ahead in the binlog.
+func (s *Syncer) tablesAtResume() []TableName {
 	var out []TableName
 	for t := range s.schemas.tables {
 		if s.schemas.existsAt(t, s.ckpt.Global) && !s.cfg.Router.Skip(t) {
@@ -454,13 +450,15 @@ func (s *Syncer) masterPosition(ctx context.Context) (Position, error) {
 // upstream's current tables may already be past them (a table an online schema change tool has just
 // swapped, one dropped since) and a group built from those would miss a member or count one twice.
 func (s *Syncer) discover(ctx context.Context) error {
-	listed, err := s.listTables(ctx)
-	if err != nil {
-		return err
-	}
-	tables := listed
-	if !s.fresh {
-		tables = s.tablesAtResume(listed)
+	var tables []TableName
+	if !s.fresh && len(s.schemas.tables) > 0 {
+		tables = s.tablesAtResume()
+	} else {
+		// A first start, or a checkpoint written before tables were tracked: the upstream's tables.
+		var err error
+		if tables, err = s.listTables(ctx); err != nil {
+			return err
+		}
 	}
 	created := map[TableName]bool{}
 	for _, t := range tables {
