@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -56,6 +57,9 @@ func roundTrip(t *testing.T, db *sql.DB, schema, task, source string) {
 		Schemas:        map[TableName]string{long: `[{"from":{"file":"","pos":0},"cols":["id"]}]`},
 		Online:         map[TableName]string{long: `{"ghost":{"Schema":"db_1","Name":"_t_gho"}}`, {Schema: "db_1", Name: "t_2"}: ""},
 		ResolvedTarget: &target, ResolvedDDLs: []string{"ALTER TABLE `db`.`t` ADD COLUMN `c` INT"},
+		// Lanes of a long table name, of two key versions with the same lane numbers: kept apart.
+		Lanes: map[TableName][]Lane{long: {{N: 4, Index: 1, Cols: []string{"id"}, Pos: pos(13)}, {N: 4, Index: 1, Cols: []string{"id", "k"}, Pos: pos(14)},
+			{N: 16, Index: 15, Cols: []string{"id"}, Pos: pos(15)}}},
 	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -81,7 +85,9 @@ func roundTrip(t *testing.T, db *sql.DB, schema, task, source string) {
 	}
 	want := Checkpoint{Global: pos(4), GlobalGTID: "0-1-100", Tables: up.Tables, Resolved: up.Resolved, Schemas: up.Schemas,
 		ResolvedDDLs: map[TableName][]string{target: up.ResolvedDDLs},
-		Online:       map[TableName]string{long: up.Online[long]}} // a run written as "" is over
+		Online:       map[TableName]string{long: up.Online[long]}, // a run written as "" is over
+		Lanes:        up.Lanes}
+	slices.SortFunc(cp.Lanes[long], func(a, b Lane) int { return a.Pos.Compare(b.Pos) })
 	if !reflect.DeepEqual(cp, want) {
 		t.Fatalf("loaded %+v\nwant   %+v", cp, want)
 	}
@@ -233,7 +239,7 @@ func oldTask(t *testing.T, s *mariadbtest.Server, db *sql.DB, task string) map[s
 			Tables:       map[TableName]Position{t1: {File: "mysql-bin.000003", Pos: n + 1}, t2: {File: "mysql-bin.000003", Pos: n + 2}},
 			Resolved:     map[TableName]Position{t1: {File: "mysql-bin.000003", Pos: n + 3}},
 			ResolvedDDLs: map[TableName][]string{target: ddls},
-			Schemas:      map[TableName]string{t1: schema}, Online: map[TableName]string{}}
+			Schemas:      map[TableName]string{t1: schema}, Online: map[TableName]string{}, Lanes: map[TableName][]Lane{}}
 	}
 	ddl := "ALTER TABLE `db`.`t` ADD COLUMN `c` INT"
 	if _, err := db.Exec("INSERT INTO "+marker+" (lock_id, ddl_hash, ddl, state, before_def, after_def, source) VALUES (?, ?, ?, ?, ?, ?, ?)",

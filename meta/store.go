@@ -32,6 +32,19 @@ type Checkpoint struct {
 	// Online, per real upstream table, the online schema change tool's run in progress (JSON of
 	// package onlineddl).
 	Online map[TableName]string
+	// Lanes, per upstream table, the positions of the table's key lanes (see Lane).
+	Lanes map[TableName][]Lane
+}
+
+// Lane says that the rows of an upstream table whose key hashes to lane Index of N, up to Pos, are
+// applied. A table whose rows one flush commits on several connections (by key) gets one per
+// connection instead of its table position, which a later transaction then moves past them all; a
+// row is applied when its table position or its lane's position is at or past its event. Cols are the
+// key columns the lane hash was computed over, so a lane reads the same after the key changes.
+type Lane struct {
+	N, Index int
+	Cols     []string
+	Pos      Position
 }
 
 // CheckpointUpdate is the checkpoint part of one downstream transaction.
@@ -42,6 +55,7 @@ type CheckpointUpdate struct {
 	Resolved   map[TableName]Position
 	Schemas    map[TableName]string // tracked column versions (JSON) of changed tables
 	Online     map[TableName]string // online DDL tool runs of changed tables ("" when over)
+	Lanes      map[TableName][]Lane
 	// ResolvedTarget records a lock's DDLs for its target (optional).
 	ResolvedTarget *TableName
 	ResolvedDDLs   []string
@@ -145,7 +159,7 @@ func (s *Store) CheckEpoch(ctx context.Context, q Queryer, share bool) error {
 // Load reads the source's checkpoint (zero positions when there is none).
 func (s *Store) Load(ctx context.Context) (Checkpoint, error) {
 	cp := Checkpoint{Tables: map[TableName]Position{}, Resolved: map[TableName]Position{},
-		ResolvedDDLs: map[TableName][]string{}, Schemas: map[TableName]string{}, Online: map[TableName]string{}}
+		ResolvedDDLs: map[TableName][]string{}, Schemas: map[TableName]string{}, Online: map[TableName]string{}, Lanes: map[TableName][]Lane{}}
 	rows, err := s.db.QueryContext(ctx, "SELECT id, binlog_name, binlog_pos, binlog_gtid, ddls FROM "+s.ckptQ+" WHERE source = ?", s.source)
 	if err != nil {
 		return cp, fmt.Errorf("load checkpoint of %s from %s: %w", s.source, s.ckpt, err)
@@ -177,6 +191,16 @@ func (s *Store) Load(ctx context.Context) (Checkpoint, error) {
 			if ddls.String != "" {
 				cp.Online[t] = ddls.String
 			}
+		case strings.HasPrefix(id, lanePrefix):
+			t, l, err := parseLaneID(id)
+			if err == nil && ddls.Valid {
+				err = json.Unmarshal([]byte(ddls.String), &l.Cols)
+			}
+			if err != nil {
+				return cp, fmt.Errorf("checkpoint row %q: %w", id, err)
+			}
+			l.Pos = p
+			cp.Lanes[t] = append(cp.Lanes[t], l)
 		case strings.HasPrefix(id, "resolved:"):
 			var t TableName
 			if err := json.Unmarshal([]byte(id[len("resolved:"):]), &t); err != nil {
@@ -218,6 +242,14 @@ func (s *Store) Write(ctx context.Context, e Execer, up CheckpointUpdate) error 
 	for t, p := range up.Tables {
 		if err := put(tableID("", t), p, nil, nil); err != nil {
 			return err
+		}
+	}
+	for t, lanes := range up.Lanes {
+		for _, l := range lanes {
+			cols, _ := json.Marshal(l.Cols)
+			if err := put(laneID(t, l), l.Pos, nil, string(cols)); err != nil {
+				return err
+			}
 		}
 	}
 	for t, js := range up.Schemas {
@@ -305,6 +337,32 @@ func (s *Store) WriteLoad(ctx context.Context, e Execer, r LoadRow) error {
 		return fmt.Errorf("write load state %s/%s: %w", s.source, r.ID, err)
 	}
 	return nil
+}
+
+const lanePrefix = "lane:"
+
+// laneID is "lane:<n>/<index>/<hash of the key columns>:" and the table's JSON: one row per lane and
+// key, so a lane of the key before a DDL is not overwritten by the lane of the same number after it.
+func laneID(t TableName, l Lane) string {
+	cols, _ := json.Marshal(l.Cols)
+	return tableID(fmt.Sprintf("%s%d/%d/%s:", lanePrefix, l.N, l.Index, Hash(string(cols))[:8]), t)
+}
+
+func parseLaneID(id string) (TableName, Lane, error) {
+	var t TableName
+	var l Lane
+	rest, js, ok := strings.Cut(id[len(lanePrefix):], ":")
+	if !ok {
+		return t, l, errors.New("no table")
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) != 3 {
+		return t, l, errors.New("not n/index/key")
+	}
+	if _, err := fmt.Sscan(parts[0]+" "+parts[1], &l.N, &l.Index); err != nil || l.N <= 0 || l.Index < 0 || l.Index >= l.N {
+		return t, l, fmt.Errorf("lane %q", rest)
+	}
+	return t, l, json.Unmarshal([]byte(js), &t)
 }
 
 func tableID(prefix string, t TableName) string {

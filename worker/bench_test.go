@@ -88,51 +88,11 @@ func catchUp(b *testing.B, tables, perTable, workers, batch int) {
 	// The limit: the same rows, plain batched INSERT, same downstream, one connection per shard table
 	// (the syncers write each table's changes on one connection of their own, too).
 	c.down.Exec(b, c.downDB, "CREATE TABLE db.t_limit LIKE db.t")
-	limitStart := time.Now()
-	var lwg sync.WaitGroup
-	for shard := 0; shard < tables; shard++ {
-		lwg.Add(1)
-		go func() {
-			defer lwg.Done()
-			conn, err := c.downDB.Conn(b.Context())
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			defer conn.Close()
-			base := shard * perTable
-			for from := 0; from < perTable; from += 1024 {
-				tx, err := conn.BeginTx(b.Context(), nil)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				for k := from; k < min(from+1024, perTable); k += 256 {
-					var sb strings.Builder
-					args := make([]any, 0, 512)
-					sb.WriteString("INSERT INTO db.t_limit (id, v) VALUES ")
-					for r := k; r < min(k+256, perTable, from+1024); r++ {
-						if r > k {
-							sb.WriteByte(',')
-						}
-						sb.WriteString("(?,?)")
-						id := base + r + 1
-						args = append(args, id, fmt.Sprintf("value-%d", id))
-					}
-					if _, err := tx.Exec(sb.String(), args...); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-				if err := tx.Commit(); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
+	ranges := make([][2]int, tables)
+	for shard := range ranges {
+		ranges[shard] = [2]int{shard * perTable, (shard + 1) * perTable}
 	}
-	lwg.Wait()
-	limitRate := float64(total) / time.Since(limitStart).Seconds()
+	limitRate := insertLimit(b, c, "db.t_limit", ranges)
 	b.ReportMetric(syncRate, "sync-rows/s")
 	b.ReportMetric(limitRate, "limit-rows/s")
 	b.ReportMetric(100*syncRate/limitRate, "%-of-limit")
@@ -171,4 +131,121 @@ func (c *cluster) fillShards(tb testing.TB, perTable, step int, analyze bool) {
 		}()
 	}
 	wg.Wait()
+}
+
+// BenchmarkHotTable: TRIBUTARY_BENCH_ROWS rows (default 1000000) of ONE upstream table already in the
+// binlog (one source): the catch-up rate beside the plain batched INSERT limit of the same rows into
+// the same downstream over as many connections as the syncer has (256 rows a statement, 1024 a
+// transaction), measured in the same run, with DM's default syncer settings and with Tributary's.
+// Before changes were spread by key, one table went through one connection whatever worker-count said.
+// Run with -benchtime 1x.
+func BenchmarkHotTable(b *testing.B) {
+	total := 1000000
+	if v := os.Getenv("TRIBUTARY_BENCH_ROWS"); v != "" {
+		fmt.Sscan(v, &total)
+	}
+	for _, set := range []struct {
+		name           string
+		workers, batch int
+	}{{"dm", 16, 100}, {"tributary", 4, 1024}} {
+		b.Run("settings="+set.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				hotCatchUp(b, total, set.workers, set.batch)
+			}
+		})
+	}
+}
+
+func hotCatchUp(b *testing.B, total, workers, batch int) {
+	c := newClusterTB(b)
+	c.workers, c.batch = workers, batch
+	c.up(0, "CREATE TABLE db_1.hot (id INT PRIMARY KEY, v VARCHAR(32))")
+	c.startPosition(0)
+	for from := 0; from < total; from += 1000 {
+		c.up(0, fmt.Sprintf("INSERT INTO db_1.hot SELECT seq, CONCAT('value-', seq) FROM db_1.seq_%d_to_%d", from+1, min(from+1000, total)))
+	}
+	var end Position
+	var doDB, ignoreDB any
+	if err := c.upDBs[0].QueryRow("SHOW MASTER STATUS").Scan(&end.File, &end.Pos, &doDB, &ignoreDB); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	start := time.Now()
+	c.startSyncer(0)
+	for {
+		var p Position
+		err := c.downDB.QueryRow("SELECT binlog_name, binlog_pos FROM dm_meta.test_checkpoint WHERE source = 's1' AND id = ''").Scan(&p.File, &p.Pos)
+		if err == nil && p.Compare(end) >= 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	syncRate := float64(total) / time.Since(start).Seconds()
+	b.StopTimer()
+	var n int
+	if err := c.downDB.QueryRow("SELECT COUNT(*) FROM db.hot").Scan(&n); err != nil || n != total {
+		b.Fatalf("downstream has %d rows, want %d (%v)", n, total, err)
+	}
+	c.down.Exec(b, c.downDB, "CREATE TABLE db.hot_limit LIKE db.hot")
+	ranges := make([][2]int, workers)
+	per := (total + workers - 1) / workers
+	for w := range ranges {
+		ranges[w] = [2]int{min(w*per, total), min((w+1)*per, total)}
+	}
+	limitRate := insertLimit(b, c, "db.hot_limit", ranges)
+	b.ReportMetric(syncRate, "sync-rows/s")
+	b.ReportMetric(limitRate, "limit-rows/s")
+	b.ReportMetric(100*syncRate/limitRate, "%-of-limit")
+}
+
+// insertLimit inserts rows (id, 'value-<id>') into table, ids (lo, hi] of each range on a connection of
+// its own, 256 rows a statement and 1024 a transaction, and returns the rows per second: the
+// downstream's limit that a catch-up is measured against.
+func insertLimit(b *testing.B, c *cluster, table string, ranges [][2]int) float64 {
+	start := time.Now()
+	total := 0
+	var wg sync.WaitGroup
+	for _, r := range ranges {
+		total += r[1] - r[0]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := c.downDB.Conn(b.Context())
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			defer conn.Close()
+			lo, hi := r[0], r[1]
+			for from := lo; from < hi; from += 1024 {
+				tx, err := conn.BeginTx(b.Context(), nil)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				for k := from; k < min(from+1024, hi); k += 256 {
+					var sb strings.Builder
+					args := make([]any, 0, 512)
+					sb.WriteString("INSERT INTO " + table + " (id, v) VALUES ")
+					for id := k + 1; id <= min(k+256, hi, from+1024); id++ {
+						if id > k+1 {
+							sb.WriteByte(',')
+						}
+						sb.WriteString("(?,?)")
+						args = append(args, id, fmt.Sprintf("value-%d", id))
+					}
+					if _, err := tx.Exec(sb.String(), args...); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+				if err := tx.Commit(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return float64(total) / time.Since(start).Seconds()
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/tributary-db/tributary/dbutil"
 	"github.com/tributary-db/tributary/internal/failpoint"
 	"github.com/tributary-db/tributary/loader"
+	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/onlineddl"
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/router"
@@ -61,9 +62,9 @@ type SyncerConfig struct {
 	// costing one commit and one checkpoint write per 100 rows.
 	BatchRows int
 	TxnRows   int
-	// WorkerCount is the number of downstream connections (syncers.worker-count). Changes are
-	// partitioned by upstream table, so the rows of one key (which live in one shard table) keep
-	// their binlog order.
+	// WorkerCount is the number of downstream connections (syncers.worker-count). Changes are spread
+	// over them by the target's primary key, changes of one key (any unique key) in binlog order
+	// (lanes.go); tables that cannot be spread by key keep one connection per upstream table.
 	WorkerCount int
 	// Epoch is the binding's epoch: the checkpoint is claimed for it at start, and every downstream
 	// transaction fails with ErrFenced once a newer binding has claimed it (0: no fencing).
@@ -104,6 +105,8 @@ type Syncer struct {
 	peakRows      atomic.Int64
 	persisted     Position // the resume position last committed
 	persistedGTID string
+	committed     Position // the resume position of the last flush that committed (maybe not written)
+	committedGTID string
 	resync        *resumePoint
 	fresh         bool                      // no checkpoint yet: the task's first start on this source
 	gtids         mariadbGTIDs              // GTID set after the last complete event group (GTID mode)
@@ -118,6 +121,17 @@ type Syncer struct {
 	// checkpoint; onlineDirty those changed since the last flush.
 	runs        onlineddl.Runs
 	onlineDirty map[TableName]bool
+	// Key lanes (lanes.go): key plans by target and column list, the targets' unique keys, which
+	// connection each key of the batch is on, and the tables whose last committed flush wrote lanes
+	// (their table position follows in the next transaction).
+	plans       map[planKey]*keyPlan
+	targetKeys  map[TableName]*targetKeys
+	keyConn     map[uint64]int
+	consolidate map[TableName]Position
+	keyBuf      []byte
+	evKeys      []uint64
+	evLanes     []int
+	evLocal     map[uint64]int
 
 	events   atomic.Int64
 	started  chan struct{}
@@ -171,13 +185,24 @@ func (s *Syncer) publishStatus() {
 	s.statusMu.Unlock()
 }
 
-// partition is one downstream connection's share of the batch.
+// partition is one downstream connection's share of the batch. pos holds, per upstream table, the
+// position its transaction may write as the table's (every row of the table up to there is in it or
+// committed before); lanes, the position of the table's rows on this connection when they are spread
+// by key (lanes.go).
 type partition struct {
+	idx   int
 	sink  *Sink
 	batch []Change
 	pos   map[TableName]Position
+	lanes map[TableName]laneClaim
 }
 
+type laneClaim struct {
+	pos  Position
+	cols []string
+}
+
+// partitionOf is the connection of a table's changes that are not spread by key.
 func (s *Syncer) partitionOf(t TableName) *partition {
 	h := fnv.New32a()
 	h.Write([]byte(t.Schema))
@@ -226,7 +251,7 @@ func NewSyncer(cfg SyncerConfig) *Syncer {
 		sink := NewSink(cfg.Downstream, cfg.MetaSchema, cfg.Task, cfg.Source)
 		sink.maxRows = max(cfg.BatchRows, 256) // at least the 256-row statements of the INSERT limit we measure against
 		sink.SetEpoch(cfg.Epoch)
-		s.parts = append(s.parts, &partition{sink: sink})
+		s.parts = append(s.parts, &partition{idx: i, sink: sink})
 	}
 	s.sink = s.parts[0].sink
 	return s
@@ -362,6 +387,10 @@ func (s *Syncer) init(ctx context.Context) error {
 	}
 	s.schemas = newSchemaTracker()
 	s.shapes = map[TableName]cachedShape{}
+	s.plans, s.targetKeys, s.consolidate = map[planKey]*keyPlan{}, map[TableName]*targetKeys{}, map[TableName]Position{}
+	for t := range s.ckpt.Lanes {
+		s.pruneLanes(t)
+	}
 	if err := s.schemas.load(s.ckpt.Schemas); err != nil {
 		return err
 	}
@@ -618,6 +647,7 @@ func (s *Syncer) startReader(ctx context.Context, from resumePoint) (*reader, er
 	}
 	s.log.Info("start reading binlog", zap.Stringer("from", from.pos), zap.String("gtid", from.gtid))
 	s.file, s.lastPos, s.groupStart, s.curGTID = from.pos.File, from.pos, from.pos, nil
+	s.committed, s.committedGTID = Position{}, "" // reading again from here: nothing past it is safe yet
 	s.resetBatch()
 	rctx, cancel := context.WithCancel(ctx)
 	r := &reader{cancel: cancel, syncer: bs, events: make(chan readEvent, 256), errc: make(chan error, 1), done: make(chan struct{})}
@@ -743,6 +773,11 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 		return nil // past the group's pending DDL: read again after it is resolved
 	}
 	if op, ok := s.cfg.Operators.find(false, start); ok {
+		// The user's statements may change any row: everything before them commits first, and
+		// everything after them after.
+		if err := s.barrier(ctx); err != nil {
+			return err
+		}
 		part := s.partitionOf(src)
 		s.log.Warn("binlog event handled by an operator (binlog "+op.Op+")", zap.Stringer("table", src), zap.Stringer("pos", start), zap.Strings("sqls", op.SQLs))
 		for _, q := range op.SQLs {
@@ -750,7 +785,7 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 			s.rows++
 		}
 		part.pos[src] = end // handled: a re-read (re-sync) must not run the replacement again
-		return nil
+		return s.barrier(ctx)
 	}
 	if !s.cfg.Filter.Empty() {
 		event := "insert"
@@ -772,7 +807,13 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 		return err
 	}
 	cols := shape.cols
-	part := s.partitionOf(src)
+	plan, err := s.planFor(ctx, target, cols)
+	if err != nil {
+		return err
+	}
+	// A row of a lane whose position is at or past this event was applied before a restart.
+	perRow := s.lanesAfter(src, end)
+	var changes []Change
 	add := func(kind ChangeKind, row, old []any) {
 		if row != nil {
 			row = shape.apply(row)
@@ -780,9 +821,11 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 		if old != nil {
 			old = shape.apply(old)
 		}
-		part.batch = append(part.batch, Change{Kind: kind, Source: src, Target: target, Columns: cols, Row: row, Old: old, Pos: start})
-		s.rows++
-		s.batchBytes += rowBytes(row) + rowBytes(old)
+		c := Change{Kind: kind, Source: src, Target: target, Columns: cols, Row: row, Old: old, Pos: start}
+		if perRow && s.laneApplied(src, cols, keyImage(&c), end) {
+			return
+		}
+		changes = append(changes, c)
 	}
 	defer s.notePeak()
 	// copied: the row with this image is in a load's copy taken after this event (only for a table
@@ -820,11 +863,113 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 	default:
 		return nil
 	}
-	part.pos[src] = end
+	if err := s.place(ctx, src, plan, changes, end); err != nil {
+		return err
+	}
 	if s.batchFull() {
 		// Also inside a large upstream transaction: the table checkpoints are per rows event and the
 		// resume position stays at the transaction's start, so memory is bounded and nothing repeats.
 		return s.flushAsync(ctx)
+	}
+	return nil
+}
+
+// place adds the changes of one rows event of src (ending at end) to the batch: by key lane with a
+// plan, else on the table's own connection (lanes.go).
+func (s *Syncer) place(ctx context.Context, src TableName, plan *keyPlan, changes []Change, end Position) error {
+	home := s.partitionOf(src)
+	lanes := s.evLanes[:0]
+	keys := s.evKeys[:0]
+	var offs []int // keys of change i: keys[offs[i]:offs[i+1]]
+	serial := plan == nil
+	if plan != nil {
+		offs = make([]int, 0, len(changes)+1)
+		if s.evLocal == nil {
+			s.evLocal = map[uint64]int{}
+		}
+		clear(s.evLocal)
+		n := len(s.parts)
+		for i := range changes {
+			var l int
+			l, s.keyBuf = laneOf(s.keyBuf, keyImage(&changes[i]), plan.laneIdx, n)
+			lanes = append(lanes, l)
+			offs = append(offs, len(keys))
+			keys, s.keyBuf = plan.appendKeys(keys, s.keyBuf, &changes[i])
+			for _, k := range keys[offs[i]:] {
+				if other, ok := s.evLocal[k]; ok && other != l {
+					serial = true // rows of this event pass a key between lanes
+				}
+				s.evLocal[k] = l
+			}
+		}
+		offs = append(offs, len(keys))
+	}
+	if serial {
+		lanes = lanes[:0]
+		for range changes {
+			lanes = append(lanes, home.idx)
+		}
+	}
+	// A barrier when a key of the event is on another connection in the batch, or (on the table's own
+	// connection) when rows of the table are on another: they must commit first.
+	conflict := false
+	if plan != nil {
+		for i := range changes {
+			for _, k := range keys[offs[i]:offs[i+1]] {
+				if c, ok := s.keyConn[k]; ok && c != lanes[i] {
+					conflict = true
+				}
+			}
+		}
+	}
+	if serial && !conflict {
+		for _, p := range s.parts {
+			if _, ok := p.lanes[src]; ok && p != home {
+				conflict = true
+			}
+			if _, ok := p.pos[src]; ok && p != home {
+				conflict = true
+			}
+		}
+	}
+	if conflict {
+		if err := s.barrier(ctx); err != nil {
+			return err
+		}
+	}
+	for i := range changes {
+		p := s.parts[lanes[i]]
+		p.batch = append(p.batch, changes[i])
+		s.rows++
+		s.batchBytes += rowBytes(changes[i].Row) + rowBytes(changes[i].Old)
+		if plan != nil {
+			for _, k := range keys[offs[i]:offs[i+1]] {
+				s.keyConn[k] = lanes[i]
+			}
+			if !serial {
+				p.lanes[src] = laneClaim{pos: end, cols: plan.cols}
+			}
+		}
+	}
+	s.evLanes, s.evKeys = lanes, keys
+	if serial {
+		home.pos[src] = end
+		if plan != nil {
+			// Rows of other lanes are on the table's connection: no lane position may be written for
+			// them before they commit, so what follows goes in the next flush.
+			return s.barrier(ctx)
+		}
+	}
+	return nil
+}
+
+// barrier starts committing the batch (when there is one), so that whatever is added next commits
+// after it.
+func (s *Syncer) barrier(ctx context.Context) error {
+	for _, p := range s.parts {
+		if len(p.batch) > 0 || len(p.pos) > 0 || len(p.lanes) > 0 {
+			return s.flushAsync(ctx)
+		}
 	}
 	return nil
 }
@@ -900,9 +1045,10 @@ func (s *Syncer) PeakBatchedRows() int64 { return s.peakRows.Load() }
 
 func (s *Syncer) resetBatch() {
 	for _, p := range s.parts {
-		p.batch, p.pos = p.batch[:0], map[TableName]Position{}
+		p.batch, p.pos, p.lanes = p.batch[:0], map[TableName]Position{}, map[TableName]laneClaim{}
 	}
 	s.rows, s.batchBytes = 0, 0
+	s.keyConn = map[uint64]int{}
 }
 
 // takeOnlineDirty returns the online DDL runs changed since the last call, encoded ("" for a run that
@@ -937,8 +1083,17 @@ const maxBatchBytes = 32 << 20
 
 func (s *Syncer) batchFull() bool { return s.rows >= s.cfg.TxnRows || s.batchBytes >= maxBatchBytes }
 
-// flush commits every batched change with the checkpoint and returns once it is committed.
-func (s *Syncer) flush(ctx context.Context) error { return s.flushWith(ctx, false) }
+// flush commits every batched change with the checkpoint and returns once it is committed, with the
+// positions of tables whose rows it spread over lanes (a DDL follows it, which may change the keys).
+func (s *Syncer) flush(ctx context.Context) error {
+	if err := s.flushWith(ctx, false); err != nil {
+		return err
+	}
+	if len(s.consolidate) > 0 {
+		return s.flushWith(ctx, false)
+	}
+	return nil
+}
 
 // flushAsync starts committing the batch and returns at once: the next batch is read and built
 // while it commits. The next flush of either kind first waits for it, so at most one flush is in
@@ -950,10 +1105,17 @@ func (s *Syncer) flushAsync(ctx context.Context) error { return s.flushWith(ctx,
 type inflight struct {
 	done       chan struct{}
 	busy       []*partition // the batches being committed (the partitions have new ones)
+	ups        []CheckpointUpdate
+	spread     map[TableName]Position // tables it writes lanes of, with their last position
+	merged     []TableName            // tables whose lanes of earlier flushes it moves the table position past
 	errs       []error
 	global     Position
 	globalGTID string
 	persist    bool // the transactions move the resume position to global
+	// prev is the resume position the first transaction writes when several commit: the previous
+	// flush's, which committed whole (zero: none to write).
+	prev     Position
+	prevGTID string
 }
 
 func (s *Syncer) flushWith(ctx context.Context, async bool) error {
@@ -967,49 +1129,84 @@ func (s *Syncer) flushWith(ctx context.Context, async bool) error {
 	global := s.safeGlobal()
 	var busy []*partition
 	for _, p := range s.parts {
-		if len(p.batch) > 0 {
+		if len(p.batch) > 0 || len(p.pos) > 0 || len(p.lanes) > 0 {
 			busy = append(busy, p)
 		}
 	}
 	s.schemas.prune(s.persisted)
 	schemas := s.schemas.takeDirty()
 	online := s.takeOnlineDirty()
+	tables, lanes, spread := s.claims(busy)
+	// The tables whose lanes the last flush committed: their table position moves past them now, in
+	// the transaction that writes it anyway, else in the first.
+	var merged []TableName
+	merge := map[TableName]Position{}
+	for t, pos := range s.consolidate {
+		merged = append(merged, t)
+		written := false
+		for i := range busy {
+			if _, ok := tables[i][t]; ok {
+				written = true
+			}
+		}
+		if !written {
+			merge[t] = pos
+		}
+	}
 	if len(busy) == 0 {
-		if global.Compare(s.persisted) == 0 && schemas == nil && online == nil {
+		if global.Compare(s.persisted) == 0 && schemas == nil && online == nil && len(merged) == 0 {
 			return nil
 		}
-		if err := s.sink.Flush(ctx, nil, CheckpointUpdate{Global: global, GlobalGTID: s.gtidFor(global), Schemas: schemas, Online: online}); err != nil {
+		if err := s.sink.Flush(ctx, nil, CheckpointUpdate{Global: global, GlobalGTID: s.gtidFor(global), Tables: merge, Schemas: schemas, Online: online}); err != nil {
 			return err
 		}
 		s.persisted = global
 		s.persistedGTID = s.gtidFor(global)
 		s.ckpt.Global = global
+		s.noteTables(merge)
+		clear(s.consolidate)
 		s.afterCommit()
 		return nil
 	}
-	f := &inflight{done: make(chan struct{}), errs: make([]error, len(busy)), global: global, globalGTID: s.gtidFor(global), persist: len(busy) == 1}
-	ups := make([]CheckpointUpdate, len(busy))
+	for t, pos := range merge {
+		tables[0][t] = pos
+	}
+	f := &inflight{done: make(chan struct{}), errs: make([]error, len(busy)), ups: make([]CheckpointUpdate, len(busy)), spread: spread, merged: merged,
+		global: global, globalGTID: s.gtidFor(global), persist: len(busy) == 1}
+	ups := f.ups
 	for i, p := range busy {
 		if f.persist {
-			ups[i] = CheckpointUpdate{Global: global, GlobalGTID: f.globalGTID, Tables: p.pos, Schemas: schemas, Online: online}
+			ups[i] = CheckpointUpdate{Global: global, GlobalGTID: f.globalGTID, Tables: tables[i], Lanes: lanes[i], Schemas: schemas, Online: online}
 		} else {
 			// Several connections commit separately: none may move the resume position past another's
 			// rows (the table checkpoints say what each committed), and none writes it at all, so that
 			// they do not queue on its row lock one behind the other.
-			ups[i] = CheckpointUpdate{Tables: p.pos}
+			ups[i] = CheckpointUpdate{Tables: tables[i], Lanes: lanes[i]}
 			if i == 0 {
 				ups[i].Schemas, ups[i].Online = schemas, online
+				// The previous flush committed whole: its resume position is safe, and only this
+				// transaction writes it.
+				if s.committed.Compare(s.persisted) > 0 {
+					f.prev, f.prevGTID = s.committed, s.committedGTID
+					ups[i].Global, ups[i].GlobalGTID = f.prev, f.prevGTID
+				}
 			}
 		}
-		f.busy = append(f.busy, &partition{sink: p.sink, batch: p.batch, pos: p.pos})
-		p.batch, p.pos = make([]Change, 0, cap(p.batch)), map[TableName]Position{}
+		f.busy = append(f.busy, &partition{idx: p.idx, sink: p.sink, batch: p.batch})
+		p.batch, p.pos, p.lanes = make([]Change, 0, cap(p.batch)), map[TableName]Position{}, map[TableName]laneClaim{}
 	}
 	s.rows, s.batchBytes = 0, 0
+	clear(s.keyConn)
 	var wg sync.WaitGroup
 	for i, p := range f.busy {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if hook := testHookFlush; hook != nil {
+				if f.errs[i] = hook(p.idx, len(f.busy)); f.errs[i] != nil {
+					return
+				}
+			}
 			f.errs[i] = p.sink.Flush(ctx, p.batch, ups[i])
 		}()
 	}
@@ -1023,6 +1220,10 @@ func (s *Syncer) flushWith(ctx context.Context, async bool) error {
 	}
 	return s.waitFlush(ctx)
 }
+
+// testHookFlush, when a test sets it, runs before each transaction of a flush (connection part of
+// parts busy); an error stands for the transaction's failure (it does not run).
+var testHookFlush func(part, parts int) error
 
 // waitFlush waits for the flush in flight, if any, and records what it committed.
 func (s *Syncer) waitFlush(ctx context.Context) error {
@@ -1044,17 +1245,88 @@ func (s *Syncer) waitFlush(ctx context.Context) error {
 	if err := errors.Join(f.errs...); err != nil {
 		return err
 	}
-	for _, p := range f.busy {
-		for t, pos := range p.pos {
-			s.ckpt.Tables[t] = pos
+	for _, t := range f.merged {
+		delete(s.consolidate, t)
+	}
+	for _, up := range f.ups {
+		s.noteTables(up.Tables)
+		for t, l := range up.Lanes {
+			s.noteLanes(t, l)
 		}
+	}
+	for t, pos := range f.spread {
+		s.consolidate[t] = pos
 	}
 	if f.persist {
 		s.persisted, s.persistedGTID = f.global, f.globalGTID
+	} else if !f.prev.IsZero() {
+		s.persisted, s.persistedGTID = f.prev, f.prevGTID
 	}
+	s.committed, s.committedGTID = f.global, f.globalGTID
 	s.ckpt.Global = f.global
 	s.afterCommit()
 	return nil
+}
+
+// claims turns the busy partitions' positions into their checkpoint updates: a table whose rows are all
+// on one connection gets its table position there; one spread over several gets a lane position on
+// each (and the table position where a partition holds one), and is returned in spread with its last
+// position.
+func (s *Syncer) claims(busy []*partition) (tables []map[TableName]Position, lanes []map[TableName][]meta.Lane, spread map[TableName]Position) {
+	on := map[TableName][]int{}
+	for i, p := range busy {
+		for t := range p.pos {
+			on[t] = append(on[t], i)
+		}
+		for t := range p.lanes {
+			if _, ok := p.pos[t]; !ok {
+				on[t] = append(on[t], i)
+			}
+		}
+	}
+	tables = make([]map[TableName]Position, len(busy))
+	lanes = make([]map[TableName][]meta.Lane, len(busy))
+	for i := range busy {
+		tables[i], lanes[i] = map[TableName]Position{}, map[TableName][]meta.Lane{}
+	}
+	spread = map[TableName]Position{}
+	for t, idx := range on {
+		if len(idx) == 1 {
+			p := busy[idx[0]]
+			pos := p.pos[t]
+			if l, ok := p.lanes[t]; ok && l.pos.Compare(pos) > 0 {
+				pos = l.pos
+			}
+			tables[idx[0]][t] = pos
+			continue
+		}
+		var last Position
+		for _, i := range idx {
+			p := busy[i]
+			if pos, ok := p.pos[t]; ok {
+				tables[i][t] = pos
+				if pos.Compare(last) > 0 {
+					last = pos
+				}
+			}
+			if l, ok := p.lanes[t]; ok {
+				lanes[i][t] = append(lanes[i][t], meta.Lane{N: len(s.parts), Index: p.idx, Cols: l.cols, Pos: l.pos})
+				if l.pos.Compare(last) > 0 {
+					last = l.pos
+				}
+			}
+		}
+		spread[t] = last
+	}
+	return tables, lanes, spread
+}
+
+// noteTables records committed table positions.
+func (s *Syncer) noteTables(tables map[TableName]Position) {
+	for t, pos := range tables {
+		s.ckpt.Tables[t] = pos
+		s.pruneLanes(t)
+	}
 }
 
 // afterCommit forgets what no read from the resume position on can need.
@@ -1362,6 +1634,8 @@ func (s *Syncer) forgetKeys() {
 	for _, p := range s.parts {
 		p.sink.ForgetKeys()
 	}
+	clear(s.plans)
+	clear(s.targetKeys)
 }
 
 func (s *Syncer) setTables(tables map[TableName]Position) {
@@ -1463,6 +1737,7 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 		s.curGTID = nil
 	}
 	s.lastPos = from.pos
+	s.committed, s.committedGTID = Position{}, ""
 	target := res.target
 	global := s.safeGlobal()
 	up := CheckpointUpdate{Global: global, GlobalGTID: s.gtidFor(global), Resolved: resolution.Positions, ResolvedTarget: &target, ResolvedDDLs: res.op.DDLs}

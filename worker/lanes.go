@@ -1,0 +1,360 @@
+package worker
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/tributary-db/tributary/meta"
+)
+
+// Key lanes: the changes of one upstream table are spread over the downstream connections by the
+// hash of the target's primary key, so a hot table uses every connection (syncers.worker-count).
+//
+// Order. Two changes of the same key (the primary key or any unique key of the target, in either
+// image) must commit in binlog order. Within a flush each connection's transaction keeps its changes
+// in order, so changes of one key on one connection are safe; a change whose key is already on
+// another connection in the batch (an update that moves a row to a key of another lane, a unique
+// value passed from one row to another) is a conflict: the batch is flushed first (a barrier; the
+// next flush commits only after it), then the change goes to its own lane. A rows event whose own
+// rows conflict with each other (UPDATE t SET id = id + 1) goes whole to the table's own connection,
+// between two barriers: no lane position may be written while rows of that lane sit on another
+// connection.
+//
+// Exactly once. Each transaction commits its rows with their positions. When all of a table's rows of
+// a flush are on one connection, that connection writes the table's position, as before. When they
+// are on several, each writes its lane's position (meta.Lane) and the next transaction moves the table
+// position past all of them (consolidation; a synchronous flush, before every DDL, does it at once).
+// A row read again after a restart is applied when its table's or its lane's position is at or past
+// its event, the lane computed with the key columns the lane row names.
+//
+// Only targets whose every unique key is made of columns that compare byte for byte (integers,
+// decimals, dates and times, binary strings and _bin collations; trailing spaces ignored) are spread:
+// two strings equal under a case- or accent-insensitive collation would hash apart and their order be
+// lost. Other targets, tables without a primary key and tables whose rows lack a key column keep one
+// connection per upstream table.
+
+// targetKeys are a downstream target's unique keys, read from its definition.
+type targetKeys struct {
+	uniques []uniqueKey // the primary key first
+	spread  bool
+	why     string // why the target is not spread (for the log)
+}
+
+type uniqueKey struct {
+	name string
+	cols []string
+}
+
+// exactTypes are the column types whose equal values have equal bytes in the binlog (strings: under a
+// binary collation).
+var exactTypes = map[string]bool{"tinyint": true, "smallint": true, "mediumint": true, "int": true, "bigint": true,
+	"decimal": true, "date": true, "datetime": true, "timestamp": true, "time": true, "year": true, "bit": true}
+
+var stringTypes = map[string]bool{"char": true, "varchar": true, "binary": true, "varbinary": true,
+	"tinytext": true, "text": true, "mediumtext": true, "longtext": true, "tinyblob": true, "blob": true, "mediumblob": true, "longblob": true}
+
+func readTargetKeys(ctx context.Context, db *sql.DB, t TableName) (*targetKeys, error) {
+	rows, err := db.QueryContext(ctx, `SELECT s.INDEX_NAME, s.COLUMN_NAME, s.SUB_PART, c.DATA_TYPE, c.COLLATION_NAME
+		FROM information_schema.STATISTICS s LEFT JOIN information_schema.COLUMNS c
+		  ON c.TABLE_SCHEMA = s.TABLE_SCHEMA AND c.TABLE_NAME = s.TABLE_NAME AND c.COLUMN_NAME = s.COLUMN_NAME
+		WHERE s.TABLE_SCHEMA = ? AND s.TABLE_NAME = ? AND s.NON_UNIQUE = 0
+		ORDER BY s.INDEX_NAME = 'PRIMARY' DESC, s.INDEX_NAME, s.SEQ_IN_INDEX`, t.Schema, t.Name)
+	if err != nil {
+		return nil, fmt.Errorf("unique keys of %s: %w", t, err)
+	}
+	defer rows.Close()
+	k := &targetKeys{spread: true}
+	for rows.Next() {
+		var index string
+		var col, typ, coll sql.NullString
+		var sub sql.NullInt64
+		if err := rows.Scan(&index, &col, &sub, &typ, &coll); err != nil {
+			return nil, err
+		}
+		if n := len(k.uniques); n == 0 || k.uniques[n-1].name != index {
+			k.uniques = append(k.uniques, uniqueKey{name: index})
+		}
+		u := &k.uniques[len(k.uniques)-1]
+		u.cols = append(u.cols, col.String)
+		switch {
+		case !k.spread:
+		case !col.Valid:
+			k.spread, k.why = false, "key "+index+" has an expression"
+		case sub.Valid:
+			k.spread, k.why = false, "key "+index+" has a prefix of "+col.String
+		case exactTypes[typ.String]:
+		case stringTypes[typ.String] && (!coll.Valid || coll.String == "binary" || strings.HasSuffix(coll.String, "_bin")):
+		default:
+			k.spread, k.why = false, fmt.Sprintf("key %s has column %s of type %s %s", index, col.String, typ.String, coll.String)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(k.uniques) == 0 || k.uniques[0].name != "PRIMARY" {
+		k.spread, k.why = false, "no primary key"
+	}
+	return k, nil
+}
+
+// keyPlan is how the rows of one column list of a target are laned: the row indexes of the primary
+// key (the lane) and of every unique key (the conflicts). A nil plan keeps the table on one connection.
+type keyPlan struct {
+	target  string
+	laneIdx []int
+	cols    []string // the primary key's column names, stored with the lanes
+	keys    [][]int
+	names   []string
+}
+
+type planKey struct {
+	target TableName
+	first  *string // the column list's identity (shapes share one per version)
+	n      int
+}
+
+// columnIndexes returns the indexes of names in cols (case-insensitive), or false when one is missing.
+func columnIndexes(cols, names []string) ([]int, bool) {
+	idx := make([]int, len(names))
+	for i, n := range names {
+		idx[i] = -1
+		for j, c := range cols {
+			if strings.EqualFold(c, n) {
+				idx[i] = j
+				break
+			}
+		}
+		if idx[i] < 0 {
+			return nil, false
+		}
+	}
+	return idx, true
+}
+
+// planFor returns the key plan of target's rows with columns cols (nil: one connection per table).
+func (s *Syncer) planFor(ctx context.Context, target TableName, cols []string) (*keyPlan, error) {
+	if len(s.parts) < 2 || len(cols) == 0 {
+		return nil, nil
+	}
+	pk := planKey{target, &cols[0], len(cols)}
+	if p, ok := s.plans[pk]; ok {
+		return p, nil
+	}
+	tk, ok := s.targetKeys[target]
+	if !ok {
+		var err error
+		if tk, err = readTargetKeys(ctx, s.cfg.Downstream, target); err != nil {
+			return nil, err
+		}
+		s.targetKeys[target] = tk
+		if !tk.spread {
+			s.log.Info("target's changes stay on one connection per upstream table", zap.Stringer("target", target), zap.String("why", tk.why))
+		}
+	}
+	var plan *keyPlan
+	if tk.spread {
+		plan = &keyPlan{target: target.String(), cols: tk.uniques[0].cols}
+		for i, u := range tk.uniques {
+			idx, ok := columnIndexes(cols, u.cols)
+			if !ok {
+				plan = nil
+				s.log.Info("rows lack a key column: they stay on one connection", zap.Stringer("target", target), zap.Strings("key", u.cols))
+				break
+			}
+			if i == 0 {
+				plan.laneIdx = idx
+			}
+			plan.keys = append(plan.keys, idx)
+			plan.names = append(plan.names, u.name)
+		}
+	}
+	s.plans[pk] = plan
+	return plan, nil
+}
+
+// appendKeyValue appends the canonical bytes of a key value: integers as decimal text whatever their
+// Go type, strings and bytes without trailing spaces (PAD SPACE collations compare them equal), times
+// in RFC 3339. The encoding and laneHash are stored meaning (lane rows of checkpoints): never change
+// them.
+func appendKeyValue(b []byte, v any) []byte {
+	switch x := v.(type) {
+	case nil:
+		return append(b, 0)
+	case int8:
+		return strconv.AppendInt(append(b, 1), int64(x), 10)
+	case int16:
+		return strconv.AppendInt(append(b, 1), int64(x), 10)
+	case int32:
+		return strconv.AppendInt(append(b, 1), int64(x), 10)
+	case int64:
+		return strconv.AppendInt(append(b, 1), x, 10)
+	case int:
+		return strconv.AppendInt(append(b, 1), int64(x), 10)
+	case uint8:
+		return strconv.AppendUint(append(b, 1), uint64(x), 10)
+	case uint16:
+		return strconv.AppendUint(append(b, 1), uint64(x), 10)
+	case uint32:
+		return strconv.AppendUint(append(b, 1), uint64(x), 10)
+	case uint64:
+		return strconv.AppendUint(append(b, 1), x, 10)
+	case string:
+		x = strings.TrimRight(x, " ")
+		return append(binary.AppendUvarint(append(b, 2), uint64(len(x))), x...)
+	case []byte:
+		for len(x) > 0 && x[len(x)-1] == ' ' {
+			x = x[:len(x)-1]
+		}
+		return append(binary.AppendUvarint(append(b, 2), uint64(len(x))), x...)
+	case time.Time:
+		return x.AppendFormat(append(b, 3), time.RFC3339Nano)
+	default:
+		s := fmt.Sprint(x)
+		return append(binary.AppendUvarint(append(b, 4), uint64(len(s))), s...)
+	}
+}
+
+// laneHash is FNV-1a over b, then murmur3's finalizer so that its low bits (lane = hash % n) are
+// mixed.
+func laneHash(b []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h
+}
+
+// laneOf is the lane of n of the row image's values at idx.
+func laneOf(buf []byte, image []any, idx []int, n int) (int, []byte) {
+	buf = buf[:0]
+	for _, i := range idx {
+		buf = appendKeyValue(buf, image[i])
+	}
+	return int(laneHash(buf) % uint64(n)), buf
+}
+
+// keyImage is the image that locates a change's row: the old one of an update or delete.
+func keyImage(c *Change) []any {
+	if c.Kind == Insert {
+		return c.Row
+	}
+	return c.Old
+}
+
+// appendKeys appends the hashes of every unique key value of c (both images of an update); a key with
+// a NULL value is not one (NULLs do not collide in unique keys).
+func (p *keyPlan) appendKeys(keys []uint64, buf []byte, c *Change) ([]uint64, []byte) {
+	for _, image := range [][]any{c.Row, c.Old} {
+		if image == nil {
+			continue
+		}
+	key:
+		for k, idx := range p.keys {
+			buf = append(buf[:0], p.target...)
+			buf = append(append(buf, 0), p.names[k]...)
+			buf = append(buf, 0)
+			for _, i := range idx {
+				if image[i] == nil {
+					continue key
+				}
+				buf = appendKeyValue(buf, image[i])
+			}
+			keys = append(keys, laneHash(buf))
+		}
+	}
+	return keys, buf
+}
+
+// laneApplied reports whether a row of src at end, located by image (with columns cols), is applied
+// by a lane position of the checkpoint.
+func (s *Syncer) laneApplied(src TableName, cols []string, image []any, end Position) bool {
+	for _, l := range s.ckpt.Lanes[src] {
+		if end.Compare(l.Pos) > 0 {
+			continue
+		}
+		idx, ok := columnIndexes(cols, l.Cols)
+		if !ok {
+			continue
+		}
+		var lane int
+		lane, s.keyBuf = laneOf(s.keyBuf, image, idx, l.N)
+		if lane == l.Index {
+			return true
+		}
+	}
+	return false
+}
+
+// lanesAfter reports whether a lane position of src is at or past end (rows of the event may be
+// applied one by one).
+func (s *Syncer) lanesAfter(src TableName, end Position) bool {
+	for _, l := range s.ckpt.Lanes[src] {
+		if end.Compare(l.Pos) <= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// noteLanes records lanes committed for t, and forgets those its table position has passed.
+func (s *Syncer) noteLanes(t TableName, lanes []meta.Lane) {
+	if s.ckpt.Lanes == nil {
+		s.ckpt.Lanes = map[TableName][]meta.Lane{}
+	}
+	cur := s.ckpt.Lanes[t]
+next:
+	for _, l := range lanes {
+		for i := range cur {
+			if cur[i].N == l.N && cur[i].Index == l.Index && slicesEqualFold(cur[i].Cols, l.Cols) {
+				cur[i].Pos = l.Pos
+				continue next
+			}
+		}
+		cur = append(cur, l)
+	}
+	s.ckpt.Lanes[t] = cur
+}
+
+// pruneLanes forgets the lanes of t its table position has passed.
+func (s *Syncer) pruneLanes(t TableName) {
+	cur := s.ckpt.Lanes[t]
+	if len(cur) == 0 {
+		return
+	}
+	keep := cur[:0]
+	for _, l := range cur {
+		if l.Pos.Compare(s.ckpt.Tables[t]) > 0 {
+			keep = append(keep, l)
+		}
+	}
+	if len(keep) == 0 {
+		delete(s.ckpt.Lanes, t)
+	} else {
+		s.ckpt.Lanes[t] = keep
+	}
+}
+
+func slicesEqualFold(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !strings.EqualFold(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
