@@ -231,50 +231,47 @@ func (s *Store) Load(ctx context.Context) (Checkpoint, error) {
 // Write writes the checkpoint rows of up with e, normally the transaction of the changes they
 // cover.
 func (s *Store) Write(ctx context.Context, e Execer, up CheckpointUpdate) error {
-	q := "INSERT INTO " + s.ckptQ + " (source, id_hash, id, binlog_name, binlog_pos, binlog_gtid, ddls) VALUES (?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE " +
-		"binlog_name = VALUES(binlog_name), binlog_pos = VALUES(binlog_pos), binlog_gtid = VALUES(binlog_gtid), ddls = VALUES(ddls)"
-	put := func(id string, p Position, gtid, ddls any) error {
-		if _, err := e.ExecContext(ctx, q, s.source, Hash(id), id, p.File, p.Pos, gtid, ddls); err != nil {
-			return fmt.Errorf("write checkpoint %s/%s: %w", s.source, id, err)
-		}
-		return nil
+	// One multi-row upsert (a few hundred rows a statement): a flush on many connections writes a
+	// position for every table and lane it touched, and a statement each cost a round trip each.
+	var rows []any
+	put := func(id string, p Position, gtid, ddls any) {
+		rows = append(rows, s.source, Hash(id), id, p.File, p.Pos, gtid, ddls)
 	}
 	for t, p := range up.Tables {
-		if err := put(tableID("", t), p, nil, nil); err != nil {
-			return err
-		}
+		put(tableID("", t), p, nil, nil)
 	}
 	for t, lanes := range up.Lanes {
 		for _, l := range lanes {
 			cols, _ := json.Marshal(l.Cols)
-			if err := put(laneID(t, l), l.Pos, nil, string(cols)); err != nil {
-				return err
-			}
+			put(laneID(t, l), l.Pos, nil, string(cols))
 		}
 	}
 	for t, js := range up.Schemas {
-		if err := put(tableID("schema:", t), Position{}, nil, js); err != nil {
-			return err
-		}
+		put(tableID("schema:", t), Position{}, nil, js)
 	}
 	for t, js := range up.Online {
-		if err := put(tableID("online:", t), Position{}, nil, js); err != nil {
-			return err
-		}
+		put(tableID("online:", t), Position{}, nil, js)
 	}
 	for t, p := range up.Resolved {
-		if err := put(tableID("resolved:", t), p, nil, nil); err != nil {
-			return err
-		}
+		put(tableID("resolved:", t), p, nil, nil)
 	}
 	if up.ResolvedTarget != nil {
 		ddls, _ := json.Marshal(up.ResolvedDDLs)
-		if err := put(tableID("ddl:", *up.ResolvedTarget), Position{}, nil, string(ddls)); err != nil {
-			return err
-		}
+		put(tableID("ddl:", *up.ResolvedTarget), Position{}, nil, string(ddls))
 	}
 	if !up.Global.IsZero() || up.GlobalGTID != "" {
-		return put(GlobalID, up.Global, up.GlobalGTID, nil)
+		put(GlobalID, up.Global, up.GlobalGTID, nil)
+	}
+	const cols, perStatement = 7, 256
+	for len(rows) > 0 {
+		n := min(len(rows)/cols, perStatement)
+		q := "INSERT INTO " + s.ckptQ + " (source, id_hash, id, binlog_name, binlog_pos, binlog_gtid, ddls) VALUES " +
+			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?),", n), ",") +
+			" ON DUPLICATE KEY UPDATE binlog_name = VALUES(binlog_name), binlog_pos = VALUES(binlog_pos), binlog_gtid = VALUES(binlog_gtid), ddls = VALUES(ddls)"
+		if _, err := e.ExecContext(ctx, q, rows[:n*cols]...); err != nil {
+			return fmt.Errorf("write checkpoint of %s (%d rows, first %s): %w", s.source, n, rows[2], err)
+		}
+		rows = rows[n*cols:]
 	}
 	return nil
 }

@@ -128,6 +128,12 @@ type Syncer struct {
 	targetKeys  map[TableName]*targetKeys
 	keyConn     map[uint64]int
 	consolidate map[TableName]Position
+	// tableRows counts the batch's rows per table; hot are the tables spread by key, chosen from the
+	// last full batch: those with more than twice a connection's share of it. Others keep their own
+	// connection (many tables already use every connection, and spread each would write a lane
+	// position per table and connection).
+	tableRows map[TableName]int
+	hot       map[TableName]bool
 	keyBuf      []byte
 	evKeys      []uint64
 	evLanes     []int
@@ -881,8 +887,9 @@ func (s *Syncer) place(ctx context.Context, src TableName, plan *keyPlan, change
 	lanes := s.evLanes[:0]
 	keys := s.evKeys[:0]
 	var offs []int // keys of change i: keys[offs[i]:offs[i+1]]
-	serial := plan == nil
-	if plan != nil {
+	spread := plan != nil && s.hot[src]
+	serial := !spread
+	if spread {
 		offs = make([]int, 0, len(changes)+1)
 		if s.evLocal == nil {
 			s.evLocal = map[uint64]int{}
@@ -908,6 +915,13 @@ func (s *Syncer) place(ctx context.Context, src TableName, plan *keyPlan, change
 		lanes = lanes[:0]
 		for range changes {
 			lanes = append(lanes, home.idx)
+		}
+		if plan != nil && !spread {
+			for i := range changes {
+				offs = append(offs, len(keys))
+				keys, s.keyBuf = plan.appendKeys(keys, s.keyBuf, &changes[i])
+			}
+			offs = append(offs, len(keys))
 		}
 	}
 	// A barrier when a key of the event is on another connection in the batch, or (on the table's own
@@ -936,7 +950,10 @@ func (s *Syncer) place(ctx context.Context, src TableName, plan *keyPlan, change
 		if err := s.barrier(ctx); err != nil {
 			return err
 		}
+		// A new batch (which may spread other tables): decide again; nothing conflicts in it.
+		return s.place(ctx, src, plan, changes, end)
 	}
+	s.tableRows[src] += len(changes)
 	for i := range changes {
 		p := s.parts[lanes[i]]
 		p.batch = append(p.batch, changes[i])
@@ -954,7 +971,7 @@ func (s *Syncer) place(ctx context.Context, src TableName, plan *keyPlan, change
 	s.evLanes, s.evKeys = lanes, keys
 	if serial {
 		home.pos[src] = end
-		if plan != nil {
+		if spread {
 			// Rows of other lanes are on the table's connection: no lane position may be written for
 			// them before they commit, so what follows goes in the next flush.
 			return s.barrier(ctx)
@@ -1049,6 +1066,20 @@ func (s *Syncer) resetBatch() {
 	}
 	s.rows, s.batchBytes = 0, 0
 	s.keyConn = map[uint64]int{}
+	s.tableRows = map[TableName]int{}
+}
+
+// chooseHot picks the tables the next batch spreads by key, from a batch of total rows just flushed.
+func (s *Syncer) chooseHot(total int) {
+	if total >= s.cfg.TxnRows/2 { // a barrier's or a tick's small batch says little
+		s.hot = map[TableName]bool{}
+		for t, n := range s.tableRows {
+			if n*len(s.parts) > 2*total {
+				s.hot[t] = true
+			}
+		}
+	}
+	clear(s.tableRows)
 }
 
 // takeOnlineDirty returns the online DDL runs changed since the last call, encoded ("" for a run that
@@ -1195,6 +1226,7 @@ func (s *Syncer) flushWith(ctx context.Context, async bool) error {
 		f.busy = append(f.busy, &partition{idx: p.idx, sink: p.sink, batch: p.batch})
 		p.batch, p.pos, p.lanes = make([]Change, 0, cap(p.batch)), map[TableName]Position{}, map[TableName]laneClaim{}
 	}
+	s.chooseHot(s.rows)
 	s.rows, s.batchBytes = 0, 0
 	clear(s.keyConn)
 	var wg sync.WaitGroup
