@@ -134,10 +134,10 @@ type Syncer struct {
 	// position per table and connection).
 	tableRows map[TableName]int
 	hot       map[TableName]bool
-	keyBuf      []byte
-	evKeys      []uint64
-	evLanes     []int
-	evLocal     map[uint64]int
+	keyBuf    []byte
+	evKeys    []uint64
+	evLanes   []int
+	evLocal   map[uint64]int
 
 	events   atomic.Int64
 	started  chan struct{}
