@@ -462,3 +462,28 @@ func TestNoDecisionBeforeOwnWriteSeen(t *testing.T) {
 		t.Fatalf("want the exec once the write is seen, got %v", txns)
 	}
 }
+
+// A participant that leaves the task after the exec never finishes: the count of dones stays short,
+// so the agents cannot tell the last, and the coordinator clears the round (operations, Round, done
+// counter) once the remaining participants are done.
+func TestParticipantRemovedAfterExec(t *testing.T) {
+	h := newHarness(t, "s1", "s2", "s3")
+	h.info("s1", d1)
+	h.info("s2", d1)
+	h.info("s3", d1)
+	h.settle()
+	h.done("s1")
+	h.settle()
+	h.expectOps("s1:exec+done s2:skip(implicit) s3:skip(implicit)")
+	h.setSources("s1", "s2")
+	h.settle()
+	h.expectOps("s1:exec+done s2:skip(implicit)") // s3's info was dropped with it
+	h.done("s2")
+	if got := h.settle(); len(got) != 1 || got[0] != "clean up resolved round" {
+		t.Fatalf("applied %v, want the cleanup", got)
+	}
+	h.expectNoKeys()
+	if l := h.k.Locks(); len(l) != 0 {
+		t.Fatalf("locks left: %+v", l)
+	}
+}
