@@ -86,28 +86,82 @@ func (a *Agent) PutInfo(ctx context.Context, target string, ddls []string) (Info
 	return info, nil
 }
 
-// read returns the current operation and info of a lock for this source.
-func (a *Agent) read(ctx context.Context, target string) (op *Operation, info *Info, err error) {
+// lockView is what an agent reads of one lock: its own operation, the lock's exec operation (which
+// may be its own) and its own info, each nil when absent.
+type lockView struct {
+	own, exec *Operation
+	info      *Info
+}
+
+// read reads this source's view of a lock: the lock's operations (one or two keys, unless an unlock
+// or late sources made skips of their own) and this source's info.
+func (a *Agent) read(ctx context.Context, target string) (lockView, error) {
 	opKey, infoKey := a.layout.OperationKey(a.task, target, a.source), a.layout.InfoKey(a.task, target, a.source)
-	resp, err := a.cli.Txn(ctx).Then(clientv3.OpGet(opKey), clientv3.OpGet(infoKey)).Commit()
+	resp, err := a.cli.Txn(ctx).Then(
+		clientv3.OpGet(a.layout.lockPrefix(kindOp, a.task, target), clientv3.WithPrefix()),
+		clientv3.OpGet(infoKey)).Commit()
 	if err != nil {
-		return nil, nil, err
+		return lockView{}, err
 	}
-	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
-		op = new(Operation)
-		if err := decodeKV(kvs[0], op); err != nil {
-			return nil, nil, err
+	var v lockView
+	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+		o := new(Operation)
+		if err := decodeOp(kv, o); err != nil {
+			return lockView{}, err
 		}
-		op.ModRevision = kvs[0].ModRevision
+		if string(kv.Key) == opKey {
+			v.own = o
+		}
+		if o.Exec {
+			v.exec = o
+		}
 	}
 	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 1 {
-		info = new(Info)
-		if err := decodeKV(kvs[0], info); err != nil {
-			return nil, nil, err
+		v.info = new(Info)
+		if err := decodeKV(kvs[0], v.info); err != nil {
+			return lockView{}, err
 		}
-		info.CreateRevision, info.ModRevision = kvs[0].CreateRevision, kvs[0].ModRevision
+		v.info.CreateRevision, v.info.ModRevision = kvs[0].CreateRevision, kvs[0].ModRevision
 	}
-	return op, info, nil
+	return v, nil
+}
+
+func decodeOp(kv *mvccpb.KeyValue, o *Operation) error {
+	if err := decodeKV(kv, o); err != nil {
+		return err
+	}
+	o.CreateRevision, o.ModRevision = kv.CreateRevision, kv.ModRevision
+	return nil
+}
+
+// answer returns the operation that answers this source's info of ddls, if there is one: its own
+// operation, or the implicit skip of a done exec operation whose round its info takes part in.
+func (a *Agent) answer(own, exec *Operation, info *Info, ddls []string) *Operation {
+	if own != nil {
+		if !own.Done && sameDDLs(own.DDLs, ddls) {
+			return own
+		}
+		return nil // a done operation: this info is of the next round
+	}
+	if skip, ok := a.implicitSkip(exec, info, ddls); ok {
+		return &skip
+	}
+	return nil
+}
+
+// implicitSkip returns the skip that the done exec operation is for info, when info takes part in its
+// round (the caller has seen that this source has no operation of its own): info has the exec's DDLs
+// and was there before the exec; an info put after it is the next round of a source that has
+// finished this one. See Operation for why this is exactly the exec's participants.
+func (a *Agent) implicitSkip(exec *Operation, info *Info, ddls []string) (Operation, bool) {
+	if exec == nil || !exec.Done || exec.Sources == 0 || info == nil || !sameDDLs(exec.DDLs, ddls) || !sameDDLs(info.DDLs, ddls) ||
+		info.CreateRevision >= exec.CreateRevision || exec.Source == a.source {
+		return Operation{}, false
+	}
+	return Operation{
+		Task: a.task, Source: a.source, Target: exec.Target, DDLs: exec.DDLs, Sources: exec.Sources,
+		CreateRevision: exec.CreateRevision, ModRevision: exec.ModRevision, Owner: exec.Source,
+	}, true
 }
 
 func decodeKV(kv *mvccpb.KeyValue, v any) error {
@@ -133,9 +187,10 @@ func (a *Agent) WaitOperation(ctx context.Context, info Info) (Operation, error)
 	}
 }
 
-// waitOperation watches the operation and info keys first and reads them second, so no change after
-// the read can be missed, and the watches start at the current revision (a watch that starts in the
-// past is served by etcd's catch-up loop, which runs only every 100 ms).
+// waitOperation watches the lock's operations and this source's info first and reads them second, so
+// no change after the read can be missed, and the watches start at the current revision (a watch that
+// starts in the past is served by etcd's catch-up loop, which runs only every 100 ms). The lock's
+// operations are normally one key, the exec operation: its done is the skip of every participant.
 func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
@@ -148,10 +203,14 @@ func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error)
 	}
 	// An operation put is taken from the watch event itself: one round trip less per source.
 	found := make(chan Operation, 1)
-	opKey := a.layout.OperationKey(a.task, info.Target, a.source)
+	opKey, opPrefix := a.layout.OperationKey(a.task, info.Target, a.source), a.layout.lockPrefix(kindOp, a.task, info.Target)
 	created := make(chan struct{}, 2)
-	for _, key := range []string{opKey, a.layout.InfoKey(a.task, info.Target, a.source)} {
-		wch := a.cli.Watch(wctx, key, clientv3.WithCreatedNotify())
+	for _, key := range []string{opPrefix, a.layout.InfoKey(a.task, info.Target, a.source)} {
+		opts := []clientv3.OpOption{clientv3.WithCreatedNotify()}
+		if key == opPrefix {
+			opts = append(opts, clientv3.WithPrefix())
+		}
+		wch := a.cli.Watch(wctx, key, opts...)
 		go func() {
 			for wr := range wch {
 				if wr.Created {
@@ -159,11 +218,18 @@ func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error)
 				}
 				for _, ev := range wr.Events {
 					var op Operation
-					if ev.Type == clientv3.EventTypePut && key == opKey && decodeKV(ev.Kv, &op) == nil &&
-						!op.Done && sameDDLs(op.DDLs, info.DDLs) {
-						op.ModRevision = ev.Kv.ModRevision
+					if ev.Type != clientv3.EventTypePut || key != opPrefix || decodeOp(ev.Kv, &op) != nil {
+						continue
+					}
+					var answer *Operation
+					if string(ev.Kv.Key) == opKey {
+						answer = a.answer(&op, nil, &info, info.DDLs)
+					} else if op.Exec {
+						answer = a.answer(nil, &op, &info, info.DDLs)
+					}
+					if answer != nil {
 						select {
-						case found <- op:
+						case found <- *answer:
 						default:
 						}
 					}
@@ -189,14 +255,14 @@ func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error)
 		}
 	}
 	for {
-		op, cur, err := a.read(ctx, info.Target)
+		v, err := a.read(ctx, info.Target)
 		if err != nil {
 			return Operation{}, err
 		}
-		if op != nil && !op.Done && sameDDLs(op.DDLs, info.DDLs) {
+		if op := a.answer(v.own, v.exec, v.info, info.DDLs); op != nil {
 			return *op, nil
 		}
-		if cur == nil {
+		if v.info == nil {
 			return Operation{}, fmt.Errorf("source %s waiting on lock %s: %w", a.source, info.LockID(), ErrLockRemoved)
 		}
 		select {
@@ -220,32 +286,18 @@ func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error)
 // DoneOperationDeleteInfo marks op done and deletes info in one transaction: the master sends skips to the other
 // sources only after the owner's done. Call it only once the operation has taken effect downstream and
 // the checkpoint past the DDL is saved. An ambiguous commit is settled by reading the key again.
+//
+// The done of an implicit skip is the deletion of the info alone (guarded by the exec operation it
+// answers). The owner and the participants each count their done on the round's DoneKey: the one that
+// sees every other done counted, with no unlock request and no operation besides the exec, is the last
+// and clears the lock's operations in the same transaction. That check costs O(1) in etcd (a version,
+// and ranges that hold no keys), however many sources the lock has.
 func (a *Agent) DoneOperationDeleteInfo(ctx context.Context, op Operation, info Info) error {
-	opKey, infoKey := a.layout.OperationKey(a.task, op.Target, a.source), a.layout.InfoKey(a.task, op.Target, a.source)
-	done := op
-	done.Done = true
-	val := encode(done)
-	// When no other source has an info left (an operation that is not done always has its info) and
-	// no unlock request is pending, this source is the last one: the same transaction clears the
-	// lock's operations, which saves the coordinator's cleanup write.
-	infoPrefix := a.layout.lockPrefix(kindInfo, a.task, op.Target)
-	unlockKey := a.layout.UnlockKey(a.task, op.Target)
-	last := []clientv3.Cmp{
-		clientv3.Compare(clientv3.CreateRevision(infoPrefix), "=", 0).WithRange(infoKey),
-		clientv3.Compare(clientv3.CreateRevision(infoKey+"\x00"), "=", 0).WithRange(clientv3.GetPrefixRangeEnd(infoPrefix)),
-		clientv3.Compare(clientv3.CreateRevision(unlockKey), "=", 0),
-	}
 	for {
-		resp, err := a.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(opKey), "=", op.ModRevision),
-				clientv3.Compare(clientv3.ModRevision(infoKey), "=", info.ModRevision)).
-			Then(clientv3.OpTxn(last,
-				[]clientv3.Op{clientv3.OpDelete(a.layout.lockPrefix(kindOp, a.task, op.Target), clientv3.WithPrefix()), clientv3.OpDelete(infoKey)},
-				[]clientv3.Op{clientv3.OpPut(opKey, val), clientv3.OpDelete(infoKey)})).
-			Commit()
+		resp, err := a.doneTxn(ctx, op, info).Commit()
 		if err == nil && resp.Succeeded {
-			cleared := resp.Responses[0].GetResponseTxn().Succeeded
-			a.log.Info("operation done", zap.String("lock", op.LockID()), zap.Bool("exec", op.Exec), zap.Bool("lock-cleared", cleared))
+			cleared := len(resp.Responses) == 1 && resp.Responses[0].GetResponseTxn() != nil && resp.Responses[0].GetResponseTxn().Succeeded
+			a.log.Info("operation done", zap.String("lock", op.LockID()), zap.Bool("exec", op.Exec), zap.Bool("implicit", op.Implicit()), zap.Bool("lock-cleared", cleared))
 			return nil
 		}
 		if err != nil {
@@ -257,14 +309,28 @@ func (a *Agent) DoneOperationDeleteInfo(ctx context.Context, op Operation, info 
 				return err
 			}
 		}
-		cur, curInfo, err := a.read(ctx, op.Target)
+		v, err := a.read(ctx, op.Target)
 		if err != nil {
 			continue
 		}
+		if op.Implicit() {
+			switch {
+			case v.info == nil:
+				// Deleted by an earlier attempt (an ambiguous commit), or the lock was removed by the
+				// user: nothing is left to do.
+				return nil
+			case v.exec == nil || !v.exec.Done || v.exec.Source != op.Owner || v.exec.CreateRevision != op.CreateRevision:
+				return fmt.Errorf("source %s finishing lock %s: the owner's operation is gone: %w", a.source, op.LockID(), ErrLockRemoved)
+			}
+			// Same round, other revisions (the info was put again by a restarted worker): retry.
+			op.ModRevision, info.ModRevision = v.exec.ModRevision, v.info.ModRevision
+			continue
+		}
+		cur := v.own
 		switch {
 		case cur != nil && cur.Done && cur.Exec == op.Exec && sameDDLs(cur.DDLs, op.DDLs):
 			return nil // an earlier attempt committed
-		case cur == nil && curInfo == nil:
+		case cur == nil && v.info == nil:
 			// The lock is gone: cleared by this source's earlier attempt (an ambiguous commit, or a
 			// previous incarnation of this worker), or removed by the user. Nothing is left to do.
 			a.log.Warn("operation already cleared", zap.String("lock", op.LockID()))
@@ -275,31 +341,86 @@ func (a *Agent) DoneOperationDeleteInfo(ctx context.Context, op Operation, info 
 			return fmt.Errorf("source %s finishing lock %s: the operation was replaced by %+v", a.source, op.LockID(), *cur)
 		}
 		// Same operation, other revisions (the info was put again by a restarted worker): retry.
-		op.ModRevision = cur.ModRevision
+		op.CreateRevision, op.ModRevision = cur.CreateRevision, cur.ModRevision
 		info.ModRevision = 0
-		if curInfo != nil {
-			info.ModRevision = curInfo.ModRevision
+		if v.info != nil {
+			info.ModRevision = v.info.ModRevision
 		}
 	}
 }
 
-// Operations returns this source's operations in the task that are not done yet. A restarted worker
-// marks done those its checkpoint shows as already applied, and handles the others when its binlog
-// reaches them again.
+// doneTxn is the transaction of DoneOperationDeleteInfo.
+func (a *Agent) doneTxn(ctx context.Context, op Operation, info Info) clientv3.Txn {
+	infoKey := a.layout.InfoKey(a.task, op.Target, a.source)
+	key := a.layout.OperationKey(a.task, op.Target, a.source) // the key holding op: the exec's for an implicit skip
+	if op.Implicit() {
+		key = a.layout.OperationKey(a.task, op.Target, op.Owner)
+	}
+	txn := a.cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.ModRevision(key), "=", op.ModRevision),
+		clientv3.Compare(clientv3.ModRevision(infoKey), "=", info.ModRevision))
+	notLast := []clientv3.Op{clientv3.OpDelete(infoKey)}
+	if !op.Implicit() {
+		done := op
+		done.Done = true
+		notLast = append(notLast, clientv3.OpPut(key, encode(done)))
+	}
+	if !op.Exec && !op.Implicit() || op.CreateRevision == 0 || op.Sources == 0 {
+		// A skip operation of its own (a source that came late or was overruled): not counted in the
+		// round; the coordinator clears the lock.
+		return txn.Then(notLast...)
+	}
+	counter := a.layout.DoneKey(a.task, op.Target, op.CreateRevision)
+	opPrefix := a.layout.lockPrefix(kindOp, a.task, op.Target)
+	last := []clientv3.Cmp{
+		clientv3.Compare(clientv3.Version(counter), "=", op.Sources-1),
+		clientv3.Compare(clientv3.CreateRevision(a.layout.UnlockKey(a.task, op.Target)), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(opPrefix), "=", 0).WithRange(key),
+		clientv3.Compare(clientv3.CreateRevision(key+"\x00"), "=", 0).WithRange(clientv3.GetPrefixRangeEnd(opPrefix)),
+	}
+	clear := []clientv3.Op{
+		clientv3.OpDelete(opPrefix, clientv3.WithPrefix()),
+		clientv3.OpDelete(a.layout.lockPrefix(kindDone, a.task, op.Target), clientv3.WithPrefix()),
+		clientv3.OpDelete(a.layout.RoundKey(a.task, op.Target)),
+		clientv3.OpDelete(infoKey),
+	}
+	return txn.Then(clientv3.OpTxn(last, clear, append(notLast, clientv3.OpPut(counter, ""))))
+}
+
+// Operations returns this source's operations in the task that are not done yet, implicit skips
+// included. A restarted worker marks done those its checkpoint shows as already applied, and handles
+// the others when its binlog reaches them again.
 func (a *Agent) Operations(ctx context.Context) ([]Operation, error) {
 	resp, err := a.cli.Get(ctx, a.layout.taskPrefix(kindOp, a.task), clientv3.WithPrefix())
 	if err != nil {
 		return nil, err
 	}
 	var out []Operation
-	for _, kv := range resp.Kvs {
-		var o Operation
-		if err := decodeKV(kv, &o); err != nil {
+	mine := map[string]bool{} // targets on which this source has an operation key
+	ops := make([]Operation, len(resp.Kvs))
+	for n, kv := range resp.Kvs {
+		if err := decodeOp(kv, &ops[n]); err != nil {
 			return nil, err
 		}
-		if o.Source == a.source && !o.Done {
-			o.ModRevision = kv.ModRevision
+		if ops[n].Source == a.source {
+			mine[ops[n].Target] = true
+		}
+	}
+	for _, o := range ops {
+		switch {
+		case o.Source == a.source && !o.Done:
 			out = append(out, o)
+		case o.Exec && o.Done && o.Source != a.source:
+			if _, own := mine[o.Target]; own {
+				continue // an operation of its own answers this source
+			}
+			info, ok, err := a.Info(ctx, o.Target)
+			if err != nil {
+				return nil, err
+			}
+			if skip, yes := a.implicitSkip(&o, &info, o.DDLs); ok && yes {
+				out = append(out, skip)
+			}
 		}
 	}
 	return out, nil
@@ -307,11 +428,16 @@ func (a *Agent) Operations(ctx context.Context) ([]Operation, error) {
 
 // Info reads this source's info of a lock, if any.
 func (a *Agent) Info(ctx context.Context, target string) (Info, bool, error) {
-	_, info, err := a.read(ctx, target)
-	if err != nil || info == nil {
+	resp, err := a.cli.Get(ctx, a.layout.InfoKey(a.task, target, a.source))
+	if err != nil || len(resp.Kvs) == 0 {
 		return Info{}, false, err
 	}
-	return *info, true, nil
+	var info Info
+	if err := decodeKV(resp.Kvs[0], &info); err != nil {
+		return Info{}, false, err
+	}
+	info.CreateRevision, info.ModRevision = resp.Kvs[0].CreateRevision, resp.Kvs[0].ModRevision
+	return info, true, nil
 }
 
 // TaskStarted reports whether the task's key (its sources) exists: stop-task removes it together with

@@ -238,6 +238,8 @@ func DeleteTask(ctx context.Context, cli *clientv3.Client, layout Layout, task s
 		clientv3.OpDelete(layout.taskPrefix(kindOp, task), clientv3.WithPrefix()),
 		clientv3.OpDelete(layout.taskPrefix(kindUnlock, task), clientv3.WithPrefix()),
 		clientv3.OpDelete(layout.taskPrefix(kindAgent, task), clientv3.WithPrefix()),
+		clientv3.OpDelete(layout.taskPrefix(kindDone, task), clientv3.WithPrefix()),
+		clientv3.OpDelete(layout.taskPrefix(kindRound, task), clientv3.WithPrefix()),
 	).Commit()
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -227,5 +228,69 @@ func TestAgentPutInfoIsIdempotent(t *testing.T) {
 	}
 	if _, found, _ := a.Info(ctx, "`db`.`other`"); found {
 		t.Fatal("a superseded agent wrote an info")
+	}
+}
+
+// TestImplicitSkipsAndLastDone: the owner's done exec operation is every participant's skip (no
+// operation key of their own), a restarted participant finds it with Operations, and the last source
+// to finish clears the lock itself, with no coordinator running: 2N+1 writes for N sources.
+func TestImplicitSkipsAndLastDone(t *testing.T) {
+	cli := etcdClient(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	layout := testLayout(t)
+	sources := []string{"s1", "s2", "s3"}
+	if err := PutTaskSources(ctx, cli, layout, "task", sources); err != nil {
+		t.Fatal(err)
+	}
+	coord := start(ctx, func(ctx context.Context) { NewCoordinator(cli, layout).Run(ctx) })
+	before, err := cli.Get(ctx, "/test/revision-probe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	agents := map[string]*Agent{}
+	infos := map[string]Info{}
+	for _, s := range sources {
+		agents[s] = NewAgent(cli, layout, "task", s, nil)
+		if infos[s], err = agents[s].PutInfo(ctx, "`db`.`t`", []string{d1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec, err := agents["s1"].WaitOperation(ctx, infos["s1"])
+	if err != nil || !exec.Exec || exec.Sources != 3 {
+		t.Fatalf("owner's operation %+v, %v", exec, err)
+	}
+	coord.stop() // from here on the agents alone finish the lock
+	if err := agents["s1"].DoneOperationDeleteInfo(ctx, exec, infos["s1"]); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"s2", "s3"} {
+		skip, err := agents[s].WaitOperation(ctx, infos[s])
+		if err != nil || skip.Exec || skip.Owner != "s1" || !eqStrings(skip.DDLs, []string{d1}) {
+			t.Fatalf("%s: skip %+v, %v", s, skip, err)
+		}
+		// A restarted worker finds the same skip among its operations.
+		ops, err := NewAgent(cli, layout, "task", s, nil).Operations(ctx)
+		if err != nil || len(ops) != 1 || ops[0].Owner != "s1" || ops[0].ModRevision != skip.ModRevision {
+			t.Fatalf("%s: operations %+v, %v", s, ops, err)
+		}
+		if own, err := cli.Get(ctx, layout.OperationKey("task", "`db`.`t`", s)); err != nil || len(own.Kvs) != 0 {
+			t.Fatalf("%s: an operation key of its own: %v %v", s, own.Kvs, err)
+		}
+		if err := agents[s].DoneOperationDeleteInfo(ctx, skip, infos[s]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := cli.Get(ctx, layout.Root(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range resp.Kvs {
+		if k := string(kv.Key); k != layout.TaskKey("task") && !strings.HasPrefix(k, layout.Root()+kindAgent+"/") {
+			t.Errorf("key left behind: %s", k)
+		}
+	}
+	if writes := resp.Header.Revision - before.Header.Revision; writes != 2*int64(len(sources))+1 {
+		t.Errorf("%d writes for %d sources, want %d", writes, len(sources), 2*len(sources)+1)
 	}
 }

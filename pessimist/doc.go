@@ -10,7 +10,7 @@
 //     etcd transactions guarded by the exact revisions the decision rests on.
 //   - Coordinator (coordinator.go): the master-side loop. Full read, watch from that revision, feed the
 //     Keeper, write its Txns (fenced by the leader key when given). It runs only while leader.
-//   - Agent (agent.go): the worker side. PutInfo, WaitOperation, DoneOperationDeleteInfo.
+//   - Agent (agent.go): the worker side. PutInfo, WaitOperation, DoneOperationDeleteInfo, Operations.
 //
 // # Protocol, with what happens on re-entry at each step
 //
@@ -21,24 +21,42 @@
 //     of a dead incarnation that reaches etcd late fails instead of leaving an info nobody answers.
 //  2. The coordinator waits until every source of the task has an info for the lock with the same DDLs
 //     (different DDLs are a conflict: shown by Locks, nothing executed). It writes an exec operation for
-//     the owner: the source whose info was created first. The write is guarded by the task's source
-//     set, by "no info or operation of the lock changed since the Keeper's revision", and by the
-//     owner's info; a stale or deposed coordinator's copy of it fails. Re-entry: a new coordinator
-//     sees the operation and waits; if the owner left the task, the exec is moved to another source.
+//     the owner, the source whose info was created first, and in the same transaction the lock's
+//     Round: the other sources with those DDLs, the participants (the exec holds only their number).
+//     The write is guarded by the task's source set, by "no info or operation of the lock changed
+//     since the Keeper's revision", and by the owner's info; a stale or deposed coordinator's copy of
+//     it fails. It is decided only once the lock holds no info of a source outside the task, so the
+//     participants are exactly the infos with the exec's DDLs created before it, other than the
+//     owner's: an agent can tell it is one from the exec alone. Re-entry: a new coordinator sees the
+//     operation and waits; if the owner left the task, the exec (and Round) is moved to another source.
 //  3. The owner executes the DDLs downstream (idempotently), saves its checkpoint past them, then calls
 //     DoneOperationDeleteInfo: the operation is marked done and the info deleted in one transaction. Re-entry: a
 //     worker that crashed after its checkpoint but before done finds its operation with Operations()
 //     on restart and marks it done; one that crashed before its checkpoint re-reads the binlog and
 //     gets the same operation again at step 1.
-//  4. Only after seeing the owner's done, the coordinator writes skip operations for every other
-//     source that reached the DDLs, in as few transactions as etcd's --max-txn-ops allows, each
-//     guarded by the owner's done operation. Re-entry: sources that already have one are not sent
-//     another.
-//  5. Each non-owner saves its checkpoint past the DDLs and calls DoneOperationDeleteInfo.
-//  6. When every operation is done, the lock's operations are deleted: by the last source's own done
-//     transaction when it sees it is the last (no other info, no unlock request), else by the
-//     coordinator. A source that runs ahead may already have put its info for the next DDL of the same
-//     target: an info of a source whose operation is done belongs to the next round and waits.
+//  4. The owner's done operation is the skip of every participant (an implicit skip): each watches
+//     the lock's operations (normally the exec alone) and takes the done exec as its skip, so no
+//     participant can skip before the owner's done is in etcd, and the coordinator writes nothing.
+//     Sources that reached the DDLs after the exec (one an unlock marked missing, one added to the
+//     task) and sources an unlock overruled are not participants: the coordinator writes them skip
+//     operations of their own, only after seeing the owner's done, in as few transactions as etcd's
+//     --max-txn-ops allows, each guarded by the owner's done operation. Re-entry: a restarted
+//     participant finds its implicit skip again (WaitOperation, Operations); sources that already
+//     have a skip operation are not sent another.
+//  5. Each non-owner saves its checkpoint past the DDLs and calls DoneOperationDeleteInfo: a
+//     participant deletes its info (guarded by the exec), a source with a skip of its own marks it
+//     done and deletes its info.
+//  6. The owner and each participant count their done on the round's done key (its version). The
+//     one that sees every other done counted, with no unlock request and no operation besides the
+//     exec, is the last: the same transaction deletes the lock's operations, Round and counter (an
+//     O(1) check in etcd). Otherwise (an unlock, skips of their own, a participant that left the
+//     task) the coordinator deletes them once no participant's info of the round is left and every
+//     operation is done. A source that runs ahead may already have put its info for the next DDL of
+//     the same target: a participant's info created after the exec, like an info of a source whose
+//     operation is done, belongs to the next round and waits.
+//
+// Writes per lock of N sources: N infos, the exec (with its Round), the owner's done and N-1
+// participants' dones, the last of which clears the lock: 2N+1.
 //
 // # Unlock
 //

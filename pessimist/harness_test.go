@@ -146,24 +146,52 @@ func mustDecodeOp(t *testing.T, v string) Operation {
 	return o
 }
 
-// done marks a source's operation done and deletes its info in one txn, as the agent does.
+// done finishes a source's round as the agent does: its own operation is marked done, or (a
+// participant of a done exec) its info is deleted alone; the round's done counter is put. The last
+// done's clearing of the lock is left to the Keeper here (agent_test and the model test cover the
+// agent's).
 func (h *harness) done(source string) { h.doneFor(h.target, source) }
 
 func (h *harness) doneFor(target, source string) {
 	h.t.Helper()
+	infoKey := h.layout.InfoKey(h.task, target, source)
+	t := Txn{Conds: []Cond{{Key: infoKey, ModRevision: h.kv.kv[infoKey].mod}}, Deletes: []string{infoKey}}
 	o, ok := h.opFor(target, source)
-	if !ok || o.Done {
+	switch {
+	case ok && !o.Done:
+		opKey := h.layout.OperationKey(h.task, target, source)
+		o.Done = true
+		t.Conds = append(t.Conds, Cond{Key: opKey, ModRevision: o.ModRevision})
+		t.Puts = append(t.Puts, KV{opKey, encode(o)})
+		if o.Exec {
+			t.Puts = append(t.Puts, KV{h.layout.DoneKey(h.task, target, h.kv.kv[opKey].create), ""})
+		}
+	case !ok:
+		exec, execKey := h.execFor(target)
+		if exec == nil || !exec.Done || exec.Source == source || h.kv.kv[infoKey].create >= h.kv.kv[execKey].create {
+			h.t.Fatalf("source %s has no pending operation on %s (exec %+v)", source, target, exec)
+		}
+		t.Conds = append(t.Conds, Cond{Key: execKey, ModRevision: h.kv.kv[execKey].mod})
+		t.Puts = append(t.Puts, KV{h.layout.DoneKey(h.task, target, h.kv.kv[execKey].create), ""})
+	default:
 		h.t.Fatalf("source %s has no pending operation on %s", source, target)
 	}
-	opKey, infoKey := h.layout.OperationKey(h.task, target, source), h.layout.InfoKey(h.task, target, source)
-	o.Done = true
-	if !h.write(Txn{
-		Conds:   []Cond{{Key: opKey, ModRevision: o.ModRevision}, {Key: infoKey, ModRevision: h.kv.kv[infoKey].mod}},
-		Puts:    []KV{{opKey, encode(o)}},
-		Deletes: []string{infoKey},
-	}) {
+	if !h.write(t) {
 		h.t.Fatalf("done of %s failed", source)
 	}
+}
+
+// execFor returns the exec operation of a lock and its key, if any.
+func (h *harness) execFor(target string) (*Operation, string) {
+	prefix := h.layout.lockPrefix(kindOp, h.task, target)
+	for _, key := range sortedKeys(h.kv.kv) {
+		if strings.HasPrefix(key, prefix) {
+			if o := mustDecodeOp(h.t, h.kv.kv[key].val); o.Exec {
+				return &o, key
+			}
+		}
+	}
+	return nil, ""
 }
 
 // settle runs Decide and applies its txns until nothing is left to do, returning what was applied.
@@ -199,7 +227,8 @@ func (h *harness) restart() {
 	}
 }
 
-// ops describes the lock's operations as "src:exec", "src:skip+done", sorted.
+// ops describes the lock's operations as "src:exec", "src:skip+done", sorted; a participant whose
+// skip is the done exec operation and that has not finished shows as "src:skip(implicit)".
 func (h *harness) ops() string {
 	var out []string
 	for _, key := range sortedKeys(h.kv.kv) {
@@ -215,6 +244,21 @@ func (h *harness) ops() string {
 			s += "+done"
 		}
 		out = append(out, s)
+		if !o.Exec || !o.Done {
+			continue
+		}
+		var r Round
+		if e, ok := h.kv.kv[h.layout.RoundKey(o.Task, o.Target)]; ok {
+			if err := json.Unmarshal([]byte(e.val), &r); err != nil {
+				h.t.Fatal(err)
+			}
+		}
+		for _, p := range r.Participants {
+			infoKey := h.layout.InfoKey(o.Task, o.Target, p)
+			if e, ok := h.kv.kv[infoKey]; ok && e.create < h.kv.kv[key].create {
+				out = append(out, p+":skip(implicit)")
+			}
+		}
 	}
 	sort.Strings(out)
 	return strings.Join(out, " ")

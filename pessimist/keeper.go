@@ -61,6 +61,14 @@ type lockState struct {
 	ops          map[string]Operation
 	unlock       *Unlock
 
+	round *Round
+
+	// exec is the lock's exec operation when it has exactly one, and parts its participants (from
+	// its Round) as a set; both are set again (setExec) whenever an exec operation or the round
+	// changes, a few times per round.
+	exec  *Operation
+	parts map[string]bool
+
 	// Counts kept up to date with every change (see count), so that Decide can tell in O(1) that a
 	// lock waiting for more infos or dones has nothing to do: without them each of a lock's N watch
 	// events cost an O(N log N) decision, O(N² log N) per lock.
@@ -69,63 +77,105 @@ type lockState struct {
 
 // lockCounts summarizes a lock's keys against its task's sources.
 type lockCounts struct {
-	waiting int             // sources of the task with an info and no operation
-	foreign int             // info and operation keys of sources not in the task
-	notDone int             // operations not done
-	done    int             // operations done
-	execs   map[string]bool // sources holding an exec operation
+	waiting  int             // sources of the task with an info and no operation, not participants of the exec
+	implicit int             // participants of the exec that have not finished the round (see implicitSkip)
+	foreign  int             // info and operation keys of sources not in the task
+	notDone  int             // operations not done
+	done     int             // operations done
+	execs    map[string]bool // sources holding an exec operation
+}
+
+// srcCount is what one source contributes to a lock's counts.
+type srcCount struct {
+	waiting, implicit, foreign, notDone, done int
+	exec                                      bool
+}
+
+// setExec finds l's exec operation and its participants after an exec operation or the round changed.
+func (l *lockState) setExec() {
+	l.exec, l.parts = nil, nil
+	n := 0
+	for _, o := range l.ops {
+		if o.Exec {
+			n++
+			o := o
+			l.exec = &o
+		}
+	}
+	if n != 1 {
+		l.exec = nil // several execs (only in states a user made): no implicit skips
+		return
+	}
+	if r := l.round; r != nil && r.Owner == l.exec.Source && r.ModRevision == l.exec.CreateRevision {
+		l.parts = setOf(r.Participants)
+	}
+}
+
+// participant reports whether src takes part in the round of l's exec operation (its skip is implicit).
+func (l *lockState) participant(src string) bool { return l.exec != nil && l.parts[src] }
+
+// implicitSkip reports whether info i is still in the round of l's exec operation as a participant:
+// it was there when the exec was written (an info put after it is the source's next round) and has
+// the exec's DDLs. The exec operation, once done, is its skip.
+func (l *lockState) implicitSkip(i Info) bool {
+	return l.participant(i.Source) && i.CreateRevision < l.exec.CreateRevision && sameDDLs(i.DDLs, l.exec.DDLs)
 }
 
 // count is what one source contributes to a lock's counts.
-func (k *Keeper) count(l *lockState, src string) (waiting, foreign, notDone, done int, exec bool) {
+func (k *Keeper) count(l *lockState, src string) (c srcCount) {
 	in := k.taskSets[l.task].in[src]
-	_, hasInfo := l.infos[src]
+	i, hasInfo := l.infos[src]
 	o, hasOp := l.ops[src]
 	if hasInfo && !hasOp && in {
-		waiting = 1
+		switch {
+		case !l.participant(src):
+			c.waiting = 1
+		case l.implicitSkip(i):
+			c.implicit = 1
+		}
+		// else a participant's info of its next round: it waits for this round's cleanup
 	}
 	if !in {
 		if hasInfo {
-			foreign++
+			c.foreign++
 		}
 		if hasOp {
-			foreign++
+			c.foreign++
 		}
 	}
 	if hasOp {
 		if o.Done {
-			done = 1
+			c.done = 1
 		} else {
-			notDone = 1
+			c.notDone = 1
 		}
-		exec = o.Exec
+		c.exec = o.Exec
 	}
 	return
 }
 
-// change runs f, which changes src's keys of l, and updates l's counts.
+// change runs f, which changes src's keys of l, and updates l's counts. A change of an exec operation
+// changes what every participant counts as: the lock is recounted (a few times per round).
 func (k *Keeper) change(l *lockState, src string, f func()) {
-	w0, f0, n0, d0, e0 := k.count(l, src)
+	before, hadOp := l.ops[src]
+	c0 := k.count(l, src)
 	f()
-	w1, f1, n1, d1, e1 := k.count(l, src)
-	l.cnt.waiting += w1 - w0
-	l.cnt.foreign += f1 - f0
-	l.cnt.notDone += n1 - n0
-	l.cnt.done += d1 - d0
-	if e0 != e1 {
-		if e1 {
-			if l.cnt.execs == nil {
-				l.cnt.execs = map[string]bool{}
-			}
-			l.cnt.execs[src] = true
-		} else {
-			delete(l.cnt.execs, src)
-		}
+	after, hasOp := l.ops[src]
+	if hadOp && before.Exec || hasOp && after.Exec {
+		l.setExec()
+		l.cnt = k.recount(l)
+		return
 	}
+	c1 := k.count(l, src)
+	l.cnt.waiting += c1.waiting - c0.waiting
+	l.cnt.implicit += c1.implicit - c0.implicit
+	l.cnt.foreign += c1.foreign - c0.foreign
+	l.cnt.notDone += c1.notDone - c0.notDone
+	l.cnt.done += c1.done - c0.done
 }
 
-// recount computes l's counts from scratch (after its task's sources changed; tests compare it with
-// the kept counts).
+// recount computes l's counts from scratch (after its task's sources or its exec changed; tests
+// compare it with the kept counts).
 func (k *Keeper) recount(l *lockState) lockCounts {
 	var c lockCounts
 	srcs := map[string]bool{}
@@ -136,12 +186,13 @@ func (k *Keeper) recount(l *lockState) lockCounts {
 		srcs[s] = true
 	}
 	for s := range srcs {
-		w, f, n, d, e := k.count(l, s)
-		c.waiting += w
-		c.foreign += f
-		c.notDone += n
-		c.done += d
-		if e {
+		sc := k.count(l, s)
+		c.waiting += sc.waiting
+		c.implicit += sc.implicit
+		c.foreign += sc.foreign
+		c.notDone += sc.notDone
+		c.done += sc.done
+		if sc.exec {
 			if c.execs == nil {
 				c.execs = map[string]bool{}
 			}
@@ -155,7 +206,7 @@ func (k *Keeper) recount(l *lockState) lockCounts {
 var verifyCounts bool
 
 func sameCounts(a, b lockCounts) bool {
-	if a.waiting != b.waiting || a.foreign != b.foreign || a.notDone != b.notDone || a.done != b.done || len(a.execs) != len(b.execs) {
+	if a.waiting != b.waiting || a.implicit != b.implicit || a.foreign != b.foreign || a.notDone != b.notDone || a.done != b.done || len(a.execs) != len(b.execs) {
 		return false
 	}
 	for s := range a.execs {
@@ -172,7 +223,9 @@ type taskSet struct {
 	in     map[string]bool
 }
 
-func (l *lockState) empty() bool { return len(l.infos) == 0 && len(l.ops) == 0 && l.unlock == nil }
+func (l *lockState) empty() bool {
+	return len(l.infos) == 0 && len(l.ops) == 0 && l.unlock == nil && l.round == nil
+}
 
 // Keeper is the pure pessimistic-lock state machine. Its state is exactly the pessimist keys in etcd
 // (fed in with Put*/Delete* or ApplyKV); Decide returns the transactions that move every lock forward.
@@ -255,6 +308,23 @@ func (k *Keeper) DeleteOperation(task, target, source string) {
 	k.gc(task, target)
 }
 
+// PutRound records the participants of a lock's exec operation.
+func (k *Keeper) PutRound(r Round) {
+	l := k.lock(r.Task, r.Target)
+	l.round = &r
+	l.setExec()
+	l.cnt = k.recount(l)
+}
+
+// DeleteRound records that a lock's round is gone.
+func (k *Keeper) DeleteRound(task, target string) {
+	l := k.lock(task, target)
+	l.round = nil
+	l.setExec()
+	l.cnt = k.recount(l)
+	k.gc(task, target)
+}
+
 // PutUnlock records a user's unlock request.
 func (k *Keeper) PutUnlock(u Unlock) {
 	c := u
@@ -321,8 +391,8 @@ func (k *Keeper) ApplyKV(key string, value []byte, createRev, modRev int64, dele
 		return nil
 	}
 	switch p.kind {
-	case kindAgent:
-		return nil // fencing for agents; no lock state
+	case kindAgent, kindDone:
+		return nil // fencing for agents, counters of dones for agents: no lock state
 	case kindTask:
 		if deleted {
 			k.DeleteTaskSources(p.task)
@@ -354,8 +424,19 @@ func (k *Keeper) ApplyKV(key string, value []byte, createRev, modRev int64, dele
 		if err := decode(&o); err != nil {
 			return err
 		}
-		o.Task, o.Target, o.Source, o.ModRevision = p.task, p.target, p.source, modRev
+		o.Task, o.Target, o.Source, o.CreateRevision, o.ModRevision = p.task, p.target, p.source, createRev, modRev
 		k.PutOperation(o)
+	case kindRound:
+		if deleted {
+			k.DeleteRound(p.task, p.target)
+			return nil
+		}
+		var r Round
+		if err := decode(&r); err != nil {
+			return err
+		}
+		r.Task, r.Target, r.ModRevision = p.task, p.target, modRev
+		k.PutRound(r)
 	case kindUnlock:
 		if deleted {
 			k.DeleteUnlock(p.task, p.target)
@@ -421,11 +502,8 @@ func (k *Keeper) view(l *lockState) (view, bool) {
 	}
 	// The task's sorted sources and set are shared by every view: decisions only read them.
 	v := view{l: l, inTask: ts.in, sources: ts.sorted}
-	if len(l.cnt.execs) == 1 {
-		for src := range l.cnt.execs {
-			o := l.ops[src]
-			v.exec = &o
-		}
+	if l.exec != nil {
+		v.exec = l.exec
 		return v, true
 	}
 	for _, o := range l.ops {
@@ -442,8 +520,8 @@ func (k *Keeper) view(l *lockState) (view, bool) {
 // done or the other sources' dones (exec). decideLock would return nil for it; idle only saves the
 // O(N log N) way there, which every watch event of the lock would pay.
 func (k *Keeper) idle(l *lockState) bool {
-	if l.unlock != nil || l.cnt.foreign != 0 {
-		return false
+	if l.unlock != nil || l.cnt.foreign != 0 || l.round != nil && len(l.cnt.execs) == 0 {
+		return false // the last needs cleanupSkips: a round whose exec is gone
 	}
 	switch len(l.cnt.execs) {
 	case 0:
@@ -455,28 +533,47 @@ func (k *Keeper) idle(l *lockState) bool {
 				return true // waiting for the owner
 			}
 		}
-		// The owner is done: nobody waits for a skip, and someone has not finished its skip.
-		return l.cnt.waiting == 0 && l.cnt.notDone > 0
+		// The owner is done: nobody waits for a skip, and someone has not finished its skip (one of
+		// its own, or the exec's as a participant).
+		return l.cnt.waiting == 0 && (l.cnt.notDone > 0 || l.cnt.implicit > 0)
 	}
 	return false
 }
 
-// candidates are the infos of the task's sources that have no operation, earliest first: the sources
-// that wait for the next decision.
+// candidates are the infos of the task's sources that have no operation and take no part in the
+// exec's round, earliest first: the sources that wait for the next decision.
 func (v view) candidates() []Info {
 	var c []Info
 	for src, i := range v.l.infos {
-		if _, has := v.l.ops[src]; !has && v.inTask[src] {
+		if _, has := v.l.ops[src]; !has && v.inTask[src] && !v.l.participant(src) {
 			c = append(c, i)
 		}
 	}
+	sortInfos(c)
+	return c
+}
+
+// implicit are the infos of the participants that have not finished the exec's round, earliest first.
+func (v view) implicit() []Info {
+	var c []Info
+	for src := range v.l.parts {
+		if i, ok := v.l.infos[src]; ok && v.inTask[src] && v.l.implicitSkip(i) {
+			if _, has := v.l.ops[src]; !has {
+				c = append(c, i)
+			}
+		}
+	}
+	sortInfos(c)
+	return c
+}
+
+func sortInfos(c []Info) {
 	sort.Slice(c, func(a, b int) bool {
 		if c[a].CreateRevision != c[b].CreateRevision {
 			return c[a].CreateRevision < c[b].CreateRevision
 		}
 		return c[a].Source < c[b].Source
 	})
-	return c
 }
 
 // unlockFor returns the unlock request if it concerns ddls.
@@ -579,7 +676,9 @@ func (k *Keeper) decideRound(v view) *Txn {
 		newOwner := ""
 		switch {
 		case !v.inTask[e.Source]:
-			if c := v.matching(v.candidates(), ddls); len(c) > 0 {
+			c := append(v.implicit(), v.matching(v.candidates(), ddls)...)
+			sortInfos(c)
+			if len(c) > 0 {
 				newOwner = c[0].Source
 			}
 		case u != nil && u.Owner != e.Source && v.inTask[u.Owner]:
@@ -599,12 +698,22 @@ func (k *Keeper) decideRound(v view) *Txn {
 		if _, ok := l.infos[e.Source]; ok && !v.inTask[e.Source] {
 			t.Deletes = append(t.Deletes, k.layout.InfoKey(l.task, l.target, e.Source))
 		}
-		k.putOps(t, l, []Info{l.infos[newOwner]}, true)
+		// Every source that has reached the DDLs takes part in the new exec's round, the old owner
+		// too if it stays in the task.
+		var parts []string
+		for _, i := range append(v.implicit(), v.matching(v.candidates(), ddls)...) {
+			parts = append(parts, i.Source)
+		}
+		if i, ok := l.infos[e.Source]; ok && v.inTask[e.Source] && sameDDLs(i.DDLs, ddls) {
+			parts = append(parts, e.Source)
+		}
+		k.putExec(t, l, l.infos[newOwner], slices.DeleteFunc(parts, func(s string) bool { return s == newOwner }))
 		return t
 	}
-	// The owner is done: every source of the task that has reached the DDLs and has no operation gets
-	// a skip, as many as one transaction may hold; so does every source an unlock overruled (a skip of
-	// its own DDLs).
+	// The owner is done: its done operation is the skip of the round's participants. Every other
+	// source of the task that has reached the DDLs and has no operation (it arrived after the exec)
+	// gets a skip, as many as one transaction may hold; so does every source an unlock overruled (a
+	// skip of its own DDLs).
 	skips := v.matching(v.candidates(), ddls)
 	if u != nil {
 		skips = append(skips, v.overruled(v.candidates(), u)...)
@@ -626,13 +735,16 @@ func (k *Keeper) decideRound(v view) *Txn {
 			Cond{Key: k.layout.lockPrefix(kindInfo, l.task, l.target), ModRevision: k.rev, Prefix: true},
 			Cond{ModRevision: k.rev}, // the operations' range, once known
 			Cond{Key: execKey, ModRevision: e.ModRevision})
-		k.putOps(t, l, skips, false)
+		k.putOps(t, l, skips)
 		t.Conds[2].Key, t.Conds[2].End = t.Puts[0].Key, t.Puts[len(t.Puts)-1].Key+"\x00"
 		return t
 	}
 	var missing map[string]bool
 	if u != nil {
 		missing = setOf(u.Missing)
+	}
+	if l.cnt.implicit > 0 {
+		return nil // wait for the participants to finish
 	}
 	pending := false
 	for _, o := range l.ops {
@@ -643,15 +755,25 @@ func (k *Keeper) decideRound(v view) *Txn {
 			pending = true
 		}
 	}
+	// The last source to finish clears the round itself when it can tell it is the last (see
+	// Agent.DoneOperationDeleteInfo); otherwise (an unlock request, skips of their own, a participant
+	// that left the task) it is cleared here.
 	t := &Txn{Reason: "clean up resolved round"}
 	k.guard(t, l)
 	var done map[string]bool
 	if pending {
-		done = k.deleteDoneOps(t, l, 1)
+		done = k.deleteDoneOps(t, l, 3)
 	} else {
 		// Every operation is done: one range delete, however many sources.
 		t.DeletePrefixes = append(t.DeletePrefixes, k.layout.lockPrefix(kindOp, l.task, l.target))
 		done = setOf(slices.Collect(maps.Keys(l.ops)))
+	}
+	if done[e.Source] {
+		// The exec goes, and its round with it.
+		k.deleteRound(t, l)
+		for p := range l.parts {
+			done[p] = true // the participants finished with the exec's round
+		}
 	}
 	if u != nil {
 		k.rewriteUnlock(t, u, slices.DeleteFunc(slices.Clone(u.Missing), func(s string) bool { return done[s] }), true)
@@ -659,13 +781,26 @@ func (k *Keeper) decideRound(v view) *Txn {
 	return t
 }
 
-// cleanupSkips removes done skip operations sent to sources an unlock request had marked missing.
+// deleteRound adds to t the deletion of l's round and of its done counters.
+func (k *Keeper) deleteRound(t *Txn, l *lockState) {
+	if l.round != nil {
+		t.Conds = append(t.Conds, Cond{Key: k.layout.RoundKey(l.task, l.target), ModRevision: l.round.ModRevision})
+		t.Deletes = append(t.Deletes, k.layout.RoundKey(l.task, l.target))
+	}
+	t.DeletePrefixes = append(t.DeletePrefixes, k.layout.lockPrefix(kindDone, l.task, l.target))
+}
+
+// cleanupSkips removes done skip operations sent to sources an unlock request had marked missing, and
+// a round whose exec is gone.
 func (k *Keeper) cleanupSkips(v view) *Txn {
 	l := v.l
 	t := &Txn{Reason: "clean up skips of sources missing at unlock"}
 	k.guard(t, l)
-	done := k.deleteDoneOps(t, l, 1)
-	if len(done) == 0 {
+	done := k.deleteDoneOps(t, l, 3)
+	if l.round != nil {
+		k.deleteRound(t, l)
+	}
+	if len(done) == 0 && l.round == nil {
 		return nil
 	}
 	if u := l.unlock; u != nil {
@@ -705,7 +840,7 @@ func (k *Keeper) decideNewRound(v view) *Txn {
 			t := &Txn{Reason: "skip for sources missing at unlock"}
 			k.guard(t, l)
 			t.Conds = append(t.Conds, Cond{Key: k.layout.UnlockKey(l.task, l.target), ModRevision: u.ModRevision})
-			k.putOps(t, l, skips, false)
+			k.putOps(t, l, skips)
 			return t
 		}
 	}
@@ -739,22 +874,43 @@ func (k *Keeper) decideNewRound(v view) *Txn {
 			return nil // s has not reached the DDLs yet (or is still finishing an earlier round)
 		}
 	}
+	// Every other source that has reached the DDLs takes the owner's done as its skip.
+	var parts []string
+	for _, i := range all {
+		if i.Source != owner && sameDDLs(i.DDLs, ddls) {
+			parts = append(parts, i.Source)
+		}
+	}
 	t := &Txn{Reason: "exec by owner " + owner}
 	k.guard(t, l)
-	k.putOps(t, l, []Info{byName[owner]}, true)
+	k.putExec(t, l, byName[owner], parts)
 	return t
 }
 
-// putOps adds operations for infos to t, as many as fit; each is conditioned on its info still being
-// there (the guard sees changes, not deletions).
-func (k *Keeper) putOps(t *Txn, l *lockState, infos []Info, exec bool) {
+// putExec adds the exec operation of owner and its round (the participants) to t, conditioned on the
+// owner's info. The participants' infos are covered by the guard: it fails if one is put meanwhile;
+// a participant whose info is deleted meanwhile never finishes, which only leaves the cleanup to
+// Decide.
+func (k *Keeper) putExec(t *Txn, l *lockState, owner Info, parts []string) {
+	sort.Strings(parts)
+	t.Conds = append(t.Conds, Cond{Key: k.layout.InfoKey(l.task, l.target, owner.Source), ModRevision: owner.ModRevision})
+	t.Puts = append(t.Puts,
+		KV{k.layout.OperationKey(l.task, l.target, owner.Source), encode(Operation{
+			Task: l.task, Source: owner.Source, Target: l.target, DDLs: owner.DDLs, Exec: true, Sources: len(parts) + 1,
+		})},
+		KV{k.layout.RoundKey(l.task, l.target), encode(Round{Task: l.task, Target: l.target, Owner: owner.Source, Participants: parts})})
+}
+
+// putOps adds skip operations for infos to t, as many as fit; each is conditioned on its info still
+// being there (the guard sees changes, not deletions).
+func (k *Keeper) putOps(t *Txn, l *lockState, infos []Info) {
 	for _, i := range infos {
 		if len(t.Puts) > 0 && (k.room(t) < 1 || len(t.Conds) >= k.maxOps) {
 			return // the rest in the next transaction
 		}
 		t.Conds = append(t.Conds, Cond{Key: k.layout.InfoKey(l.task, l.target, i.Source), ModRevision: i.ModRevision})
 		t.Puts = append(t.Puts, KV{k.layout.OperationKey(l.task, l.target, i.Source), encode(Operation{
-			Task: l.task, Source: i.Source, Target: l.target, DDLs: i.DDLs, Exec: exec,
+			Task: l.task, Source: i.Source, Target: l.target, DDLs: i.DDLs,
 		})})
 	}
 }

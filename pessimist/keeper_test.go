@@ -29,7 +29,7 @@ func TestLockResolvesInOrder(t *testing.T) {
 	h.expectOps("s2:exec") // the first source to arrive owns the lock
 	h.done("s2")
 	h.settle()
-	h.expectOps("s1:skip s2:exec+done s3:skip")
+	h.expectOps("s1:skip(implicit) s2:exec+done s3:skip(implicit)") // the owner's done is their skip
 	h.done("s1")
 	if got := h.settle(); len(got) != 0 {
 		t.Fatalf("cleaned up before s3 was done: %v", got)
@@ -51,9 +51,9 @@ func TestRestartAtEveryStage(t *testing.T) {
 		func(h *harness) { h.info("s3", d1) },
 		func(h *harness) { h.settle(); h.expectOps("s1:exec") }, // owner op not done
 		func(h *harness) { h.done("s1") },                       // owner done, skips not sent
-		func(h *harness) { h.settle(); h.expectOps("s1:exec+done s2:skip s3:skip") },
+		func(h *harness) { h.settle(); h.expectOps("s1:exec+done s2:skip(implicit) s3:skip(implicit)") },
 		func(h *harness) { h.done("s3") }, // owner and some non-owners done
-		func(h *harness) { h.settle(); h.expectOps("s1:exec+done s2:skip s3:skip+done") },
+		func(h *harness) { h.settle(); h.expectOps("s1:exec+done s2:skip(implicit)") },
 		func(h *harness) { h.done("s2") },
 		func(h *harness) { h.settle(); h.expectNoKeys() }, // resolved
 	}
@@ -114,7 +114,7 @@ func TestSourceRePutsInfo(t *testing.T) {
 	}
 	h.done("s1")
 	h.settle()
-	h.expectOps("s1:exec+done s2:skip")
+	h.expectOps("s1:exec+done s2:skip(implicit)")
 }
 
 func TestConflictAndForceRemove(t *testing.T) {
@@ -166,7 +166,7 @@ func TestBackToBackDDLs(t *testing.T) {
 	h.settle()
 	h.done("s1")
 	h.settle()
-	h.expectOps("s1:exec+done s2:skip")
+	h.expectOps("s1:exec+done s2:skip(implicit)")
 	h.info("s1", d2) // s1 runs ahead
 	if got := h.settle(); len(got) != 0 {
 		t.Fatalf("ddl2 info of s1 must wait for the ddl1 round: %v", got)
@@ -206,7 +206,7 @@ func TestUnlockWithMissingSource(t *testing.T) {
 	h.expectOps("s2:exec")
 	h.done("s2")
 	h.settle()
-	h.expectOps("s1:skip s2:exec+done")
+	h.expectOps("s1:skip(implicit) s2:exec+done")
 	h.done("s1")
 	h.settle()
 	h.expectOps("")
@@ -237,7 +237,10 @@ func TestUnlockReassignsPendingExec(t *testing.T) {
 	h.expectOps("s2:exec")
 	h.done("s2")
 	h.settle()
-	h.expectOps("s1:skip s2:exec+done")
+	h.expectOps("s1:skip(implicit) s2:exec+done") // the old owner takes part in the new exec's round
+	h.done("s1")
+	h.settle()
+	h.expectNoKeys()
 }
 
 func TestUnlockAfterExecWithDeadNonOwner(t *testing.T) {
@@ -250,7 +253,7 @@ func TestUnlockAfterExecWithDeadNonOwner(t *testing.T) {
 	h.settle()
 	h.done("s1")
 	h.settle()
-	h.expectOps("s1:exec+done s2:skip")
+	h.expectOps("s1:exec+done s2:skip(implicit)")
 	h.done("s2")
 	h.settle()
 	h.expectOps("") // s3 (missing) is the only thing left, in the unlock request
@@ -345,19 +348,33 @@ func TestLayoutRoundTrip(t *testing.T) {
 	}
 }
 
+// lateSources returns a lock under a limit of 6 operations per transaction whose exec, by sources[0],
+// is done, and whose other sources, added to the task after the exec was written, all wait: they
+// take no part in the exec's round, so each needs a skip operation of its own.
+func lateSources(t *testing.T, sources []string) *harness {
+	h := newHarness(t, sources[0])
+	h.maxOps = 6
+	h.restart()
+	h.info(sources[0], d1)
+	h.settle()
+	h.expectOps(sources[0] + ":exec")
+	h.setSources(sources...)
+	for _, s := range sources[1:] {
+		h.info(s, d1)
+	}
+	if got := h.settle(); len(got) != 0 {
+		t.Fatalf("decided %v while the owner executes", got)
+	}
+	h.done(sources[0])
+	return h
+}
+
 func TestLargeLocksRespectTxnLimit(t *testing.T) {
 	var sources []string
 	for i := 0; i < 20; i++ {
 		sources = append(sources, fmt.Sprintf("s%02d", i))
 	}
-	h := newHarness(t, sources...)
-	h.maxOps = 6
-	h.restart()
-	for _, s := range sources {
-		h.info(s, d1)
-	}
-	h.settle()
-	h.done("s00")
+	h := lateSources(t, sources)
 	applied := h.settle()
 	if len(applied) < 2 {
 		t.Fatalf("19 skips fit in %d transactions under a limit of 6", len(applied))
@@ -380,14 +397,7 @@ func TestSkipBatchesSurviveEarlierDones(t *testing.T) {
 	for i := 0; i < 12; i++ {
 		sources = append(sources, fmt.Sprintf("s%02d", i))
 	}
-	h := newHarness(t, sources...)
-	h.maxOps = 6
-	h.restart()
-	for _, s := range sources {
-		h.info(s, d1)
-	}
-	h.settle()
-	h.done("s00")
+	h := lateSources(t, sources)
 	var skipped []string
 	var prev []KV
 	for round := 0; ; round++ {
@@ -422,12 +432,7 @@ func TestSkipBatchesSurviveEarlierDones(t *testing.T) {
 
 // A skip transaction decided before a source in its range got an operation some other way fails.
 func TestSkipBatchGuardedByItsRange(t *testing.T) {
-	h := newHarness(t, "s1", "s2", "s3")
-	h.info("s1", d1)
-	h.info("s2", d1)
-	h.info("s3", d1)
-	h.settle()
-	h.done("s1")
+	h := lateSources(t, []string{"s1", "s2", "s3"})
 	txns := h.k.Decide()
 	if len(txns) != 1 {
 		t.Fatalf("want one skip transaction, got %v", txns)
@@ -455,5 +460,30 @@ func TestNoDecisionBeforeOwnWriteSeen(t *testing.T) {
 	h.k.SetRevision(rev + 2)
 	if txns := h.k.Decide(); len(txns) != 1 || !strings.HasPrefix(txns[0].Reason, "exec by owner") {
 		t.Fatalf("want the exec once the write is seen, got %v", txns)
+	}
+}
+
+// A participant that leaves the task after the exec never finishes: the count of dones stays short,
+// so the agents cannot tell the last, and the coordinator clears the round (operations, Round, done
+// counter) once the remaining participants are done.
+func TestParticipantRemovedAfterExec(t *testing.T) {
+	h := newHarness(t, "s1", "s2", "s3")
+	h.info("s1", d1)
+	h.info("s2", d1)
+	h.info("s3", d1)
+	h.settle()
+	h.done("s1")
+	h.settle()
+	h.expectOps("s1:exec+done s2:skip(implicit) s3:skip(implicit)")
+	h.setSources("s1", "s2")
+	h.settle()
+	h.expectOps("s1:exec+done s2:skip(implicit)") // s3's info was dropped with it
+	h.done("s2")
+	if got := h.settle(); len(got) != 1 || got[0] != "clean up resolved round" {
+		t.Fatalf("applied %v, want the cleanup", got)
+	}
+	h.expectNoKeys()
+	if l := h.k.Locks(); len(l) != 0 {
+		t.Fatalf("locks left: %+v", l)
 	}
 }

@@ -63,6 +63,11 @@ func (k *Keeper) lockView(id string, l *lockState) Lock {
 				reached[src] = true
 			}
 		}
+		if r := l.round; r != nil && r.Owner == exec.Source {
+			for _, src := range r.Participants {
+				reached[src] = true // waiting for the owner, skipping, or finished
+			}
+		}
 	default:
 		var infos []Info
 		for _, i := range l.infos {
@@ -142,8 +147,9 @@ func (k *Keeper) Unlock(lockID, owner string, forceRemove bool) (Txn, Unlock, er
 			DeletePrefixes: []string{
 				k.layout.lockPrefix(kindInfo, l.task, l.target),
 				k.layout.lockPrefix(kindOp, l.task, l.target),
+				k.layout.lockPrefix(kindDone, l.task, l.target),
 			},
-			Deletes: []string{k.layout.UnlockKey(l.task, l.target)},
+			Deletes: []string{k.layout.UnlockKey(l.task, l.target), k.layout.RoundKey(l.task, l.target)},
 		}, Unlock{}, nil
 	}
 	v, ok := k.view(l)
@@ -161,6 +167,9 @@ func (k *Keeper) Unlock(lockID, owner string, forceRemove bool) (Txn, Unlock, er
 	if v.exec != nil {
 		ddls = v.exec.DDLs
 		for src := range l.ops {
+			participants[src] = true
+		}
+		for src := range l.parts {
 			participants[src] = true
 		}
 	} else {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -28,6 +29,15 @@ func (i Info) LockID() string { return LockID(i.Task, i.Target) }
 
 // Operation tells one source what to do with a lock's DDLs: execute them (the owner) or skip them.
 // The source marks it Done once that has taken effect downstream.
+//
+// The participants of an exec operation are the other sources that had reached its DDLs when it was
+// written: their infos with the same DDLs, created before it (the coordinator decides an exec only
+// when the lock holds no info of a source outside the task, and only if no info changed since it
+// looked). Once the owner marks it done it is their skip (an implicit skip): they have no operation
+// key of their own, and their done is the deletion of their info. Only sources that arrive later (a
+// source an unlock marked missing, one added to the task) or that an unlock overruled are sent a skip
+// operation of their own. The exec holds only their number; their names, which only the coordinator
+// needs, are in the lock's Round.
 type Operation struct {
 	Task   string   `json:"task"`
 	Source string   `json:"source"`
@@ -35,6 +45,31 @@ type Operation struct {
 	DDLs   []string `json:"ddls"`
 	Exec   bool     `json:"exec"`
 	Done   bool     `json:"done"`
+	// Sources (exec, and an implicit skip's copy of it) is the number of sources in the exec's
+	// round: the owner and its participants. Every agent reads the exec; a list of N names in it would cost O(N²) per lock.
+	Sources int `json:"sources,omitempty"`
+
+	// Revisions of the etcd key, filled in when read; not stored. For an implicit skip they are the
+	// exec operation's.
+	CreateRevision int64 `json:"-"`
+	ModRevision    int64 `json:"-"`
+	// Owner is set (not stored) on an implicit skip: the source whose done exec operation it is.
+	Owner string `json:"-"`
+}
+
+// Implicit reports whether o is an implicit skip: the owner's done exec operation, seen by one of its
+// participants.
+func (o Operation) Implicit() bool { return o.Owner != "" }
+
+// Round names the participants of a lock's exec operation. The coordinator writes it with the exec
+// (so its ModRevision is the exec's CreateRevision) and deletes it with the exec; only the coordinator
+// reads it: it tells a participant's info of the next round (which waits) from the info of a source
+// that arrived after the exec (which is sent a skip).
+type Round struct {
+	Task         string   `json:"task"`
+	Target       string   `json:"target"`
+	Owner        string   `json:"owner"`
+	Participants []string `json:"participants"`
 
 	ModRevision int64 `json:"-"`
 }
@@ -77,6 +112,9 @@ type TaskSources struct {
 //	<root>op/<task>/<target>/<source>      Operation
 //	<root>unlock/<task>/<target>           Unlock
 //	<root>agent/<task>/<source>            generation of the source's current agent
+//	<root>round/<task>/<target>            Round (the participants of the exec operation)
+//	<root>done/<task>/<target>/<rev>       counts (by its version) the dones of the round whose exec
+//	                                       operation was created at rev
 //
 // Every segment is path-escaped, so names holding '/' cannot collide. The target is part of the key:
 // locks of different target tables of one source are independent.
@@ -103,6 +141,8 @@ const (
 	kindOp     = "op"
 	kindUnlock = "unlock"
 	kindAgent  = "agent"
+	kindDone   = "done"
+	kindRound  = "round"
 )
 
 func (l Layout) Root() string { return l.root }
@@ -126,10 +166,19 @@ func (l Layout) OperationKey(task, target, source string) string {
 	return l.key(kindOp, task, target, source)
 }
 func (l Layout) UnlockKey(task, target string) string { return l.key(kindUnlock, task, target) }
+func (l Layout) RoundKey(task, target string) string  { return l.key(kindRound, task, target) }
 
 // AgentKey is rewritten by every new agent (worker incarnation) of a source: its revision fences the
 // info puts of older incarnations whose requests land late.
 func (l Layout) AgentKey(task, source string) string { return l.key(kindAgent, task, source) }
+
+// DoneKey counts the dones of one round of a lock: each source that finishes the round (the owner and
+// the exec operation's participants) puts it, so its version tells the last one that it is the last
+// without reading the other sources' keys. The round is named by its exec operation's create revision,
+// so a counter left behind by an earlier round can never be mistaken for this one's.
+func (l Layout) DoneKey(task, target string, execCreateRevision int64) string {
+	return l.key(kindDone, task, target, strconv.FormatInt(execCreateRevision, 10))
+}
 
 // lockPrefix is the prefix of all infos (or operations) of one lock; the trailing slash keeps
 // `db`.`t` from matching `db`.`t2`.
@@ -156,7 +205,7 @@ func (l Layout) parse(key string) (parsedKey, error) {
 		}
 		segs[i] = s
 	}
-	want := map[string]int{kindTask: 2, kindInfo: 4, kindOp: 4, kindUnlock: 3, kindAgent: 3}[segs[0]]
+	want := map[string]int{kindTask: 2, kindInfo: 4, kindOp: 4, kindUnlock: 3, kindAgent: 3, kindDone: 4, kindRound: 3}[segs[0]]
 	if want == 0 || len(segs) != want {
 		return parsedKey{}, fmt.Errorf("key %q has an unknown shape", key)
 	}
