@@ -362,12 +362,14 @@ func (s *Sink) execOnce(ctx context.Context, lockID, q string) error {
 			return err
 		}
 	}
+	traceStep(ctx, "ddl prepared")
 	if _, err := s.db.ExecContext(ctx, q); err != nil {
 		var me *mysql.MySQLError
 		if !errors.As(err, &me) || !alreadyApplied[me.Number] {
 			return fmt.Errorf("execute DDL %q downstream: %w", q, err)
 		}
 	}
+	traceStep(ctx, "ddl executed")
 	if len(tables) == 0 {
 		return nil
 	}
@@ -378,7 +380,11 @@ func (s *Sink) execOnce(ctx context.Context, lockID, q string) error {
 	if err != nil {
 		return err
 	}
-	return s.mark(ctx, lockID, q, "done", cur.hash, after.hash)
+	if err := s.mark(ctx, lockID, q, "done", cur.hash, after.hash); err != nil {
+		return err
+	}
+	traceStep(ctx, "marked done")
+	return nil
 }
 
 func (s *Sink) mark(ctx context.Context, lockID, q, state, before, after string) error {

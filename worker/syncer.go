@@ -105,6 +105,8 @@ type Syncer struct {
 	persisted     Position // the resume position last committed
 	persistedGTID string
 	resync        *resumePoint
+	resyncLock    string                    // the lock whose resolution asked for the re-sync (for the trace)
+	ddlReadAt     time.Time                 // when the DDL event being handled was read (for the trace)
 	fresh         bool                      // no checkpoint yet: the task's first start on this source
 	gtids         mariadbGTIDs              // GTID set after the last complete event group (GTID mode)
 	curGTID       *mysql.MariadbGTID        // GTID of the event group being read
@@ -197,6 +199,7 @@ type opResult struct {
 	info   pessimist.Info
 	op     pessimist.Operation
 	err    error
+	at     time.Time // when the operation arrived (for the trace)
 }
 
 // NewSyncer returns a syncer; Run starts it.
@@ -311,6 +314,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 			if r, err = s.startReader(ctx, from); err != nil {
 				return err
 			}
+			s.trace(s.resyncLock, "re-sync started", time.Now())
 		}
 	}
 }
@@ -696,6 +700,7 @@ func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent, gtid *
 		if q == "BEGIN" {
 			return nil
 		}
+		s.ddlReadAt = time.Now()
 		if err := s.flush(ctx); err != nil {
 			return err
 		}
@@ -1374,15 +1379,18 @@ func (s *Syncer) setTables(tables map[TableName]Position) {
 // background, so other targets keep flowing.
 func (s *Syncer) postInfo(ctx context.Context, target TableName) error {
 	ddls := s.groups[target].Status().ActiveDDLs
+	lock := pessimist.LockID(s.cfg.Task, target.String())
+	s.trace(lock, "ddl read", s.ddlReadAt)
 	info, err := s.cfg.Agent.PutInfo(ctx, target.String(), ddls)
 	if err != nil {
 		return err
 	}
+	s.trace(lock, "info put", time.Now())
 	s.pending[target] = true
 	go func() {
 		op, err := s.cfg.Agent.WaitOperation(ctx, info)
 		select {
-		case s.opCh <- opResult{target: target, info: info, op: op, err: err}:
+		case s.opCh <- opResult{target: target, info: info, op: op, err: err, at: time.Now()}:
 		case <-ctx.Done():
 		}
 	}()
@@ -1392,6 +1400,10 @@ func (s *Syncer) postInfo(ctx context.Context, target TableName) error {
 // applyOperation executes or skips the DDLs of a resolved lock, saves the checkpoint past them, marks
 // the operation done, and re-reads the DML held back behind them.
 func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
+	lock := res.info.LockID()
+	s.trace(lock, "op received", res.at)
+	s.trace(lock, "op applying", time.Now())
+	ctx = withTrace(ctx, func(step string) { s.trace(lock, step, time.Now()) })
 	removed := errors.Is(res.err, pessimist.ErrLockRemoved)
 	if removed {
 		// Only a lock force-removed from a task that still runs means "skip"; keys removed by
@@ -1418,6 +1430,7 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 	if err := s.flush(ctx); err != nil {
 		return err
 	}
+	s.trace(lock, "flushed", time.Now())
 	delete(s.pending, res.target)
 	g := s.groups[res.target]
 	if st := g.Status(); !slices.Equal(st.ActiveDDLs, res.op.DDLs) {
@@ -1486,6 +1499,7 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 	if err != nil {
 		return err
 	}
+	s.trace(lock, "checkpoint", time.Now())
 	if res.op.Exec {
 		failpoint.Inject("worker-before-done") // DDL and checkpoint committed downstream, done not yet in etcd
 	}
@@ -1497,11 +1511,12 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 		if err := s.cfg.Agent.DoneOperationDeleteInfo(ctx, res.op, res.info); err != nil {
 			return err
 		}
+		s.trace(lock, "done", time.Now())
 	}
 	s.forgetKeys()
 	s.log.Info("sharding DDL resolved", zap.String("lock", res.info.LockID()), zap.Bool("exec", res.op.Exec))
 	if s.resync == nil || from.pos.Compare(s.resync.pos) < 0 {
-		s.resync = &from
+		s.resync, s.resyncLock = &from, lock
 	}
 	if g.Status().Synced {
 		return s.postInfo(ctx, target)
