@@ -105,14 +105,17 @@ type Syncer struct {
 	persisted     Position // the resume position last committed
 	persistedGTID string
 	resync        *resumePoint
-	resyncLock    string                    // the lock whose resolution asked for the re-sync (for the trace)
-	ddlReadAt     time.Time                 // when the DDL event being handled was read (for the trace)
-	fresh         bool                      // no checkpoint yet: the task's first start on this source
-	gtids         mariadbGTIDs              // GTID set after the last complete event group (GTID mode)
-	curGTID       *mysql.MariadbGTID        // GTID of the event group being read
-	gtidAt        map[Position]string       // GTID sets at DDL starts and ends, for resume points there
-	schemas       *schemaTracker            // column lists by position, for binlogs without column names
-	shapes        map[TableName]cachedShape // per table, the row shape of its last table map
+	// heldBack: targets whose group held back DML (skipped it, to be re-read) since its active step
+	// began. A step resolved with nothing held back needs no re-read.
+	heldBack   map[TableName]bool
+	resyncLock string                    // the lock whose resolution asked for the re-sync (for the trace)
+	ddlReadAt  time.Time                 // when the DDL event being handled was read (for the trace)
+	fresh      bool                      // no checkpoint yet: the task's first start on this source
+	gtids      mariadbGTIDs              // GTID set after the last complete event group (GTID mode)
+	curGTID    *mysql.MariadbGTID        // GTID of the event group being read
+	gtidAt     map[Position]string       // GTID sets at DDL starts and ends, for resume points there
+	schemas    *schemaTracker            // column lists by position, for binlogs without column names
+	shapes     map[TableName]cachedShape // per table, the row shape of its last table map
 	// loadKeys: tables a full load copied from more than one snapshot (it was resumed after a crash):
 	// which snapshot holds which key, for the events between the snapshots.
 	loadKeys map[TableName]*loader.KeyRanges
@@ -373,6 +376,7 @@ func (s *Syncer) init(ctx context.Context) error {
 	s.ddlStart = map[TableName]map[Position]Position{}
 	s.gtidAt = map[Position]string{}
 	s.pending = map[TableName]bool{}
+	s.heldBack = map[TableName]bool{}
 	s.opCh = make(chan opResult, 16)
 	s.resetBatch()
 	if err := s.discover(ctx); err != nil {
@@ -745,6 +749,7 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 	}
 	target := s.cfg.Router.Route(src)
 	if g, ok := s.groups[target]; ok && g.Blocked(src, end) {
+		s.heldBack[target] = true
 		return nil // past the group's pending DDL: read again after it is resolved
 	}
 	if op, ok := s.cfg.Operators.find(false, start); ok {
@@ -1462,20 +1467,27 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 	}
 	// Held-back DML after ResyncFrom must be read again, so neither the reader nor a restart may
 	// resume past it. If an earlier re-sync has not yet read that far, it goes on from where it is.
+	// Every DML this group held back lies after ResyncFrom (it was blocked by this step); when there
+	// is none, everything read so far is applied and the reader goes on (a restart of the reader
+	// costs a few milliseconds per source and lock).
+	held := s.heldBack[res.target]
+	delete(s.heldBack, res.target) // a re-read that finds DML still blocked (by the next step) sets it again
 	from := resumePoint{pos: resolution.ResyncFrom}
-	if s.lastPos.Compare(from.pos) < 0 {
-		from.pos = s.lastPos
-	}
-	from.gtid = s.gtidFor(from.pos)
-	if s.cfg.EnableGTID {
-		// Rewind the GTID set with the position: resume points computed from here pair them.
-		s.gtidAt[from.pos] = from.gtid
-		if s.gtids, err = parseMariadbGTIDs(from.gtid); err != nil {
-			return err
+	if held {
+		if s.lastPos.Compare(from.pos) < 0 {
+			from.pos = s.lastPos
 		}
-		s.curGTID = nil
+		from.gtid = s.gtidFor(from.pos)
+		if s.cfg.EnableGTID {
+			// Rewind the GTID set with the position: resume points computed from here pair them.
+			s.gtidAt[from.pos] = from.gtid
+			if s.gtids, err = parseMariadbGTIDs(from.gtid); err != nil {
+				return err
+			}
+			s.curGTID = nil
+		}
+		s.lastPos = from.pos
 	}
-	s.lastPos = from.pos
 	target := res.target
 	global := s.safeGlobal()
 	up := CheckpointUpdate{Global: global, GlobalGTID: s.gtidFor(global), Resolved: resolution.Positions, ResolvedTarget: &target, ResolvedDDLs: res.op.DDLs}
@@ -1515,7 +1527,7 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 	}
 	s.forgetKeys()
 	s.log.Info("sharding DDL resolved", zap.String("lock", res.info.LockID()), zap.Bool("exec", res.op.Exec))
-	if s.resync == nil || from.pos.Compare(s.resync.pos) < 0 {
+	if held && (s.resync == nil || from.pos.Compare(s.resync.pos) < 0) {
 		s.resync, s.resyncLock = &from, lock
 	}
 	if g.Status().Synced {
