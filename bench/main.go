@@ -1,7 +1,7 @@
 // Command bench runs Tributary's benchmarks (`make bench`) and prints their figures as one table, each
 // throughput beside the limit measured in the same run, and the machine they ran on.
 //
-//	go run ./bench [-lock-benchtime 20x] [-rows 1000000]
+//	go run ./bench [-lock-benchtime 20x] [-rows 1000000] [-latency-rounds 20]
 package main
 
 import (
@@ -21,15 +21,21 @@ import (
 func main() {
 	lockTime := flag.String("lock-benchtime", "20x", "benchtime of the lock benchmarks")
 	rows := flag.Int("rows", 1000000, "rows of the catch-up backlog (TRIBUTARY_BENCH_ROWS)")
+	rounds := flag.Int("latency-rounds", 20, "locks per source count of the end-to-end lock latency through real processes (TRIBUTARY_LATENCY_ROUNDS; 0: skip it)")
 	flag.Parse()
 	var results []result
-	for _, run := range []struct {
+	type run struct {
 		pkg, bench, benchtime string
 		env                   []string
-	}{
+	}
+	runs := []run{
 		{"./pessimist/", ".", *lockTime, nil},
 		{"./worker/", "CatchUp", "1x", []string{fmt.Sprintf("TRIBUTARY_BENCH_ROWS=%d", *rows)}},
-	} {
+	}
+	if *rounds > 0 {
+		runs = append(runs, run{"./integration/", "LockLatency", "1x", []string{fmt.Sprintf("TRIBUTARY_LATENCY_ROUNDS=%d", *rounds)}})
+	}
+	for _, run := range runs {
 		rs, err := runBench(run.pkg, run.bench, run.benchtime, run.env)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)

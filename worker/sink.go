@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -322,9 +323,6 @@ func (s *Sink) ExecDDL(ctx context.Context, ddls []string, up CheckpointUpdate) 
 // lock is held. "Already applied" errors are still accepted as a last resort. An empty lockID runs
 // the DDLs without markers.
 func (s *Sink) ExecDDLOnce(ctx context.Context, lockID string, ddls []string, up CheckpointUpdate) error {
-	if err := s.meta.CheckEpoch(ctx, s.db, false); err != nil {
-		return err
-	}
 	for _, q := range ddls {
 		if err := s.execOnce(ctx, lockID, q); err != nil {
 			return err
@@ -342,16 +340,12 @@ func (s *Sink) execOnce(ctx context.Context, lockID, q string) error {
 			return fmt.Errorf("DDL %q: %w", q, err)
 		}
 	}
-	var cur definition
+	cur, m, ok, err := s.before(ctx, lockID, q, tables)
+	if err != nil {
+		return err
+	}
 	if len(tables) > 0 {
-		var err error
-		if cur, err = s.definition(ctx, tables); err != nil {
-			return err
-		}
-		m, ok, err := s.meta.Marker(ctx, lockID, q)
 		switch {
-		case err != nil:
-			return err
 		case !ok:
 		case m.State == "done" && cur.is(m.After):
 			return nil // ran before a restart; its tables are as it left them
@@ -362,12 +356,14 @@ func (s *Sink) execOnce(ctx context.Context, lockID, q string) error {
 			return err
 		}
 	}
+	traceStep(ctx, "ddl prepared")
 	if _, err := s.db.ExecContext(ctx, q); err != nil {
 		var me *mysql.MySQLError
 		if !errors.As(err, &me) || !alreadyApplied[me.Number] {
 			return fmt.Errorf("execute DDL %q downstream: %w", q, err)
 		}
 	}
+	traceStep(ctx, "ddl executed")
 	if len(tables) == 0 {
 		return nil
 	}
@@ -378,7 +374,33 @@ func (s *Sink) execOnce(ctx context.Context, lockID, q string) error {
 	if err != nil {
 		return err
 	}
-	return s.mark(ctx, lockID, q, "done", cur.hash, after.hash)
+	if err := s.mark(ctx, lockID, q, "done", cur.hash, after.hash); err != nil {
+		return err
+	}
+	traceStep(ctx, "marked done")
+	return nil
+}
+
+// before reads what execOnce decides on before it runs q, each on its own connection at once (one
+// round trip's time instead of three, on the path of every lock): the epoch fence, which stops a worker
+// whose binding was taken away before it runs any DDL; and, when q names tables, their definition and
+// q's marker.
+func (s *Sink) before(ctx context.Context, lockID, q string, tables []TableName) (cur definition, m meta.Marker, ok bool, err error) {
+	var wg sync.WaitGroup
+	var defErr, markErr error
+	if len(tables) > 0 {
+		wg.Add(2)
+		go func() { defer wg.Done(); cur, defErr = s.definition(ctx, tables) }()
+		go func() { defer wg.Done(); m, ok, markErr = s.meta.Marker(ctx, lockID, q) }()
+	}
+	err = s.meta.CheckEpoch(ctx, s.db, false)
+	wg.Wait()
+	for _, e := range []error{err, defErr, markErr} {
+		if e != nil {
+			return definition{}, meta.Marker{}, false, e
+		}
+	}
+	return cur, m, ok, nil
 }
 
 func (s *Sink) mark(ctx context.Context, lockID, q, state, before, after string) error {

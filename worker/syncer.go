@@ -108,12 +108,17 @@ type Syncer struct {
 	committed     Position // the resume position of the last flush that committed (maybe not written)
 	committedGTID string
 	resync        *resumePoint
-	fresh         bool                      // no checkpoint yet: the task's first start on this source
-	gtids         mariadbGTIDs              // GTID set after the last complete event group (GTID mode)
-	curGTID       *mysql.MariadbGTID        // GTID of the event group being read
-	gtidAt        map[Position]string       // GTID sets at DDL starts and ends, for resume points there
-	schemas       *schemaTracker            // column lists by position, for binlogs without column names
-	shapes        map[TableName]cachedShape // per table, the row shape of its last table map
+	// heldBack: targets whose group held back DML (skipped it, to be re-read) since its active step
+	// began. A step resolved with nothing held back needs no re-read.
+	heldBack   map[TableName]bool
+	resyncLock string                    // the lock whose resolution asked for the re-sync (for the trace)
+	ddlReadAt  time.Time                 // when the DDL event being handled was read (for the trace)
+	fresh      bool                      // no checkpoint yet: the task's first start on this source
+	gtids      mariadbGTIDs              // GTID set after the last complete event group (GTID mode)
+	curGTID    *mysql.MariadbGTID        // GTID of the event group being read
+	gtidAt     map[Position]string       // GTID sets at DDL starts and ends, for resume points there
+	schemas    *schemaTracker            // column lists by position, for binlogs without column names
+	shapes     map[TableName]cachedShape // per table, the row shape of its last table map
 	// loadKeys: tables a full load copied from more than one snapshot (it was resumed after a crash):
 	// which snapshot holds which key, for the events between the snapshots.
 	loadKeys map[TableName]*loader.KeyRanges
@@ -228,6 +233,7 @@ type opResult struct {
 	info   pessimist.Info
 	op     pessimist.Operation
 	err    error
+	at     time.Time // when the operation arrived (for the trace)
 }
 
 // NewSyncer returns a syncer; Run starts it.
@@ -342,6 +348,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 			if r, err = s.startReader(ctx, from); err != nil {
 				return err
 			}
+			s.trace(s.resyncLock, "re-sync started", time.Now())
 		}
 	}
 }
@@ -404,6 +411,7 @@ func (s *Syncer) init(ctx context.Context) error {
 	s.ddlStart = map[TableName]map[Position]Position{}
 	s.gtidAt = map[Position]string{}
 	s.pending = map[TableName]bool{}
+	s.heldBack = map[TableName]bool{}
 	s.opCh = make(chan opResult, 16)
 	s.resetBatch()
 	if err := s.discover(ctx); err != nil {
@@ -732,6 +740,7 @@ func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent, gtid *
 		if q == "BEGIN" {
 			return nil
 		}
+		s.ddlReadAt = time.Now()
 		if err := s.flush(ctx); err != nil {
 			return err
 		}
@@ -776,6 +785,7 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 	}
 	target := s.cfg.Router.Route(src)
 	if g, ok := s.groups[target]; ok && g.Blocked(src, end) {
+		s.heldBack[target] = true
 		return nil // past the group's pending DDL: read again after it is resolved
 	}
 	if op, ok := s.cfg.Operators.find(false, start); ok {
@@ -1680,15 +1690,18 @@ func (s *Syncer) setTables(tables map[TableName]Position) {
 // background, so other targets keep flowing.
 func (s *Syncer) postInfo(ctx context.Context, target TableName) error {
 	ddls := s.groups[target].Status().ActiveDDLs
+	lock := pessimist.LockID(s.cfg.Task, target.String())
+	s.trace(lock, "ddl read", s.ddlReadAt)
 	info, err := s.cfg.Agent.PutInfo(ctx, target.String(), ddls)
 	if err != nil {
 		return err
 	}
+	s.trace(lock, "info put", time.Now())
 	s.pending[target] = true
 	go func() {
 		op, err := s.cfg.Agent.WaitOperation(ctx, info)
 		select {
-		case s.opCh <- opResult{target: target, info: info, op: op, err: err}:
+		case s.opCh <- opResult{target: target, info: info, op: op, err: err, at: time.Now()}:
 		case <-ctx.Done():
 		}
 	}()
@@ -1698,6 +1711,10 @@ func (s *Syncer) postInfo(ctx context.Context, target TableName) error {
 // applyOperation executes or skips the DDLs of a resolved lock, saves the checkpoint past them, marks
 // the operation done, and re-reads the DML held back behind them.
 func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
+	lock := res.info.LockID()
+	s.trace(lock, "op received", res.at)
+	s.trace(lock, "op applying", time.Now())
+	ctx = withTrace(ctx, func(step string) { s.trace(lock, step, time.Now()) })
 	removed := errors.Is(res.err, pessimist.ErrLockRemoved)
 	if removed {
 		// Only a lock force-removed from a task that still runs means "skip"; keys removed by
@@ -1724,6 +1741,7 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 	if err := s.flush(ctx); err != nil {
 		return err
 	}
+	s.trace(lock, "flushed", time.Now())
 	delete(s.pending, res.target)
 	g := s.groups[res.target]
 	if st := g.Status(); !slices.Equal(st.ActiveDDLs, res.op.DDLs) {
@@ -1755,21 +1773,28 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 	}
 	// Held-back DML after ResyncFrom must be read again, so neither the reader nor a restart may
 	// resume past it. If an earlier re-sync has not yet read that far, it goes on from where it is.
+	// Every DML this group held back lies after ResyncFrom (it was blocked by this step); when there
+	// is none, everything read so far is applied and the reader goes on (a restart of the reader
+	// costs a few milliseconds per source and lock).
+	held := s.heldBack[res.target]
+	delete(s.heldBack, res.target) // a re-read that finds DML still blocked (by the next step) sets it again
 	from := resumePoint{pos: resolution.ResyncFrom}
-	if s.lastPos.Compare(from.pos) < 0 {
-		from.pos = s.lastPos
-	}
-	from.gtid = s.gtidFor(from.pos)
-	if s.cfg.EnableGTID {
-		// Rewind the GTID set with the position: resume points computed from here pair them.
-		s.gtidAt[from.pos] = from.gtid
-		if s.gtids, err = parseMariadbGTIDs(from.gtid); err != nil {
-			return err
+	if held {
+		if s.lastPos.Compare(from.pos) < 0 {
+			from.pos = s.lastPos
 		}
-		s.curGTID = nil
+		from.gtid = s.gtidFor(from.pos)
+		if s.cfg.EnableGTID {
+			// Rewind the GTID set with the position: resume points computed from here pair them.
+			s.gtidAt[from.pos] = from.gtid
+			if s.gtids, err = parseMariadbGTIDs(from.gtid); err != nil {
+				return err
+			}
+			s.curGTID = nil
+		}
+		s.lastPos = from.pos
+		s.committed, s.committedGTID = Position{}, ""
 	}
-	s.lastPos = from.pos
-	s.committed, s.committedGTID = Position{}, ""
 	target := res.target
 	global := s.safeGlobal()
 	up := CheckpointUpdate{Global: global, GlobalGTID: s.gtidFor(global), Resolved: resolution.Positions, ResolvedTarget: &target, ResolvedDDLs: res.op.DDLs}
@@ -1793,6 +1818,7 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 	if err != nil {
 		return err
 	}
+	s.trace(lock, "checkpoint", time.Now())
 	if res.op.Exec {
 		failpoint.Inject("worker-before-done") // DDL and checkpoint committed downstream, done not yet in etcd
 	}
@@ -1804,11 +1830,12 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 		if err := s.cfg.Agent.DoneOperationDeleteInfo(ctx, res.op, res.info); err != nil {
 			return err
 		}
+		s.trace(lock, "done", time.Now())
 	}
 	s.forgetKeys()
 	s.log.Info("sharding DDL resolved", zap.String("lock", res.info.LockID()), zap.Bool("exec", res.op.Exec))
-	if s.resync == nil || from.pos.Compare(s.resync.pos) < 0 {
-		s.resync = &from
+	if held && (s.resync == nil || from.pos.Compare(s.resync.pos) < 0) {
+		s.resync, s.resyncLock = &from, lock
 	}
 	if g.Status().Synced {
 		return s.postInfo(ctx, target)

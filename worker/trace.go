@@ -1,0 +1,44 @@
+package worker
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Lock tracing: with --log-level debug, each step of a lock on this worker is logged as
+// {"msg":"lock trace","lock":...,"step":...,"at_us":<Unix microseconds>}, so the path of one lock can be
+// followed across processes on one machine (BenchmarkLockLatency in integration/ does). The steps,
+// in order:
+//
+//	ddl read        the DDL event that made the source's group synced was read from the binlog
+//	info put        the info is in etcd
+//	op received     the operation's watch event arrived (exec or skip)
+//	op applying     the event loop took it
+//	flushed         batched DML before the DDL committed
+//	ddl prepared    epoch, definition and marker checked, "started" marker written (owner)
+//	ddl executed    the DDL returned downstream (owner)
+//	marked done     (owner)
+//	checkpoint      the checkpoint past the lock committed
+//	done            the operation is done in etcd
+//	re-sync started the reader re-reads held-back DML (only when some was held back)
+func (s *Syncer) trace(lock, step string, at time.Time) {
+	if ce := s.log.Check(zap.DebugLevel, "lock trace"); ce != nil {
+		ce.Write(zap.String("lock", lock), zap.String("step", step), zap.Int64("at_us", at.UnixMicro()))
+	}
+}
+
+type traceKey struct{}
+
+// withTrace returns a context whose sink calls report their steps to step (the sink has no logger).
+func withTrace(ctx context.Context, step func(string)) context.Context {
+	return context.WithValue(ctx, traceKey{}, step)
+}
+
+// traceStep reports a step to the context's tracer, if any.
+func traceStep(ctx context.Context, step string) {
+	if f, ok := ctx.Value(traceKey{}).(func(string)); ok {
+		f(step)
+	}
+}
