@@ -44,7 +44,6 @@ var lfSteps = []lfStep{
 	{"all loaded before the exec op", "master-before-exec", false, "master"},
 	{"owner renamed before its sync checkpoint", "load-renamed", true, "worker"},
 	{"owner switched before done", "load-switched", true, "worker"},
-	{"owner done before skips", "master-before-skip", true, "master"},
 }
 
 // Victims: the held process first (the cell `make test` runs), then the others.
