@@ -45,6 +45,7 @@ type targetKeys struct {
 	uniques []uniqueKey // the primary key first
 	spread  bool
 	why     string // why the target is not spread (for the log)
+	warned  bool   // rows lacking a key column were logged
 }
 
 type uniqueKey struct {
@@ -114,10 +115,13 @@ type keyPlan struct {
 	names   []string
 }
 
-type planKey struct {
+// planCache is a row shape's key plan, valid while the target and the key generation are the same
+// (a DDL forgets the targets' keys).
+type planCache struct {
+	ok     bool
+	gen    int
 	target TableName
-	first  *string // the column list's identity (shapes share one per version)
-	n      int
+	plan   *keyPlan
 }
 
 // columnIndexes returns the indexes of names in cols (case-insensitive), or false when one is missing.
@@ -138,14 +142,15 @@ func columnIndexes(cols, names []string) ([]int, bool) {
 	return idx, true
 }
 
-// planFor returns the key plan of target's rows with columns cols (nil: one connection per table).
-func (s *Syncer) planFor(ctx context.Context, target TableName, cols []string) (*keyPlan, error) {
+// planFor returns the key plan of target's rows of shape (nil: one connection per table). It is kept
+// with the shape (a transaction's rows events share one).
+func (s *Syncer) planFor(ctx context.Context, target TableName, shape *rowShape) (*keyPlan, error) {
+	cols := shape.cols
 	if len(s.parts) < 2 || len(cols) == 0 {
 		return nil, nil
 	}
-	pk := planKey{target, &cols[0], len(cols)}
-	if p, ok := s.plans[pk]; ok {
-		return p, nil
+	if c := &shape.plan; c.ok && c.gen == s.keyGen && c.target == target {
+		return c.plan, nil
 	}
 	tk, ok := s.targetKeys[target]
 	if !ok {
@@ -165,7 +170,10 @@ func (s *Syncer) planFor(ctx context.Context, target TableName, cols []string) (
 			idx, ok := columnIndexes(cols, u.cols)
 			if !ok {
 				plan = nil
-				s.log.Info("rows lack a key column: they stay on one connection", zap.Stringer("target", target), zap.Strings("key", u.cols))
+				if !tk.warned {
+					tk.warned = true
+					s.log.Info("rows lack a key column: they stay on one connection", zap.Stringer("target", target), zap.Strings("key", u.cols))
+				}
 				break
 			}
 			if i == 0 {
@@ -175,7 +183,7 @@ func (s *Syncer) planFor(ctx context.Context, target TableName, cols []string) (
 			plan.names = append(plan.names, u.name)
 		}
 	}
-	s.plans[pk] = plan
+	shape.plan = planCache{ok: true, gen: s.keyGen, target: target, plan: plan}
 	return plan, nil
 }
 

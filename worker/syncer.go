@@ -129,7 +129,7 @@ type Syncer struct {
 	// Key lanes (lanes.go): key plans by target and column list, the targets' unique keys, which
 	// connection each key of the batch is on, and the tables whose last committed flush wrote lanes
 	// (their table position follows in the next transaction).
-	plans       map[planKey]*keyPlan
+	keyGen      int // moves when the targets' keys are forgotten (after a DDL)
 	targetKeys  map[TableName]*targetKeys
 	keyConn     map[uint64]int
 	consolidate map[TableName]Position
@@ -400,7 +400,7 @@ func (s *Syncer) init(ctx context.Context) error {
 	}
 	s.schemas = newSchemaTracker()
 	s.shapes = map[TableName]cachedShape{}
-	s.plans, s.targetKeys, s.consolidate = map[planKey]*keyPlan{}, map[TableName]*targetKeys{}, map[TableName]Position{}
+	s.targetKeys, s.consolidate = map[TableName]*targetKeys{}, map[TableName]Position{}
 	for t := range s.ckpt.Lanes {
 		s.pruneLanes(t)
 	}
@@ -823,7 +823,7 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 		return err
 	}
 	cols := shape.cols
-	plan, err := s.planFor(ctx, target, cols)
+	plan, err := s.planFor(ctx, target, shape)
 	if err != nil {
 		return err
 	}
@@ -1676,7 +1676,7 @@ func (s *Syncer) forgetKeys() {
 	for _, p := range s.parts {
 		p.sink.ForgetKeys()
 	}
-	clear(s.plans)
+	s.keyGen++
 	clear(s.targetKeys)
 }
 

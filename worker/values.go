@@ -48,6 +48,7 @@ type rowShape struct {
 	cols []string  // names of the written columns
 	keep []int     // index in the row image of each written column; nil: every column
 	conv []colConv // per written column
+	plan planCache // lanes.go
 }
 
 // binaryCollation is the collation id of the binary character set.
