@@ -216,9 +216,14 @@ func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error)
 				if wr.Created {
 					created <- struct{}{}
 				}
+				// An operation put says all there is to know about its key: only other changes (an
+				// info or operation removed) need the lock read again. Reading on every put made all
+				// of a lock's sources read it at once when its exec was written, on the owner's path.
+				reread := false
 				for _, ev := range wr.Events {
 					var op Operation
 					if ev.Type != clientv3.EventTypePut || key != opPrefix || decodeOp(ev.Kv, &op) != nil {
+						reread = true
 						continue
 					}
 					var answer *Operation
@@ -234,7 +239,7 @@ func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error)
 						}
 					}
 				}
-				if len(wr.Events) > 0 || wr.Err() != nil {
+				if reread || wr.Err() != nil {
 					notify(wr.Err())
 				}
 			}
