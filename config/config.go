@@ -375,6 +375,10 @@ type Syncer struct {
 	SafeMode          bool   `yaml:"safe-mode"`
 	SafeModeDuration  string `yaml:"safe-mode-duration"`
 	EnableANSIQuotes  bool   `yaml:"enable-ansi-quotes"`
+	// SpreadHotTables (Tributary's, not DM's) spreads a hot table's changes over the worker-count
+	// connections by primary key (worker/lanes.go). Off by default: where the downstream has no idle
+	// cores it costs more than it gains.
+	SpreadHotTables bool `yaml:"spread-hot-tables"`
 }
 
 // Task is a DM task file.
@@ -722,6 +726,7 @@ func (t *Task) SyncerOf(inst Instance) Syncer {
 			s.Batch = cfg.Batch
 		}
 		s.SafeMode, s.SafeModeDuration = cfg.SafeMode, cfg.SafeModeDuration
+		s.SpreadHotTables = cfg.SpreadHotTables
 	}
 	return s
 }

@@ -300,3 +300,20 @@ func TestDumpAndLoadErrors(t *testing.T) {
 		t.Error("task-mode all with extra-args, mydumper-path, import-mode physical and pd-addr was accepted")
 	}
 }
+
+func TestSpreadHotTables(t *testing.T) {
+	task, err := ParseTask("task.yaml", mutate(t, "syncers:\n  global:\n", "syncers:\n  global:\n    spread-hot-tables: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := task.SyncerOf(task.MySQLInstances[0]); !s.SpreadHotTables {
+		t.Fatalf("syncers.global.spread-hot-tables: true read as %+v", s)
+	}
+	task, err = ParseTask("task.yaml", mutate(t, "task-mode: incremental", "task-mode: incremental"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := task.SyncerOf(task.MySQLInstances[0]); s.SpreadHotTables {
+		t.Fatal("spread-hot-tables is on without being set")
+	}
+}

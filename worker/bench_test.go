@@ -136,9 +136,9 @@ func (c *cluster) fillShards(tb testing.TB, perTable, step int, analyze bool) {
 // BenchmarkHotTable: TRIBUTARY_BENCH_ROWS rows (default 1000000) of ONE upstream table already in the
 // binlog (one source): the catch-up rate beside the plain batched INSERT limit of the same rows into
 // the same downstream over as many connections as the syncer has (256 rows a statement, 1024 a
-// transaction), measured in the same run, with DM's default syncer settings and with Tributary's.
-// Before changes were spread by key, one table went through one connection whatever worker-count said.
-// Run with -benchtime 1x.
+// transaction), measured in the same run, with DM's default syncer settings and with Tributary's, each
+// with and without syncers.spread-hot-tables (the table's changes spread over the connections by key;
+// without it one table goes through one connection whatever worker-count says). Run with -benchtime 1x.
 func BenchmarkHotTable(b *testing.B) {
 	total := 1000000
 	if v := os.Getenv("TRIBUTARY_BENCH_ROWS"); v != "" {
@@ -148,17 +148,19 @@ func BenchmarkHotTable(b *testing.B) {
 		name           string
 		workers, batch int
 	}{{"dm", 16, 100}, {"tributary", 4, 1024}} {
-		b.Run("settings="+set.name, func(b *testing.B) {
-			for i := 0; i < b.N; i++ {
-				hotCatchUp(b, total, set.workers, set.batch)
-			}
-		})
+		for _, spread := range []bool{false, true} {
+			b.Run(fmt.Sprintf("settings=%s/spread=%t", set.name, spread), func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					hotCatchUp(b, total, set.workers, set.batch, spread)
+				}
+			})
+		}
 	}
 }
 
-func hotCatchUp(b *testing.B, total, workers, batch int) {
+func hotCatchUp(b *testing.B, total, workers, batch int, spread bool) {
 	c := newClusterTB(b)
-	c.workers, c.batch = workers, batch
+	c.workers, c.batch, c.spread = workers, batch, spread
 	c.up(0, "CREATE TABLE db_1.hot (id INT PRIMARY KEY, v VARCHAR(32))")
 	c.startPosition(0)
 	for from := 0; from < total; from += 1000 {

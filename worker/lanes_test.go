@@ -99,7 +99,7 @@ func TestHotTableByKey(t *testing.T) {
 	t.Logf("seed %d (TRIBUTARY_LANES_SEED)", seed)
 	rng := rand.New(rand.NewSource(seed))
 	c := newCluster(t)
-	c.workers = 4
+	c.workers, c.spread = 4, true
 	c.up(0, "CREATE TABLE db_1.hot (id INT PRIMARY KEY, u INT UNIQUE, v VARCHAR(32))",
 		"CREATE TABLE db_1.mail (id INT PRIMARY KEY, email VARCHAR(64) UNIQUE, v INT)")
 	stop := c.startSyncer(0)
@@ -222,7 +222,7 @@ func TestHotTableByKey(t *testing.T) {
 // inserted twice (duplicate key) or, with the table position moved, the failed ones lost.
 func TestPartialFlushResumesByLane(t *testing.T) {
 	c := newCluster(t)
-	c.workers = 4
+	c.workers, c.spread = 4, true
 	c.up(0, "CREATE TABLE db_1.hot (id INT PRIMARY KEY, u INT UNIQUE, v VARCHAR(32))")
 	stop := c.startSyncer(0)
 	var fired atomic.Bool

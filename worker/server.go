@@ -381,7 +381,7 @@ func (t *subtask) runOnce(ctx context.Context) error {
 		ServerID: sp.source.ServerID, EnableGTID: sp.source.EnableGTID, Router: router, Filter: filter, Online: online, Downstream: down,
 		MetaSchema: sp.task.MetaSchema, Agent: pessimist.NewAgent(t.cfg.Client, t.cfg.Layout, sp.task.Name, sp.inst.SourceID, t.log),
 		BatchRows: sc.Batch, WorkerCount: sc.WorkerCount, Epoch: sp.epoch, Log: t.log,
-		Operators: t.ops, SafeMode: sc.SafeMode, SafeModeDuration: sc.SafeModeFor(),
+		Operators: t.ops, SafeMode: sc.SafeMode, SafeModeDuration: sc.SafeModeFor(), SpreadHotTables: sc.SpreadHotTables,
 	}
 	if cfg.ServerID == 0 {
 		h := fnv.New32a()

@@ -62,10 +62,12 @@ type SyncerConfig struct {
 	// costing one commit and one checkpoint write per 100 rows.
 	BatchRows int
 	TxnRows   int
-	// WorkerCount is the number of downstream connections (syncers.worker-count). Changes are spread
-	// over them by the target's primary key, changes of one key (any unique key) in binlog order
-	// (lanes.go); tables that cannot be spread by key keep one connection per upstream table.
-	WorkerCount int
+	// WorkerCount is the number of downstream connections (syncers.worker-count). Each upstream table's
+	// changes go through one of them; with SpreadHotTables (syncers.spread-hot-tables), a hot table's
+	// are spread over all of them by the target's primary key, changes of one key (any unique key) in
+	// binlog order (lanes.go).
+	WorkerCount     int
+	SpreadHotTables bool
 	// Epoch is the binding's epoch: the checkpoint is claimed for it at start, and every downstream
 	// transaction fails with ErrFenced once a newer binding has claimed it (0: no fencing).
 	Epoch int64
@@ -823,9 +825,11 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 		return err
 	}
 	cols := shape.cols
-	plan, err := s.planFor(ctx, target, shape)
-	if err != nil {
-		return err
+	var plan *keyPlan
+	if s.cfg.SpreadHotTables {
+		if plan, err = s.planFor(ctx, target, shape); err != nil {
+			return err
+		}
 	}
 	// A row of a lane whose position is at or past this event was applied before a restart.
 	perRow := s.lanesAfter(src, end)
@@ -897,6 +901,9 @@ func (s *Syncer) place(ctx context.Context, src TableName, plan *keyPlan, change
 	lanes := s.evLanes[:0]
 	keys := s.evKeys[:0]
 	var offs []int // keys of change i: keys[offs[i]:offs[i+1]]
+	// Only a hot table's changes are spread, and only theirs are tracked by key: a table on its own
+	// connection keeps its binlog order there (as before key lanes, rows of two shard tables with the
+	// same key are not ordered with each other).
 	spread := plan != nil && s.hot[src]
 	serial := !spread
 	if spread {
@@ -926,18 +933,11 @@ func (s *Syncer) place(ctx context.Context, src TableName, plan *keyPlan, change
 		for range changes {
 			lanes = append(lanes, home.idx)
 		}
-		if plan != nil && !spread {
-			for i := range changes {
-				offs = append(offs, len(keys))
-				keys, s.keyBuf = plan.appendKeys(keys, s.keyBuf, &changes[i])
-			}
-			offs = append(offs, len(keys))
-		}
 	}
 	// A barrier when a key of the event is on another connection in the batch, or (on the table's own
 	// connection) when rows of the table are on another: they must commit first.
 	conflict := false
-	if plan != nil {
+	if spread {
 		for i := range changes {
 			for _, k := range keys[offs[i]:offs[i+1]] {
 				if c, ok := s.keyConn[k]; ok && c != lanes[i] {
@@ -969,7 +969,7 @@ func (s *Syncer) place(ctx context.Context, src TableName, plan *keyPlan, change
 		p.batch = append(p.batch, changes[i])
 		s.rows++
 		s.batchBytes += rowBytes(changes[i].Row) + rowBytes(changes[i].Old)
-		if plan != nil {
+		if spread {
 			for _, k := range keys[offs[i]:offs[i+1]] {
 				s.keyConn[k] = lanes[i]
 			}

@@ -64,8 +64,9 @@ type cluster struct {
 	safe   bool               // syncers safe-mode
 	failed map[int]chan error // per source, the error a syncer stopped on by itself
 	// batch and workers are the syncers' batch and worker-count (0: the tests' 64 rows and the syncer's
-	// default connections).
+	// default connections); spread is syncers.spread-hot-tables.
 	batch, workers int
+	spread         bool
 }
 
 func newCluster(t *testing.T) *cluster { return newClusterTB(t) }
@@ -174,7 +175,7 @@ func (c *cluster) startSyncerGet(i int) (stop func() error, syncer *Syncer) {
 		Task: c.task, Source: src, Host: "127.0.0.1", Port: uint16(c.ups[i].Port), User: "root",
 		ServerID: 9000 + uint32(i), Router: c.router, Downstream: c.syncDB, MetaSchema: "dm_meta",
 		Agent: pessimist.NewAgent(c.cli, c.layout, c.task, src, nil), BatchRows: cmp.Or(c.batch, 64), TxnRows: c.txnRows(), WorkerCount: c.workers, Log: c.logger(),
-		Epoch: c.nextEpoch(), Online: c.online, Operators: c.operators(i), SafeMode: c.safe,
+		Epoch: c.nextEpoch(), Online: c.online, Operators: c.operators(i), SafeMode: c.safe, SpreadHotTables: c.spread,
 	})
 	errc, failed := make(chan error, 1), c.failures(i)
 	go func() {
