@@ -128,9 +128,9 @@ type Syncer struct {
 	// checkpoint; onlineDirty those changed since the last flush.
 	runs        onlineddl.Runs
 	onlineDirty map[TableName]bool
-	// Key lanes (lanes.go): key plans by target and column list, the targets' unique keys, which
-	// connection each key of the batch is on, and the tables whose last committed flush wrote lanes
-	// (their table position follows in the next transaction).
+	// Key lanes (lanes.go): the generation of the targets' unique keys (row shapes keep their key plan
+	// for one), the keys, which connection each key of the batch is on, and the tables whose last
+	// committed flush wrote lanes (their table position follows in the next transaction).
 	keyGen      int // moves when the targets' keys are forgotten (after a DDL)
 	targetKeys  map[TableName]*targetKeys
 	keyConn     map[uint64]int
