@@ -14,8 +14,10 @@ import (
 	"github.com/tributary-db/tributary/meta"
 )
 
-// Key lanes: the changes of one upstream table are spread over the downstream connections by the
-// hash of the target's primary key, so a hot table uses every connection (syncers.worker-count).
+// Key lanes (syncers.spread-hot-tables, off by default): the changes of a hot upstream table (over
+// twice a connection's share of the last full batch) are spread over the downstream connections by the
+// hash of the target's primary key, so it uses every connection (syncers.worker-count). Only those
+// changes are tracked by key; a table on its own connection keeps its order there.
 //
 // Order. Two changes of the same key (the primary key or any unique key of the target, in either
 // image) must commit in binlog order. Within a flush each connection's transaction keeps its changes
