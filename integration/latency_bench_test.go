@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -186,7 +187,8 @@ func (w *keyWatch) keysLeft() bool {
 
 func startLatencyBench(b *testing.B, bin string, n int, mariadbArgs string) *latencyBench {
 	b.Helper()
-	c, err := e2e.Start(e2e.Options{Bin: bin, Upstreams: n, Workers: n, TaskMode: "incremental", WorkerArgs: []string{"--log-level", "debug"},
+	level := cmp.Or(os.Getenv("TRIBUTARY_LATENCY_LOG_LEVEL"), "debug") // info: no trace, no breakdown
+	c, err := e2e.Start(e2e.Options{Bin: bin, Upstreams: n, Workers: n, TaskMode: "incremental", WorkerArgs: []string{"--log-level", level},
 		MariaDBArgs: strings.Fields(mariadbArgs)})
 	if err != nil {
 		b.Fatal(err)
