@@ -41,7 +41,8 @@ import (
 // TRIBUTARY_LATENCY_SETTLE (100ms: pause before the last ALTER, so that the 50 ms flush tick's
 // checkpoint write of the row before it has passed), TRIBUTARY_LATENCY_MARIADB_ARGS (mariadbd options
 // of every instance; default --innodb-flush-log-at-trx-commit=2 as side-by-side.sh; "" for the
-// harness's durable defaults). twin is the same ALTER run by the benchmark on an empty table of db.t's
+// harness's durable defaults), TRIBUTARY_LATENCY_LOG_LEVEL (the workers' --log-level, default debug for
+// the trace; info measures without it: the trace's log writes cost about 2 ms a lock at 8 sources). twin is the same ALTER run by the benchmark on an empty table of db.t's
 // shape after each round: the DDL's own time for binaries without the trace. Run:
 //
 //	go test -run XXX -bench LockLatency -benchtime 1x ./integration/
