@@ -1220,8 +1220,9 @@ func (s *Syncer) flushWith(ctx context.Context, async bool) error {
 			ups[i] = CheckpointUpdate{Global: global, GlobalGTID: f.globalGTID, Tables: tables[i], Lanes: lanes[i], Schemas: schemas, Online: online}
 		} else {
 			// Several connections commit separately: none may move the resume position past another's
-			// rows (the table checkpoints say what each committed), and none writes it at all, so that
-			// they do not queue on its row lock one behind the other.
+			// rows (the table checkpoints say what each committed), so none writes this flush's; the
+			// first writes the previous flush's, and only it, so that they do not queue on its row lock
+			// one behind the other.
 			ups[i] = CheckpointUpdate{Tables: tables[i], Lanes: lanes[i]}
 			if i == 0 {
 				ups[i].Schemas, ups[i].Online = schemas, online
