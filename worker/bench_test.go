@@ -55,10 +55,7 @@ func catchUp(b *testing.B, tables, perTable, workers, batch int) {
 	}
 	ends := make([]Position, len(c.ups))
 	for i := range c.ups {
-		var doDB, ignoreDB any
-		if err := c.upDBs[i].QueryRow("SHOW MASTER STATUS").Scan(&ends[i].File, &ends[i].Pos, &doDB, &ignoreDB); err != nil {
-			b.Fatal(err)
-		}
+		ends[i] = c.binlogEnd(i)
 	}
 	total := tables * perTable
 
@@ -68,15 +65,7 @@ func catchUp(b *testing.B, tables, perTable, workers, batch int) {
 		c.startSyncer(i)
 	}
 	for i := range c.ups {
-		for {
-			var file string
-			var pos uint32
-			err := c.downDB.QueryRow("SELECT binlog_name, binlog_pos FROM dm_meta.test_checkpoint WHERE source = ? AND id = ''", fmt.Sprintf("s%d", i+1)).Scan(&file, &pos)
-			if err == nil && (Position{File: file, Pos: pos}).Compare(ends[i]) >= 0 {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		c.waitResumePosition(i, ends[i])
 	}
 	syncRate := float64(total) / time.Since(start).Seconds()
 	b.StopTimer()
@@ -166,22 +155,11 @@ func hotCatchUp(b *testing.B, total, workers, batch int, spread bool) {
 	for from := 0; from < total; from += 1000 {
 		c.up(0, fmt.Sprintf("INSERT INTO db_1.hot SELECT seq, CONCAT('value-', seq) FROM db_1.seq_%d_to_%d", from+1, min(from+1000, total)))
 	}
-	var end Position
-	var doDB, ignoreDB any
-	if err := c.upDBs[0].QueryRow("SHOW MASTER STATUS").Scan(&end.File, &end.Pos, &doDB, &ignoreDB); err != nil {
-		b.Fatal(err)
-	}
+	end := c.binlogEnd(0)
 	b.ResetTimer()
 	start := time.Now()
 	c.startSyncer(0)
-	for {
-		var p Position
-		err := c.downDB.QueryRow("SELECT binlog_name, binlog_pos FROM dm_meta.test_checkpoint WHERE source = 's1' AND id = ''").Scan(&p.File, &p.Pos)
-		if err == nil && p.Compare(end) >= 0 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	c.waitResumePosition(0, end)
 	syncRate := float64(total) / time.Since(start).Seconds()
 	b.StopTimer()
 	var n int

@@ -293,11 +293,7 @@ func (c *cluster) downDefinitions() []string {
 // returns its Run error; it is stopped when the test ends.
 func (c *cluster) runTask(i int, task string, rules ...config.FilterRule) <-chan error {
 	c.t.Helper()
-	var start Position
-	var doDB, ignoreDB any
-	if err := c.upDBs[i].QueryRow("SHOW MASTER STATUS").Scan(&start.File, &start.Pos, &doDB, &ignoreDB); err != nil {
-		c.t.Fatal(err)
-	}
+	start := c.binlogEnd(i)
 	src := fmt.Sprintf("s%d", i+1)
 	filter, err := router.NewFilter(rules)
 	if err != nil {

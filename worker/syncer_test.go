@@ -139,10 +139,7 @@ func (c *cluster) startPosition(i int) Position {
 	}
 	start, ok := c.starts[i]
 	if !ok {
-		var doDB, ignoreDB any
-		if err := c.upDBs[i].QueryRow("SHOW MASTER STATUS").Scan(&start.File, &start.Pos, &doDB, &ignoreDB); err != nil {
-			c.t.Fatal(err)
-		}
+		start = c.binlogEnd(i)
 		c.starts[i] = start
 		if c.gtids == nil {
 			c.gtids = map[int]string{}
@@ -154,6 +151,29 @@ func (c *cluster) startPosition(i int) Position {
 		c.gtids[i] = gtid
 	}
 	return start
+}
+
+// binlogEnd is source i's current binlog position (SHOW MASTER STATUS).
+func (c *cluster) binlogEnd(i int) Position {
+	c.t.Helper()
+	var p Position
+	var doDB, ignoreDB any
+	if err := c.upDBs[i].QueryRow("SHOW MASTER STATUS").Scan(&p.File, &p.Pos, &doDB, &ignoreDB); err != nil {
+		c.t.Fatal(err)
+	}
+	return p
+}
+
+// waitResumePosition waits until the committed resume position of source i's syncer reaches end.
+func (c *cluster) waitResumePosition(i int, end Position) {
+	for {
+		var p Position
+		err := c.downDB.QueryRow("SELECT binlog_name, binlog_pos FROM dm_meta.test_checkpoint WHERE source = ? AND id = ''", fmt.Sprintf("s%d", i+1)).Scan(&p.File, &p.Pos)
+		if err == nil && p.Compare(end) >= 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // startSyncer runs the syncer of source i until the returned stop is called.
