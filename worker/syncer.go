@@ -141,6 +141,7 @@ type Syncer struct {
 	// position per table and connection).
 	tableRows map[TableName]int
 	hot       map[TableName]bool
+	spreadLog map[TableName]bool // tables whose first spread batch was logged
 	keyBuf    []byte
 	evKeys    []uint64
 	evLanes   []int
@@ -906,6 +907,14 @@ func (s *Syncer) place(ctx context.Context, src TableName, plan *keyPlan, change
 	// same key are not ordered with each other).
 	spread := plan != nil && s.hot[src]
 	serial := !spread
+	if spread && !s.spreadLog[src] {
+		if s.spreadLog == nil {
+			s.spreadLog = map[TableName]bool{}
+		}
+		s.spreadLog[src] = true
+		s.log.Info("hot table: its changes are spread over the connections by key", zap.Stringer("table", src),
+			zap.String("target", plan.target), zap.Strings("key", plan.cols), zap.Int("connections", len(s.parts)))
+	}
 	if spread {
 		offs = make([]int, 0, len(changes)+1)
 		if s.evLocal == nil {

@@ -116,6 +116,9 @@ type Options struct {
 	// InstanceExtra is appended to each mysql-instances entry of TaskFile's tasks (indented YAML lines,
 	// e.g. "    mydumper-config-name: m\n").
 	InstanceExtra string
+	// SyncerExtra is appended to the "global" syncer config of TaskFile's tasks (indented YAML lines,
+	// e.g. "    spread-hot-tables: true\n").
+	SyncerExtra string
 	// TLS turns the cluster's TLS on: masters and workers get --ssl-ca, --ssl-cert, --ssl-key (and
 	// --cert-allowed-cn when AllowedCN is set), the masters https peer URLs, and every dmctl call the
 	// client certificate.
@@ -163,6 +166,7 @@ type Cluster struct {
 	mode      string
 	extra     string
 	instExtra string
+	syncExtra string
 	// DmctlArgs are given to every dmctl call of Dmctl and Until (the TLS flags).
 	DmctlArgs  []string
 	workerArgs []string
@@ -186,7 +190,7 @@ func Start(o Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Dir: dir, Bin: o.Bin, ttl: o.KeepaliveTTL, gtid: o.GTID, mode: o.TaskMode, extra: o.TaskExtra, instExtra: o.InstanceExtra,
+	c := &Cluster{Dir: dir, Bin: o.Bin, ttl: o.KeepaliveTTL, gtid: o.GTID, mode: o.TaskMode, extra: o.TaskExtra, instExtra: o.InstanceExtra, syncExtra: o.SyncerExtra,
 		DmctlArgs: o.TLS.args(false), workerArgs: append(o.TLS.args(true), o.WorkerArgs...)}
 	scheme := "http://"
 	if o.TLS != nil {
@@ -512,7 +516,7 @@ syncers:
   global:
     worker-count: 4
     batch: 256
-%s`, name, c.TaskMode(), c.Down.Port, inst.String(), c.extra)
+%s%s`, name, c.TaskMode(), c.Down.Port, inst.String(), c.syncExtra, c.extra)
 	path := filepath.Join(c.Dir, name+".yaml")
 	return path, os.WriteFile(path, []byte(body), 0o644)
 }
