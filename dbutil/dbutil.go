@@ -21,8 +21,9 @@ import (
 
 // OpenDB opens a pool to a configured MySQL/MariaDB endpoint, with TLS when its security section sets
 // it. An encrypted password (dmctl encrypt) is decrypted here, where the connection is opened. The
-// password never appears in errors or logs: callers print config.Database.String().
-func OpenDB(d config.Database) (*sql.DB, error) {
+// password never appears in errors or logs: callers print config.Database.String(). opts adjust the
+// driver's configuration (MultiStatements).
+func OpenDB(d config.Database, opts ...func(*mysql.Config)) (*sql.DB, error) {
 	c := mysql.NewConfig()
 	c.User, c.Passwd = d.User, d.PlainPassword()
 	tlsConfig, err := d.TLSConfig("")
@@ -41,12 +42,19 @@ func OpenDB(d config.Database) (*sql.DB, error) {
 			c.Params[k] = strconv.Itoa(n)
 		}
 	}
+	for _, o := range opts {
+		o(c)
+	}
 	connector, err := mysql.NewConnector(c)
 	if err != nil {
 		return nil, err
 	}
 	return sql.OpenDB(connector), nil
 }
+
+// MultiStatements lets a query hold several statements separated by ";" (the server runs them in
+// order and stops at the first error). Only for a pool whose every query Tributary builds itself.
+func MultiStatements(c *mysql.Config) { c.MultiStatements = true }
 
 // SourcePosition reads a source's current binlog position and, on MariaDB, its GTID set (empty
 // elsewhere).

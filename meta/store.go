@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -390,11 +391,27 @@ func (s *Store) Marker(ctx context.Context, lockID, ddl string) (Marker, bool, e
 
 // Mark writes the marker of ddl in lockID.
 func (s *Store) Mark(ctx context.Context, lockID, ddl string, m Marker) error {
-	_, err := s.db.ExecContext(ctx, "INSERT INTO "+s.markerQ+" (lock_hash, ddl_hash, lock_id, ddl, state, before_def, after_def, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "+
-		"ON DUPLICATE KEY UPDATE ddl = VALUES(ddl), state = VALUES(state), before_def = VALUES(before_def), after_def = VALUES(after_def), source = VALUES(source)",
-		Hash(lockID), Hash(ddl), lockID, ddl, m.State, m.Before, m.After, s.source)
+	_, err := s.db.ExecContext(ctx, s.MarkSQL(lockID, ddl, m))
 	if err != nil {
 		return fmt.Errorf("write DDL marker of %s: %w", lockID, err)
 	}
 	return nil
+}
+
+// MarkSQL is the statement Mark runs, with its values in it as hex literals (their meaning does not
+// depend on the session's sql_mode or character set, and the statement holds no "?" or ";" of its
+// values): it can go in one round trip with the DDL it marks.
+func (s *Store) MarkSQL(lockID, ddl string, m Marker) string {
+	return "INSERT INTO " + s.markerQ + " (lock_hash, ddl_hash, lock_id, ddl, state, before_def, after_def, source) VALUES (" +
+		strings.Join([]string{hexText(Hash(lockID)), hexText(Hash(ddl)), hexText(lockID), hexText(ddl), hexText(m.State),
+			hexText(m.Before), hexText(m.After), hexText(s.source)}, ", ") + ") " +
+		"ON DUPLICATE KEY UPDATE ddl = VALUES(ddl), state = VALUES(state), before_def = VALUES(before_def), after_def = VALUES(after_def), source = VALUES(source)"
+}
+
+// hexText is a string literal of v's bytes in utf8mb4: _utf8mb4 X'...' (” when empty).
+func hexText(v string) string {
+	if v == "" {
+		return "''"
+	}
+	return "_utf8mb4 X'" + hex.EncodeToString([]byte(v)) + "'"
 }

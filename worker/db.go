@@ -14,6 +14,9 @@ import (
 // OpenDB opens a pool to a configured MySQL/MariaDB endpoint (dbutil.OpenDB).
 var OpenDB = dbutil.OpenDB
 
+// multiStatements opens a pool whose queries may hold several statements (dbutil.MultiStatements).
+var multiStatements = dbutil.MultiStatements
+
 // SourcePosition reads a source's current binlog position and, on MariaDB, its GTID set
 // (dbutil.SourcePosition).
 var SourcePosition = dbutil.SourcePosition

@@ -353,6 +353,12 @@ func (t *subtask) runOnce(ctx context.Context) error {
 		return err
 	}
 	defer down.Close()
+	ddlDown, err := OpenDB(target, multiStatements)
+	if err != nil {
+		return err
+	}
+	defer ddlDown.Close()
+	ddlDown.SetMaxIdleConns(1)
 	flavor, err := detectFlavor(ctx, sp.source)
 	if err != nil {
 		return err
@@ -378,7 +384,7 @@ func (t *subtask) runOnce(ctx context.Context) error {
 	cfg := SyncerConfig{
 		Task: sp.task.Name, Source: sp.inst.SourceID, Flavor: flavor,
 		Host: sp.source.From.Host, Port: uint16(sp.source.From.Port), User: sp.source.From.User, Password: sp.source.From.PlainPassword(), TLS: upTLS,
-		ServerID: sp.source.ServerID, EnableGTID: sp.source.EnableGTID, Router: router, Filter: filter, Online: online, Downstream: down,
+		ServerID: sp.source.ServerID, EnableGTID: sp.source.EnableGTID, Router: router, Filter: filter, Online: online, Downstream: down, DDLDownstream: ddlDown,
 		MetaSchema: sp.task.MetaSchema, Agent: pessimist.NewAgent(t.cfg.Client, t.cfg.Layout, sp.task.Name, sp.inst.SourceID, t.log),
 		BatchRows: sc.Batch, WorkerCount: sc.WorkerCount, Epoch: sp.epoch, Log: t.log,
 		Operators: t.ops, SafeMode: sc.SafeMode, SafeModeDuration: sc.SafeModeFor(), SpreadHotTables: sc.SpreadHotTables,

@@ -54,7 +54,10 @@ type CheckpointUpdate = meta.CheckpointUpdate
 // checkpoint rows of the events they came from, so a restart applies nothing twice. The meta tables
 // (checkpoint, DDL markers, the epoch fence) are package meta's.
 type Sink struct {
-	db      *sql.DB
+	db *sql.DB
+	// ddlDB, when set, is a pool to the same downstream that takes multi-statement queries: a lock's
+	// DDL goes there in one round trip with its "started" marker (SetDDLDB).
+	ddlDB   *sql.DB
 	meta    *meta.Store
 	keys    map[TableName][]string
 	maxRows int
@@ -73,6 +76,11 @@ var ErrFenced = meta.ErrFenced
 // SetEpoch makes every transaction of this sink check that the source's checkpoint belongs to the
 // binding of this epoch (Init claims it).
 func (s *Sink) SetEpoch(epoch int64) { s.meta.SetEpoch(epoch) }
+
+// SetDDLDB gives the sink a pool to its downstream opened with dbutil.MultiStatements (and otherwise
+// as its own): a lock's DDL is then sent with its "started" marker in one query, one round trip less
+// on the path of every lock. nil: two statements.
+func (s *Sink) SetDDLDB(db *sql.DB) { s.ddlDB = db }
 
 // NewSink returns the sink of one source of a task.
 func NewSink(db *sql.DB, metaSchema, task, source string) *Sink {
@@ -352,15 +360,32 @@ func (s *Sink) execOnce(ctx context.Context, lockID, q string) error {
 		case m.State == "started" && !cur.is(m.Before):
 			return s.mark(ctx, lockID, q, "done", m.Before, cur.hash) // took effect before a crash
 		}
+	}
+	// The "started" marker must be committed before q runs. With ddlDB both go in one query: the
+	// server runs its statements in order, each INSERT commits on its own (autocommit), and it stops at
+	// the first error, so q runs only after the marker is in. Only for a q without ";": the query is
+	// then exactly these two statements.
+	together := len(tables) > 0 && s.ddlDB != nil && !strings.Contains(q, ";")
+	if len(tables) > 0 && !together {
 		if err := s.mark(ctx, lockID, q, "started", cur.hash, ""); err != nil {
 			return err
 		}
 	}
 	traceStep(ctx, "ddl prepared")
-	if _, err := s.db.ExecContext(ctx, q); err != nil {
+	var err2 error
+	if together {
+		_, err2 = s.ddlDB.ExecContext(ctx, s.meta.MarkSQL(lockID, q, meta.Marker{State: "started", Before: cur.hash})+";\n"+q)
+	} else {
+		_, err2 = s.db.ExecContext(ctx, q)
+	}
+	if err2 != nil {
+		// An "already applied" error is q's: the marker's INSERT has none of those.
 		var me *mysql.MySQLError
-		if !errors.As(err, &me) || !alreadyApplied[me.Number] {
-			return fmt.Errorf("execute DDL %q downstream: %w", q, err)
+		if !errors.As(err2, &me) || !alreadyApplied[me.Number] {
+			if together {
+				return fmt.Errorf("write the started marker of lock %s and execute DDL %q downstream: %w", lockID, q, err2)
+			}
+			return fmt.Errorf("execute DDL %q downstream: %w", q, err2)
 		}
 	}
 	traceStep(ctx, "ddl executed")

@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,12 +50,22 @@ func TestExecDDLTwiceIsIdempotent(t *testing.T) {
 }
 
 // TestExecDDLOnceAcrossCrashes: the DDL markers make a lock's DDL run exactly once whatever step a
-// crash interrupted; counted with the server's Com_alter_table.
+// crash interrupted; counted with the server's Com_alter_table. With the marker and the DDL in two
+// statements, and in one multi-statement query (a dm-worker's way).
 func TestExecDDLOnceAcrossCrashes(t *testing.T) {
+	for _, together := range []bool{false, true} {
+		t.Run(fmt.Sprintf("together=%v", together), func(t *testing.T) { execDDLOnceAcrossCrashes(t, together) })
+	}
+}
+
+func execDDLOnceAcrossCrashes(t *testing.T, together bool) {
 	s := mariadbtest.Start(t)
-	db := s.DB(t)
+	db := s.DB(t) // takes multi-statement queries
 	ctx := context.Background()
 	sink := NewSink(db, "meta", "task", "s1")
+	if together {
+		sink.SetDDLDB(db)
+	}
 	if err := sink.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -121,6 +133,49 @@ func TestExecDDLOnceAcrossCrashes(t *testing.T) {
 	var n int
 	if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'd' AND TABLE_NAME = 't' AND COLUMN_NAME = 'c'").Scan(&n); err != nil || n != 1 {
 		t.Fatalf("column c: %d %v", n, err)
+	}
+}
+
+// TestDDLRunsOnlyAfterItsMarker: with the marker and the DDL in one query, a marker that cannot be
+// written (a trigger refuses it) stops the DDL: it never runs, and the error says why.
+func TestDDLRunsOnlyAfterItsMarker(t *testing.T) {
+	s := mariadbtest.Start(t)
+	db := s.DB(t)
+	ctx := context.Background()
+	sink := NewSink(db, "meta", "task", "s1")
+	sink.SetDDLDB(workerDB(t, s.Port, nil, multiStatements))
+	if err := sink.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Exec(t, db, "CREATE DATABASE d", "CREATE TABLE d.t (id INT PRIMARY KEY)",
+		"CREATE TRIGGER meta.no_marker BEFORE INSERT ON meta.task_ddl_marker FOR EACH ROW SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'no marker today'")
+	add := "ALTER TABLE `d`.`t` ADD COLUMN `c` INT COMMENT 'a ? and a '' quote'"
+	err := sink.ExecDDLOnce(ctx, "L", []string{add}, CheckpointUpdate{})
+	// (The message is the one-query path's.)
+	if err == nil || !strings.Contains(err.Error(), "no marker today") || !strings.Contains(err.Error(), "write the started marker of lock L and execute DDL") {
+		t.Fatalf("ExecDDLOnce with the marker refused: %v", err)
+	}
+	columns := func() int {
+		var n int
+		if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'd' AND TABLE_NAME = 't' AND COLUMN_NAME = 'c'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := columns(); n != 0 {
+		t.Fatal("the DDL ran although its marker was refused")
+	}
+	// Once the marker can be written, the DDL runs, and the marker holds the statement as it was.
+	s.Exec(t, db, "DROP TRIGGER meta.no_marker")
+	if err := sink.ExecDDLOnce(ctx, "L", []string{add}, CheckpointUpdate{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := columns(); n != 1 {
+		t.Fatal("the DDL did not run")
+	}
+	var state, ddl string
+	if err := db.QueryRow("SELECT state, ddl FROM meta.task_ddl_marker WHERE lock_id = 'L'").Scan(&state, &ddl); err != nil || state != "done" || ddl != add {
+		t.Fatalf("marker %q %q %v", state, ddl, err)
 	}
 }
 

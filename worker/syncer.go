@@ -53,8 +53,11 @@ type SyncerConfig struct {
 	// nil: off). The Router must skip them too (Router.SkipToolTables).
 	Online     *onlineddl.Rules
 	Downstream *sql.DB
-	MetaSchema string
-	Agent      *pessimist.Agent
+	// DDLDownstream, when set, is a pool to the same downstream opened with dbutil.MultiStatements: a
+	// lock's DDL goes with its "started" marker in one round trip (Sink.SetDDLDB).
+	DDLDownstream *sql.DB
+	MetaSchema    string
+	Agent         *pessimist.Agent
 	// BatchRows is syncers.batch: rows per multi-row statement downstream (at least 256). TxnRows is how many rows
 	// (over all connections) one flush commits at most; 0 derives it: 1024 rows per connection, or
 	// BatchRows when that is larger. DM's batch counts statements per transaction; giving it rows per
@@ -266,6 +269,7 @@ func NewSyncer(cfg SyncerConfig) *Syncer {
 		sink := NewSink(cfg.Downstream, cfg.MetaSchema, cfg.Task, cfg.Source)
 		sink.maxRows = max(cfg.BatchRows, 256) // at least the 256-row statements of the INSERT limit we measure against
 		sink.SetEpoch(cfg.Epoch)
+		sink.SetDDLDB(cfg.DDLDownstream)
 		s.parts = append(s.parts, &partition{idx: i, sink: sink})
 	}
 	s.sink = s.parts[0].sink

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -48,6 +49,7 @@ type cluster struct {
 	down   *mariadbtest.Server
 	downDB *sql.DB // the test's own reads and writes
 	syncDB *sql.DB // the syncers' downstream, with the session a dm-worker's has
+	ddlDB  *sql.DB // and its pool for a lock's DDL with its marker (multi-statement queries)
 	cli    *clientv3.Client
 	layout pessimist.Layout
 	router *Router
@@ -89,6 +91,7 @@ func newClusterTB(t testing.TB, upstreamArgs ...string) *cluster {
 	c.down = mariadbtest.Start(t, upstreamArgs...) // same server settings downstream (charset variants)
 	c.downDB = c.down.DB(t)
 	c.syncDB = workerDB(t, c.down.Port, nil)
+	c.ddlDB = workerDB(t, c.down.Port, nil, multiStatements)
 	c.cli = etcdtest.Client(t)
 	c.layout = pessimist.NewLayout(fmt.Sprintf("/test/%s/%d/", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano()))
 	var err error
@@ -114,9 +117,9 @@ func newClusterTB(t testing.TB, upstreamArgs ...string) *cluster {
 
 // workerDB opens root's pool to the downstream on port with the session a dm-worker's syncers have
 // (session: the task's target-database.session), closed when the test ends.
-func workerDB(t testing.TB, port int, session map[string]any) *sql.DB {
+func workerDB(t testing.TB, port int, session map[string]any, opts ...func(*mysql.Config)) *sql.DB {
 	t.Helper()
-	db, err := OpenDB(config.Database{Host: "127.0.0.1", Port: port, User: "root", Session: DownstreamSession(session)})
+	db, err := OpenDB(config.Database{Host: "127.0.0.1", Port: port, User: "root", Session: DownstreamSession(session)}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +196,7 @@ func (c *cluster) startSyncerGet(i int) (stop func() error, syncer *Syncer) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := NewSyncer(SyncerConfig{Start: start, EnableGTID: c.gtid, StartGTID: startGTID,
 		Task: c.task, Source: src, Host: "127.0.0.1", Port: uint16(c.ups[i].Port), User: "root",
-		ServerID: 9000 + uint32(i), Router: c.router, Downstream: c.syncDB, MetaSchema: "dm_meta",
+		ServerID: 9000 + uint32(i), Router: c.router, Downstream: c.syncDB, DDLDownstream: c.ddlDB, MetaSchema: "dm_meta",
 		Agent: pessimist.NewAgent(c.cli, c.layout, c.task, src, nil), BatchRows: cmp.Or(c.batch, 64), TxnRows: c.txnRows(), WorkerCount: c.workers, Log: c.logger(),
 		Epoch: c.nextEpoch(), Online: c.online, Operators: c.operators(i), SafeMode: c.safe, SpreadHotTables: c.spread,
 	})
@@ -638,7 +641,7 @@ func TestExistingIncompatibleTargetIsReported(t *testing.T) {
 	start := c.startPosition(0)
 	s := NewSyncer(SyncerConfig{Start: start,
 		Task: c.task, Source: "s1", Host: "127.0.0.1", Port: uint16(c.ups[0].Port), User: "root",
-		ServerID: 9100, Router: c.router, Downstream: c.syncDB, MetaSchema: "dm_meta",
+		ServerID: 9100, Router: c.router, Downstream: c.syncDB, DDLDownstream: c.ddlDB, MetaSchema: "dm_meta",
 		Agent: pessimist.NewAgent(c.cli, c.layout, c.task, "s1", nil),
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -698,7 +701,7 @@ func TestSourceRestartIsSurvived(t *testing.T) {
 func (c *cluster) runOwnSyncer(serverID uint32) (*Syncer, <-chan error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := NewSyncer(SyncerConfig{Start: c.startPosition(0), Task: c.task, Source: "s1", Host: "127.0.0.1", Port: uint16(c.ups[0].Port),
-		User: "root", ServerID: serverID, Router: c.router, Downstream: c.syncDB, MetaSchema: "dm_meta",
+		User: "root", ServerID: serverID, Router: c.router, Downstream: c.syncDB, DDLDownstream: c.ddlDB, MetaSchema: "dm_meta",
 		Agent: pessimist.NewAgent(c.cli, c.layout, c.task, "s1", nil), Epoch: c.nextEpoch(), Log: c.logger()})
 	errc := make(chan error, 1)
 	go func() { errc <- s.Run(ctx) }()

@@ -17,7 +17,8 @@ import (
 //	op received     the operation's watch event arrived (exec or skip)
 //	op applying     the event loop took it
 //	flushed         batched DML before the DDL committed
-//	ddl prepared    epoch, definition and marker checked, "started" marker written (owner)
+//	ddl prepared    epoch, definition and marker checked (owner); the "started" marker goes in one query
+//	                with the DDL (else it is written here)
 //	ddl executed    the DDL returned downstream (owner)
 //	marked done     (owner)
 //	checkpoint      the checkpoint past the lock committed
