@@ -193,11 +193,14 @@ func (c *e2eCluster) downRows(table, cols, where string) []string {
 // general log, and the other RENAME statements.
 func (c *e2eCluster) renames() (cutover, other int) {
 	c.t.Helper()
-	rows, err := e2e.Rows(c.DownDB, "SELECT argument FROM mysql.general_log WHERE command_type IN ('Query', 'Execute') AND argument LIKE 'RENAME%'")
+	rows, err := c.DownstreamLog()
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	for _, q := range rows {
+		if !strings.HasPrefix(q, "RENAME") {
+			continue
+		}
 		if strings.Contains(q, loader.HiddenPrefix) {
 			cutover++
 		} else {

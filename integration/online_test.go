@@ -377,9 +377,15 @@ func lockDDL(t *testing.T, lock e2e.Result) {
 // tables'.
 func (c *e2eCluster) downAlters() []string {
 	c.t.Helper()
-	rows, err := e2e.Rows(c.DownDB, "SELECT argument FROM mysql.general_log WHERE command_type IN ('Query', 'Execute') AND argument REGEXP '^[[:space:]]*ALTER' AND argument NOT LIKE '%dm_meta%'")
+	stmts, err := c.DownstreamLog()
 	if err != nil {
 		c.t.Fatal(err)
+	}
+	var rows []string
+	for _, q := range stmts {
+		if strings.HasPrefix(strings.ToUpper(q), "ALTER") && !strings.Contains(q, "dm_meta") {
+			rows = append(rows, q)
+		}
 	}
 	return rows
 }

@@ -623,11 +623,30 @@ func FirstDiff(got, want []string) string {
 }
 
 // DownstreamStatements counts the statements the downstream received that start with prefix (from
-// its general log).
+// its general log; see DownstreamLog).
 func (c *Cluster) DownstreamStatements(prefix string) (int, error) {
-	var n int
-	err := c.DownDB.QueryRow("SELECT COUNT(*) FROM mysql.general_log WHERE command_type IN ('Query', 'Execute') AND argument LIKE CONCAT(?, '%')", prefix).Scan(&n)
+	stmts, err := c.DownstreamLog()
+	n := 0
+	for _, q := range stmts {
+		if strings.HasPrefix(q, prefix) {
+			n++
+		}
+	}
 	return n, err
+}
+
+// DownstreamLog returns the statements the downstream received (its general log, queries and executed
+// prepared statements), sorted. An entry of several statements (a worker sends a lock's DDL with its
+// marker in one query, separated by ";\n") counts as those statements, each without leading space.
+func (c *Cluster) DownstreamLog() ([]string, error) {
+	rows, err := Rows(c.DownDB, "SELECT argument FROM mysql.general_log WHERE command_type IN ('Query', 'Execute')")
+	var out []string
+	for _, r := range rows {
+		for _, q := range strings.Split(r, ";\n") {
+			out = append(out, strings.TrimLeft(q, " \t\r\n"))
+		}
+	}
+	return out, err
 }
 
 // Checksum is a CHECKSUM of the downstream table, for printing.
