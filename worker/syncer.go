@@ -145,6 +145,8 @@ type Syncer struct {
 	evKeys    []uint64
 	evLanes   []int
 	evLocal   map[uint64]int
+	// evChanges is the changes of the rows event being handled (reused from event to event).
+	evChanges []Change
 
 	events   atomic.Int64
 	started  chan struct{}
@@ -206,6 +208,9 @@ type partition struct {
 	idx   int
 	sink  *Sink
 	batch []Change
+	// spare is the batch slice of the partition's last committed flush, emptied, for its next batch
+	// (a flush in flight holds the other one).
+	spare []Change
 	pos   map[TableName]Position
 	lanes map[TableName]laneClaim
 }
@@ -833,7 +838,14 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 	}
 	// A row of a lane whose position is at or past this event was applied before a restart.
 	perRow := s.lanesAfter(src, end)
-	var changes []Change
+	changes := s.evChanges[:0]
+	if n := len(e.Rows); cap(changes) < n {
+		changes = make([]Change, 0, n)
+	}
+	defer func() {
+		clear(changes) // the rows are in the batch now; the scratch slice keeps none alive
+		s.evChanges = changes[:0]
+	}()
 	add := func(kind ChangeKind, row, old []any) {
 		if row != nil {
 			row = shape.apply(row)
@@ -1235,7 +1247,11 @@ func (s *Syncer) flushWith(ctx context.Context, async bool) error {
 			}
 		}
 		f.busy = append(f.busy, &partition{idx: p.idx, sink: p.sink, batch: p.batch})
-		p.batch, p.pos, p.lanes = make([]Change, 0, cap(p.batch)), map[TableName]Position{}, map[TableName]laneClaim{}
+		next := p.spare
+		if next == nil {
+			next = make([]Change, 0, cap(p.batch))
+		}
+		p.batch, p.spare, p.pos, p.lanes = next, nil, map[TableName]Position{}, map[TableName]laneClaim{}
 	}
 	s.chooseHot(s.rows)
 	s.rows, s.batchBytes = 0, 0
@@ -1287,6 +1303,11 @@ func (s *Syncer) waitFlush(ctx context.Context) error {
 	}
 	if err := errors.Join(f.errs...); err != nil {
 		return err
+	}
+	for _, b := range f.busy {
+		// Committed: its batch slice holds the partition's next batch but one.
+		clear(b.batch)
+		s.parts[b.idx].spare = b.batch[:0]
 	}
 	for _, t := range f.merged {
 		delete(s.consolidate, t)
