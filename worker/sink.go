@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -58,6 +60,9 @@ type Sink struct {
 	meta    *meta.Store
 	keys    map[TableName][]string
 	maxRows int
+	// stmt is the text of the last multi-row INSERT, kept for the next (a sink's transactions run one
+	// after the other).
+	stmt []byte
 	// safe: DM's safe mode. An insert is a REPLACE and an update a delete and a REPLACE, so a row that
 	// is already there (another shard's with the same key, or one written before) is overwritten.
 	safe atomic.Bool
@@ -151,6 +156,97 @@ func rowBytes(row []any) int {
 	return n
 }
 
+// appendInsertValues appends to buf head and the VALUES rows of a multi-row INSERT of rows with the
+// values written in, as the driver writes them when it interpolates the placeholders of the same
+// statement (interpolateParams; database/sql converts the arguments first): one conversion of the
+// values and one copy of the text, instead of the argument slices and conversions of database/sql and
+// the driver. A string or []byte value is quoted with a quote doubled, which means the same with and
+// without NO_BACKSLASH_ESCAPES (the driver picks its escaping by the session's mode, which is not known
+// here); a value with a backslash, whose escaping depends on the mode, or of another type returns
+// false, and the caller has the driver interpolate the statement.
+func appendInsertValues(buf []byte, head string, rows []Change) ([]byte, bool) {
+	buf = append(buf, head...)
+	for i := range rows {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, '(')
+		for j, v := range rows[i].Row {
+			if j > 0 {
+				buf = append(buf, ',')
+			}
+			var ok bool
+			if buf, ok = appendLiteral(buf, v); !ok {
+				return buf, false
+			}
+		}
+		buf = append(buf, ')')
+	}
+	return buf, true
+}
+
+// appendLiteral appends v as a literal of the statement's text, as the driver writes it in place of a
+// placeholder (the same text but for a quote, which the driver escapes as \' where the server reads
+// backslash escapes): false for a type it does not write the same way, or a string with a backslash.
+func appendLiteral(buf []byte, v any) ([]byte, bool) {
+	switch x := v.(type) {
+	case nil:
+		return append(buf, "NULL"...), true
+	case []byte:
+		if x == nil {
+			return append(buf, "NULL"...), true
+		}
+		buf = append(buf, "_binary'"...)
+		return appendQuoted(buf, unsafe.String(unsafe.SliceData(x), len(x)))
+	case string:
+		buf = append(buf, '\'')
+		return appendQuoted(buf, x)
+	case int64:
+		return strconv.AppendInt(buf, x, 10), true
+	case int32:
+		return strconv.AppendInt(buf, int64(x), 10), true
+	case int16:
+		return strconv.AppendInt(buf, int64(x), 10), true
+	case int8:
+		return strconv.AppendInt(buf, int64(x), 10), true
+	case int:
+		return strconv.AppendInt(buf, int64(x), 10), true
+	case uint64:
+		return strconv.AppendUint(buf, x, 10), true
+	case uint32:
+		return strconv.AppendUint(buf, uint64(x), 10), true
+	case uint16:
+		return strconv.AppendUint(buf, uint64(x), 10), true
+	case uint8:
+		return strconv.AppendUint(buf, uint64(x), 10), true
+	case uint:
+		return strconv.AppendUint(buf, uint64(x), 10), true
+	case float64:
+		return strconv.AppendFloat(buf, x, 'g', -1, 64), true
+	case float32:
+		return strconv.AppendFloat(buf, float64(x), 'g', -1, 64), true // database/sql widens it first
+	}
+	return buf, false
+}
+
+// appendQuoted appends the text of a quoted literal after its opening quote: s with each quote
+// doubled, then the closing quote. Other bytes (NUL, newline, a double quote) stand for themselves in
+// a quoted literal, as the driver sends them where the session has NO_BACKSLASH_ESCAPES. false when s
+// holds a backslash.
+func appendQuoted(buf []byte, s string) ([]byte, bool) {
+	if strings.IndexByte(s, '\\') >= 0 {
+		return buf, false
+	}
+	for {
+		i := strings.IndexByte(s, '\'')
+		if i < 0 {
+			return append(append(buf, s...), '\''), true
+		}
+		buf = append(append(buf, s[:i+1]...), '\'')
+		s = s[i+1:]
+	}
+}
+
 // Locate finds the change the downstream refuses in a batch whose transaction failed: it applies the
 // changes one by one in a transaction it rolls back, and returns the first that fails and its error
 // (-1 when none fails alone).
@@ -181,13 +277,25 @@ func (s *Sink) apply(ctx context.Context, tx *sql.Tx, cs []Change) (int, error) 
 			size += rowBytes(cs[n].Row)
 			n++
 		}
-		var sb strings.Builder
-		args := make([]any, 0, n*len(c.Columns))
 		verb := "INSERT INTO "
 		if s.safe.Load() {
 			verb = "REPLACE INTO "
 		}
-		sb.WriteString(verb + c.Target.String() + " (" + quoteCols(c.Columns) + ") VALUES ")
+		head := verb + c.Target.String() + " (" + quoteCols(c.Columns) + ") VALUES "
+		q, ok := appendInsertValues(s.stmt[:0], head, cs[:n])
+		s.stmt = q
+		if cap(q) > 1<<20 {
+			s.stmt = nil // a statement of wide rows: not kept
+		}
+		if ok {
+			if _, err := tx.ExecContext(ctx, string(q)); err != nil {
+				return 0, fmt.Errorf("insert %d rows of %s into %s: %w", n, c.Source, c.Target, err)
+			}
+			return n, nil
+		}
+		var sb strings.Builder
+		args := make([]any, 0, n*len(c.Columns))
+		sb.WriteString(head)
 		row := "(" + strings.TrimSuffix(strings.Repeat("?,", len(c.Columns)), ",") + ")"
 		for i := 0; i < n; i++ {
 			if i > 0 {
