@@ -978,6 +978,11 @@ func (s *Syncer) place(ctx context.Context, src TableName, plan *keyPlan, change
 	s.tableRows[src] += len(changes)
 	for i := range changes {
 		p := s.parts[lanes[i]]
+		if len(p.batch) == cap(p.batch) {
+			// Doubled, rather than append's quarter for large slices: a batch of TxnRows changes is
+			// megabytes, and each step copies it.
+			p.batch = slices.Grow(p.batch, max(cap(p.batch), 64))
+		}
 		p.batch = append(p.batch, changes[i])
 		s.rows++
 		s.batchBytes += rowBytes(changes[i].Row) + rowBytes(changes[i].Old)
