@@ -95,10 +95,12 @@ func (s *Sink) Load(ctx context.Context) (Checkpoint, error) { return s.meta.Loa
 // table or a user's, rolls the transaction back (here, whole), so it is run again, a few times with
 // backoff, before the error stops the syncer.
 func (s *Sink) Flush(ctx context.Context, changes []Change, up CheckpointUpdate) (err error) {
-	defer s.observeFlush(time.Now(), changes, &err) // metrics.go
+	var kinds changeKinds
+	defer s.observeFlush(time.Now(), len(changes), &kinds, &err) // metrics.go
 	wait := 10 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		err := s.flushOnce(ctx, changes, up)
+		kinds = changeKinds{}
+		err := s.flushOnce(ctx, changes, up, &kinds)
 		if err != nil && ctx.Err() != nil {
 			return ctx.Err() // stopped in the middle: not a failure of the transaction
 		}
@@ -114,7 +116,10 @@ func (s *Sink) Flush(ctx context.Context, changes []Change, up CheckpointUpdate)
 	}
 }
 
-func (s *Sink) flushOnce(ctx context.Context, changes []Change, up CheckpointUpdate) error {
+// changeKinds counts a flush's changes by kind.
+type changeKinds [Raw + 1]int
+
+func (s *Sink) flushOnce(ctx context.Context, changes []Change, up CheckpointUpdate, kinds *changeKinds) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -128,6 +133,7 @@ func (s *Sink) flushOnce(ctx context.Context, changes []Change, up CheckpointUpd
 		if err != nil {
 			return err
 		}
+		kinds[changes[i].Kind] += n // the n changes of a statement are of one kind
 		i += n
 	}
 	if err := s.meta.Write(ctx, tx, up); err != nil {
