@@ -9,10 +9,10 @@ import (
 )
 
 // decodeRows decodes a rows event as go-mysql does (by go-mysql, or for common tables by the fast path
-// of fastrows.go), then reads its DATETIME values again from the
-// event's bytes where the date has a zero month or day ('2024-05-00 10:00:00', which MariaDB's and
-// MySQL's default sql_mode accept): go-mysql v1.12 builds them with time.Date, which turns them into
-// another date ('2024-04-30 10:00:00'). It is the syncer's RowsEventDecodeFunc. The corrections are
+// of fastrows.go), then reads its DATETIME values again from the event's bytes where the date has a
+// zero month or day ('2024-05-00 10:00:00', which MariaDB's and MySQL's default sql_mode accept):
+// go-mysql v1.12 builds them with time.Date, which turns them into another date ('2024-04-30
+// 10:00:00'). It is the syncer's RowsEventDecodeFunc. The corrections are
 // applied only when the walk over the event's row images accounts for every byte and every row
 // go-mysql decoded; other layouts (MariaDB's compressed events, MySQL's partial JSON updates) keep
 // go-mysql's values.
