@@ -192,7 +192,7 @@ func TestInsertValuesWrittenIn(t *testing.T) {
 			var changes []Change
 			for i, txt := range texts {
 				// Each row alone (a backslash sends only its own statement through the driver), then all in one.
-				changes = append(changes, Change{Kind: Insert, Target: target, Columns: cols,
+				changes = append(changes, Change{Kind: Insert, ChangeOrigin: &ChangeOrigin{Target: target, Columns: cols},
 					Row: []any{int32(i), []byte(txt), []byte(txt), uint64(1<<64-1) - uint64(i), int8(-i), float32(0.1) * float32(i), 1.0 / float64(i+3), nil}})
 			}
 			for _, batch := range [][]Change{changes[:len(changes)/2], changes[len(changes)/2:]} {
@@ -261,12 +261,13 @@ func TestFlushCountsKinds(t *testing.T) {
 	}
 	target := TableName{Schema: "d", Name: "t"}
 	cols := []string{"id", "v"}
+	row := &ChangeOrigin{Target: target, Columns: cols}
 	changes := []Change{
-		{Kind: Insert, Target: target, Columns: cols, Row: []any{int32(1), int32(1)}},
-		{Kind: Insert, Target: target, Columns: cols, Row: []any{int32(2), int32(2)}},
-		{Kind: Raw, Target: target, SQL: "INSERT INTO d.t VALUES (3, 3)"},
-		{Kind: Update, Target: target, Columns: cols, Row: []any{int32(2), int32(20)}, Old: []any{int32(2), int32(2)}},
-		{Kind: Delete, Target: target, Columns: cols, Old: []any{int32(1), int32(1)}},
+		{Kind: Insert, Row: []any{int32(1), int32(1)}, ChangeOrigin: row},
+		{Kind: Insert, Row: []any{int32(2), int32(2)}, ChangeOrigin: row},
+		{Kind: Raw, ChangeOrigin: &ChangeOrigin{Target: target, SQL: "INSERT INTO d.t VALUES (3, 3)"}},
+		{Kind: Update, Row: []any{int32(2), int32(20)}, Old: []any{int32(2), int32(2)}, ChangeOrigin: row},
+		{Kind: Delete, Old: []any{int32(1), int32(1)}, ChangeOrigin: row},
 	}
 	if err := sink.Flush(ctx, changes, CheckpointUpdate{}); err != nil {
 		t.Fatal(err)

@@ -804,7 +804,7 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 		part := s.partitionOf(src)
 		s.log.Warn("binlog event handled by an operator (binlog "+op.Op+")", zap.Stringer("table", src), zap.Stringer("pos", start), zap.Strings("sqls", op.SQLs))
 		for _, q := range op.SQLs {
-			part.batch = append(part.batch, Change{Kind: Raw, Source: src, Target: target, SQL: q, Pos: start})
+			part.batch = append(part.batch, Change{Kind: Raw, ChangeOrigin: &ChangeOrigin{Source: src, Target: target, SQL: q, Pos: start}})
 			s.rows++
 		}
 		part.pos[src] = end // handled: a re-read (re-sync) must not run the replacement again
@@ -846,6 +846,7 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 		clear(changes) // the rows are in the batch now; the scratch slice keeps none alive
 		s.evChanges = changes[:0]
 	}()
+	origin := &ChangeOrigin{Source: src, Target: target, Columns: cols, Pos: start}
 	add := func(kind ChangeKind, row, old []any) {
 		if row != nil {
 			row = shape.apply(row)
@@ -853,7 +854,7 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 		if old != nil {
 			old = shape.apply(old)
 		}
-		c := Change{Kind: kind, Source: src, Target: target, Columns: cols, Row: row, Old: old, Pos: start}
+		c := Change{Kind: kind, Row: row, Old: old, ChangeOrigin: origin}
 		if perRow && s.laneApplied(src, cols, keyImage(&c), end) {
 			return
 		}
