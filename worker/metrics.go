@@ -66,8 +66,9 @@ func noteEvent(task, source string, ts uint32) {
 	e.mu.Unlock()
 }
 
-// observeFlush records one Flush of the sink that started at start; err is its result.
-func (s *Sink) observeFlush(start time.Time, changes []Change, err *error) {
+// observeFlush records one Flush of the sink that started at start, of changes changes (kinds of
+// them of each kind); err is its result.
+func (s *Sink) observeFlush(start time.Time, changes int, kinds *changeKinds, err *error) {
 	if *err != nil {
 		return
 	}
@@ -78,19 +79,15 @@ func (s *Sink) observeFlush(start time.Time, changes []Change, err *error) {
 	e.mu.Lock()
 	e.applied = e.read // a flush commits everything read before it (held-back DML aside)
 	e.mu.Unlock()
-	if len(changes) == 0 {
+	if changes == 0 {
 		checkpointFlush.WithLabelValues(task, source).Observe(d)
 		return
 	}
 	txnDuration.WithLabelValues(task, source).Observe(d)
-	txnBatch.WithLabelValues(task, source).Observe(float64(len(changes)))
-	var n [3]int
-	for _, c := range changes {
-		n[c.Kind]++
-	}
-	for k, name := range []string{"insert", "update", "delete"} {
-		if n[k] > 0 {
-			finishedJobs.WithLabelValues(name, task, source).Add(float64(n[k]))
+	txnBatch.WithLabelValues(task, source).Observe(float64(changes))
+	for k, name := range []string{"insert", "update", "delete"} { // statements of binlog replace (Raw) are not counted
+		if kinds[k] > 0 {
+			finishedJobs.WithLabelValues(name, task, source).Add(float64(kinds[k]))
 		}
 	}
 }

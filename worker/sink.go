@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -34,12 +36,19 @@ const (
 
 // Change is one row change routed to its target.
 type Change struct {
-	Kind    ChangeKind
+	Kind ChangeKind
+	Row  []any // new values (Insert, Update)
+	Old  []any // old values (Update, Delete)
+	// The changes of one rows event share their origin (a batch holds thousands of changes: a third
+	// of the size each is a third of the memory to copy, clear and scan).
+	*ChangeOrigin
+}
+
+// ChangeOrigin is where changes come from and go to.
+type ChangeOrigin struct {
 	Source  TableName // upstream table
 	Target  TableName
 	Columns []string
-	Row     []any    // new values (Insert, Update)
-	Old     []any    // old values (Update, Delete)
 	SQL     string   // Raw
 	Pos     Position // start of the binlog event it comes from
 }
@@ -61,6 +70,9 @@ type Sink struct {
 	meta    *meta.Store
 	keys    map[TableName][]string
 	maxRows int
+	// stmt is the text of the last multi-row INSERT, kept for the next (a sink's transactions run one
+	// after the other).
+	stmt []byte
 	// safe: DM's safe mode. An insert is a REPLACE and an update a delete and a REPLACE, so a row that
 	// is already there (another shard's with the same key, or one written before) is overwritten.
 	safe atomic.Bool
@@ -98,10 +110,12 @@ func (s *Sink) Load(ctx context.Context) (Checkpoint, error) { return s.meta.Loa
 // table or a user's, rolls the transaction back (here, whole), so it is run again, a few times with
 // backoff, before the error stops the syncer.
 func (s *Sink) Flush(ctx context.Context, changes []Change, up CheckpointUpdate) (err error) {
-	defer s.observeFlush(time.Now(), changes, &err) // metrics.go
+	var kinds changeKinds
+	defer s.observeFlush(time.Now(), len(changes), &kinds, &err) // metrics.go
 	wait := 10 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		err := s.flushOnce(ctx, changes, up)
+		kinds = changeKinds{}
+		err := s.flushOnce(ctx, changes, up, &kinds)
 		if err != nil && ctx.Err() != nil {
 			return ctx.Err() // stopped in the middle: not a failure of the transaction
 		}
@@ -117,7 +131,10 @@ func (s *Sink) Flush(ctx context.Context, changes []Change, up CheckpointUpdate)
 	}
 }
 
-func (s *Sink) flushOnce(ctx context.Context, changes []Change, up CheckpointUpdate) error {
+// changeKinds counts a flush's changes by kind.
+type changeKinds [Raw + 1]int
+
+func (s *Sink) flushOnce(ctx context.Context, changes []Change, up CheckpointUpdate, kinds *changeKinds) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -131,6 +148,7 @@ func (s *Sink) flushOnce(ctx context.Context, changes []Change, up CheckpointUpd
 		if err != nil {
 			return err
 		}
+		kinds[changes[i].Kind] += n // the n changes of a statement are of one kind
 		i += n
 	}
 	if err := s.meta.Write(ctx, tx, up); err != nil {
@@ -159,6 +177,97 @@ func rowBytes(row []any) int {
 	return n
 }
 
+// appendInsertValues appends to buf head and the VALUES rows of a multi-row INSERT of rows with the
+// values written in, as the driver writes them when it interpolates the placeholders of the same
+// statement (interpolateParams; database/sql converts the arguments first): one conversion of the
+// values and one copy of the text, instead of the argument slices and conversions of database/sql and
+// the driver. A string or []byte value is quoted with a quote doubled, which means the same with and
+// without NO_BACKSLASH_ESCAPES (the driver picks its escaping by the session's mode, which is not known
+// here); a value with a backslash, whose escaping depends on the mode, or of another type returns
+// false, and the caller has the driver interpolate the statement.
+func appendInsertValues(buf []byte, head string, rows []Change) ([]byte, bool) {
+	buf = append(buf, head...)
+	for i := range rows {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, '(')
+		for j, v := range rows[i].Row {
+			if j > 0 {
+				buf = append(buf, ',')
+			}
+			var ok bool
+			if buf, ok = appendLiteral(buf, v); !ok {
+				return buf, false
+			}
+		}
+		buf = append(buf, ')')
+	}
+	return buf, true
+}
+
+// appendLiteral appends v as a literal of the statement's text, as the driver writes it in place of a
+// placeholder (the same text but for a quote, which the driver escapes as \' where the server reads
+// backslash escapes): false for a type it does not write the same way, or a string with a backslash.
+func appendLiteral(buf []byte, v any) ([]byte, bool) {
+	switch x := v.(type) {
+	case nil:
+		return append(buf, "NULL"...), true
+	case []byte:
+		if x == nil {
+			return append(buf, "NULL"...), true
+		}
+		buf = append(buf, "_binary'"...)
+		return appendQuoted(buf, unsafe.String(unsafe.SliceData(x), len(x)))
+	case string:
+		buf = append(buf, '\'')
+		return appendQuoted(buf, x)
+	case int64:
+		return strconv.AppendInt(buf, x, 10), true
+	case int32:
+		return strconv.AppendInt(buf, int64(x), 10), true
+	case int16:
+		return strconv.AppendInt(buf, int64(x), 10), true
+	case int8:
+		return strconv.AppendInt(buf, int64(x), 10), true
+	case int:
+		return strconv.AppendInt(buf, int64(x), 10), true
+	case uint64:
+		return strconv.AppendUint(buf, x, 10), true
+	case uint32:
+		return strconv.AppendUint(buf, uint64(x), 10), true
+	case uint16:
+		return strconv.AppendUint(buf, uint64(x), 10), true
+	case uint8:
+		return strconv.AppendUint(buf, uint64(x), 10), true
+	case uint:
+		return strconv.AppendUint(buf, uint64(x), 10), true
+	case float64:
+		return strconv.AppendFloat(buf, x, 'g', -1, 64), true
+	case float32:
+		return strconv.AppendFloat(buf, float64(x), 'g', -1, 64), true // database/sql widens it first
+	}
+	return buf, false
+}
+
+// appendQuoted appends the text of a quoted literal after its opening quote: s with each quote
+// doubled, then the closing quote. Other bytes (NUL, newline, a double quote) stand for themselves in
+// a quoted literal, as the driver sends them where the session has NO_BACKSLASH_ESCAPES. false when s
+// holds a backslash.
+func appendQuoted(buf []byte, s string) ([]byte, bool) {
+	if strings.IndexByte(s, '\\') >= 0 {
+		return buf, false
+	}
+	for {
+		i := strings.IndexByte(s, '\'')
+		if i < 0 {
+			return append(append(buf, s...), '\''), true
+		}
+		buf = append(append(buf, s[:i+1]...), '\'')
+		s = s[i+1:]
+	}
+}
+
 // Locate finds the change the downstream refuses in a batch whose transaction failed: it applies the
 // changes one by one in a transaction it rolls back, and returns the first that fails and its error
 // (-1 when none fails alone).
@@ -185,17 +294,29 @@ func (s *Sink) apply(ctx context.Context, tx *sql.Tx, cs []Change) (int, error) 
 		// A statement takes up to maxRows rows (syncers.batch), and stops short of maxStatementBytes of
 		// values so that wide rows stay far below max_allowed_packet.
 		n, size := 1, rowBytes(c.Row)
-		for n < len(cs) && n < s.maxRows && size < maxStatementBytes && cs[n].Kind == Insert && cs[n].Target == c.Target && slices.Equal(cs[n].Columns, c.Columns) {
+		for n < len(cs) && n < s.maxRows && size < maxStatementBytes && cs[n].Kind == Insert && (cs[n].ChangeOrigin == c.ChangeOrigin || cs[n].Target == c.Target && slices.Equal(cs[n].Columns, c.Columns)) {
 			size += rowBytes(cs[n].Row)
 			n++
 		}
-		var sb strings.Builder
-		args := make([]any, 0, n*len(c.Columns))
 		verb := "INSERT INTO "
 		if s.safe.Load() {
 			verb = "REPLACE INTO "
 		}
-		sb.WriteString(verb + c.Target.String() + " (" + quoteCols(c.Columns) + ") VALUES ")
+		head := verb + c.Target.String() + " (" + quoteCols(c.Columns) + ") VALUES "
+		q, ok := appendInsertValues(s.stmt[:0], head, cs[:n])
+		s.stmt = q
+		if cap(q) > 1<<20 {
+			s.stmt = nil // a statement of wide rows: not kept
+		}
+		if ok {
+			if _, err := tx.ExecContext(ctx, string(q)); err != nil {
+				return 0, fmt.Errorf("insert %d rows of %s into %s: %w", n, c.Source, c.Target, err)
+			}
+			return n, nil
+		}
+		var sb strings.Builder
+		args := make([]any, 0, n*len(c.Columns))
+		sb.WriteString(head)
 		row := "(" + strings.TrimSuffix(strings.Repeat("?,", len(c.Columns)), ",") + ")"
 		for i := 0; i < n; i++ {
 			if i > 0 {

@@ -2,7 +2,9 @@ package worker
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -213,5 +215,119 @@ func TestLockWaitIsRetried(t *testing.T) {
 	c.converge("id, v")
 	if err := stop(); err != nil {
 		t.Fatalf("the syncer stopped on the lock wait: %v", err)
+	}
+}
+
+// TestInsertValuesWrittenIn: a multi-row INSERT with its values written in (appendInsertValues) stores
+// the same values as the driver's interpolation of the same statement, with and without
+// NO_BACKSLASH_ESCAPES: quotes, NUL, newlines, ^Z, double quotes, question marks, bytes that are not
+// UTF-8, and (through the driver) backslashes.
+func TestInsertValuesWrittenIn(t *testing.T) {
+	s := mariadbtest.Start(t)
+	ctx := context.Background()
+	texts := []string{"", "plain", "it's", "''", "a\x00b", "line\nbreak\r\n", "ctrl\x1aZ", `say "hi"`, "what?", "?,?", "héllo 🙂",
+		"back\\slash", `\'`, "\xff\xfe'\x00"}
+	for _, mode := range []string{"", "NO_BACKSLASH_ESCAPES"} {
+		t.Run("mode="+mode, func(t *testing.T) {
+			db, err := sql.Open("mysql", s.DSN("")+"&sql_mode="+url.QueryEscape("'"+mode+"'"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			schema := "d" + strings.ToLower(strings.ReplaceAll(mode, "_", ""))
+			s.Exec(t, db, "CREATE DATABASE "+schema, "CREATE TABLE "+schema+".t (id INT PRIMARY KEY, b VARBINARY(64), l VARCHAR(64) CHARACTER SET latin1, "+
+				"u BIGINT UNSIGNED, i TINYINT, f FLOAT, g DOUBLE, n INT)")
+			sink := NewSink(db, "meta", "task", "s1")
+			if err := sink.Init(ctx); err != nil {
+				t.Fatal(err)
+			}
+			target := TableName{Schema: schema, Name: "t"}
+			cols := []string{"id", "b", "l", "u", "i", "f", "g", "n"}
+			var changes []Change
+			for i, txt := range texts {
+				// Each row alone (a backslash sends only its own statement through the driver), then all in one.
+				changes = append(changes, Change{Kind: Insert, ChangeOrigin: &ChangeOrigin{Target: target, Columns: cols},
+					Row: []any{int32(i), []byte(txt), []byte(txt), uint64(1<<64-1) - uint64(i), int8(-i), float32(0.1) * float32(i), 1.0 / float64(i+3), nil}})
+			}
+			for _, batch := range [][]Change{changes[:len(changes)/2], changes[len(changes)/2:]} {
+				if err := sink.Flush(ctx, batch, CheckpointUpdate{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s.Exec(t, db, "CREATE TABLE "+schema+".want LIKE "+schema+".t")
+			for _, c := range changes {
+				if _, err := db.Exec("INSERT INTO "+schema+".want VALUES (?,?,?,?,?,?,?,?)", c.Row...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var diff int
+			if err := db.QueryRow("SELECT COUNT(*) FROM " + schema + ".t a RIGHT JOIN " + schema + ".want b USING (id) WHERE NOT (a.b <=> b.b AND BINARY a.l <=> BINARY b.l AND a.u <=> b.u AND a.i <=> b.i AND a.f <=> b.f AND a.g <=> b.g AND a.n <=> b.n)").Scan(&diff); err != nil {
+				t.Fatal(err)
+			}
+			var n int
+			db.QueryRow("SELECT COUNT(*) FROM " + schema + ".t").Scan(&n)
+			if diff != 0 || n != len(texts) {
+				t.Fatalf("%d rows, %d differ from the driver's", n, diff)
+			}
+			for i, txt := range texts {
+				var b []byte
+				if err := db.QueryRow("SELECT b FROM "+schema+".t WHERE id = ?", i).Scan(&b); err != nil || string(b) != txt {
+					t.Fatalf("row %d: %q, want %q (%v)", i, b, txt, err)
+				}
+			}
+		})
+	}
+}
+
+func TestAppendLiteral(t *testing.T) {
+	for _, c := range []struct {
+		v    any
+		want string
+	}{
+		{nil, "NULL"}, {[]byte(nil), "NULL"}, {[]byte{}, "_binary''"}, {[]byte("it's"), "_binary'it''s'"}, {"a''b", "'a''''b'"},
+		{int8(-128), "-128"}, {int16(-3), "-3"}, {int32(70000), "70000"}, {int64(-1 << 63), "-9223372036854775808"}, {7, "7"},
+		{uint8(255), "255"}, {uint16(65535), "65535"}, {uint32(1 << 31), "2147483648"}, {uint64(1<<64 - 1), "18446744073709551615"},
+		{float32(0.1), "0.10000000149011612"}, {0.1, "0.1"}, {1e300, "1e+300"},
+	} {
+		got, ok := appendLiteral(nil, c.v)
+		if !ok || string(got) != c.want {
+			t.Errorf("%T %v: %q %v, want %q", c.v, c.v, got, ok, c.want)
+		}
+	}
+	for _, v := range []any{"a\\b", []byte("\\"), true, time.Now(), struct{}{}} {
+		if _, ok := appendLiteral(nil, v); ok {
+			t.Errorf("%T %v written in", v, v)
+		}
+	}
+}
+
+// TestFlushCountsKinds: a flush with a statement of binlog replace (Raw) among row changes commits;
+// counting the flush's changes by kind for the metrics indexed an array of the three row kinds by Raw,
+// the fourth, and panicked.
+func TestFlushCountsKinds(t *testing.T) {
+	s := mariadbtest.Start(t)
+	db := s.DB(t)
+	ctx := context.Background()
+	s.Exec(t, db, "CREATE DATABASE d", "CREATE TABLE d.t (id INT PRIMARY KEY, v INT)")
+	sink := NewSink(db, "meta", "task", "s1")
+	if err := sink.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	target := TableName{Schema: "d", Name: "t"}
+	cols := []string{"id", "v"}
+	row := &ChangeOrigin{Target: target, Columns: cols}
+	changes := []Change{
+		{Kind: Insert, Row: []any{int32(1), int32(1)}, ChangeOrigin: row},
+		{Kind: Insert, Row: []any{int32(2), int32(2)}, ChangeOrigin: row},
+		{Kind: Raw, ChangeOrigin: &ChangeOrigin{Target: target, SQL: "INSERT INTO d.t VALUES (3, 3)"}},
+		{Kind: Update, Row: []any{int32(2), int32(20)}, Old: []any{int32(2), int32(2)}, ChangeOrigin: row},
+		{Kind: Delete, Old: []any{int32(1), int32(1)}, ChangeOrigin: row},
+	}
+	if err := sink.Flush(ctx, changes, CheckpointUpdate{}); err != nil {
+		t.Fatal(err)
+	}
+	var sum int
+	if err := db.QueryRow("SELECT SUM(id * 100 + v) FROM d.t").Scan(&sum); err != nil || sum != 220+303 {
+		t.Fatalf("rows sum to %d (%v)", sum, err)
 	}
 }

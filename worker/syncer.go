@@ -149,6 +149,8 @@ type Syncer struct {
 	evKeys    []uint64
 	evLanes   []int
 	evLocal   map[uint64]int
+	// evChanges is the changes of the rows event being handled (reused from event to event).
+	evChanges []Change
 
 	events   atomic.Int64
 	started  chan struct{}
@@ -210,6 +212,9 @@ type partition struct {
 	idx   int
 	sink  *Sink
 	batch []Change
+	// spare is the batch slice of the partition's last committed flush, emptied, for its next batch
+	// (a flush in flight holds the other one).
+	spare []Change
 	pos   map[TableName]Position
 	lanes map[TableName]laneClaim
 }
@@ -804,7 +809,7 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 		part := s.partitionOf(src)
 		s.log.Warn("binlog event handled by an operator (binlog "+op.Op+")", zap.Stringer("table", src), zap.Stringer("pos", start), zap.Strings("sqls", op.SQLs))
 		for _, q := range op.SQLs {
-			part.batch = append(part.batch, Change{Kind: Raw, Source: src, Target: target, SQL: q, Pos: start})
+			part.batch = append(part.batch, Change{Kind: Raw, ChangeOrigin: &ChangeOrigin{Source: src, Target: target, SQL: q, Pos: start}})
 			s.rows++
 		}
 		part.pos[src] = end // handled: a re-read (re-sync) must not run the replacement again
@@ -838,7 +843,15 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 	}
 	// A row of a lane whose position is at or past this event was applied before a restart.
 	perRow := s.lanesAfter(src, end)
-	var changes []Change
+	changes := s.evChanges[:0]
+	if n := len(e.Rows); cap(changes) < n {
+		changes = make([]Change, 0, n)
+	}
+	defer func() {
+		clear(changes) // the rows are in the batch now; the scratch slice keeps none alive
+		s.evChanges = changes[:0]
+	}()
+	origin := &ChangeOrigin{Source: src, Target: target, Columns: cols, Pos: start}
 	add := func(kind ChangeKind, row, old []any) {
 		if row != nil {
 			row = shape.apply(row)
@@ -846,7 +859,7 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 		if old != nil {
 			old = shape.apply(old)
 		}
-		c := Change{Kind: kind, Source: src, Target: target, Columns: cols, Row: row, Old: old, Pos: start}
+		c := Change{Kind: kind, Row: row, Old: old, ChangeOrigin: origin}
 		if perRow && s.laneApplied(src, cols, keyImage(&c), end) {
 			return
 		}
@@ -979,6 +992,11 @@ func (s *Syncer) place(ctx context.Context, src TableName, plan *keyPlan, change
 	s.tableRows[src] += len(changes)
 	for i := range changes {
 		p := s.parts[lanes[i]]
+		if len(p.batch) == cap(p.batch) {
+			// Doubled, rather than append's quarter for large slices: a batch of TxnRows changes is
+			// megabytes, and each step copies it.
+			p.batch = slices.Grow(p.batch, max(cap(p.batch), 64))
+		}
 		p.batch = append(p.batch, changes[i])
 		s.rows++
 		s.batchBytes += rowBytes(changes[i].Row) + rowBytes(changes[i].Old)
@@ -1248,7 +1266,11 @@ func (s *Syncer) flushWith(ctx context.Context, async bool) error {
 			}
 		}
 		f.busy = append(f.busy, &partition{idx: p.idx, sink: p.sink, batch: p.batch})
-		p.batch, p.pos, p.lanes = make([]Change, 0, cap(p.batch)), map[TableName]Position{}, map[TableName]laneClaim{}
+		next := p.spare
+		if next == nil {
+			next = make([]Change, 0, cap(p.batch))
+		}
+		p.batch, p.spare, p.pos, p.lanes = next, nil, map[TableName]Position{}, map[TableName]laneClaim{}
 	}
 	s.chooseHot(s.rows)
 	s.rows, s.batchBytes = 0, 0
@@ -1300,6 +1322,11 @@ func (s *Syncer) waitFlush(ctx context.Context) error {
 	}
 	if err := errors.Join(f.errs...); err != nil {
 		return err
+	}
+	for _, b := range f.busy {
+		// Committed: its batch slice holds the partition's next batch but one.
+		clear(b.batch)
+		s.parts[b.idx].spare = b.batch[:0]
 	}
 	for _, t := range f.merged {
 		delete(s.consolidate, t)

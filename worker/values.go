@@ -2,6 +2,7 @@ package worker
 
 import (
 	"strings"
+	"unsafe"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
@@ -215,7 +216,13 @@ func convert(v any, c colConv) any {
 	case string:
 		switch c.c {
 		case toBytes:
-			return []byte(x)
+			// The bytes themselves, not a copy: go-mysql's string is a view of the event's data, which
+			// is read from the connection into a buffer of its own and never written again, and nothing
+			// downstream writes into a row's values.
+			if len(x) == 0 {
+				return []byte{} // not nil: the driver writes a nil []byte as NULL
+			}
+			return unsafe.Slice(unsafe.StringData(x), len(x))
 		case toPaddedBytes:
 			b := make([]byte, max(len(x), c.n))
 			copy(b, x)

@@ -8,23 +8,26 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 )
 
-// decodeRows decodes a rows event as go-mysql does, then reads its DATETIME values again from the
-// event's bytes where the date has a zero month or day ('2024-05-00 10:00:00', which MariaDB's and
-// MySQL's default sql_mode accept): go-mysql v1.12 builds them with time.Date, which turns them into
-// another date ('2024-04-30 10:00:00'). It is the syncer's RowsEventDecodeFunc. The corrections are
+// decodeRows decodes a rows event as go-mysql does (by go-mysql, or for common tables by the fast path
+// of fastrows.go), then reads its DATETIME values again from the event's bytes where the date has a
+// zero month or day ('2024-05-00 10:00:00', which MariaDB's and MySQL's default sql_mode accept):
+// go-mysql v1.12 builds them with time.Date, which turns them into another date ('2024-04-30
+// 10:00:00'). It is the syncer's RowsEventDecodeFunc. The corrections are
 // applied only when the walk over the event's row images accounts for every byte and every row
 // go-mysql decoded; other layouts (MariaDB's compressed events, MySQL's partial JSON updates) keep
 // go-mysql's values.
 func decodeRows(e *replication.RowsEvent, data []byte) error {
-	if err := e.Decode(data); err != nil {
-		return err
-	}
-	if !hasDatetime(e.Table) {
-		return nil
-	}
 	pos, err := e.DecodeHeader(data)
 	if err != nil {
 		return err
+	}
+	if images := fastRowsKind(e); images == 0 || !decodeRowsFast(e, data, pos, images) { // fastrows.go
+		if err := e.DecodeData(pos, data); err != nil {
+			return err
+		}
+	}
+	if !hasDatetime(e.Table) {
+		return nil
 	}
 	images := [][]byte{e.ColumnBitmap1}
 	if e.ColumnBitmap2 != nil && len(e.Rows)%2 == 0 {
