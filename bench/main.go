@@ -99,7 +99,11 @@ func runBench(pkg, bench, benchtime string, env []string) ([]result, error) {
 func (r result) row() string {
 	m := r.metrics
 	if v, ok := m["sync-rows/s"]; ok {
-		return fmt.Sprintf("%s\t%.0f rows/s\t%.0f rows/s\t%.0f %%\t", r.name, v, m["limit-rows/s"], m["%-of-limit"])
+		extra := ""
+		if c, ok := m["worker-cpu-ns/row"]; ok {
+			extra = fmt.Sprintf("worker CPU %.0f ns/row", c)
+		}
+		return fmt.Sprintf("%s\t%.0f rows/s\t%.0f rows/s\t%.0f %%\t%s", r.name, v, m["limit-rows/s"], m["%-of-limit"], extra)
 	}
 	if v, ok := m["rows/s-during-lock"]; ok {
 		// Goal: the tables a waiting lock does not block keep 90 % of their rate, and the rows held back

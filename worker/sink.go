@@ -530,7 +530,8 @@ func (s *Sink) execOnce(ctx context.Context, lockID, q string) error {
 // before reads what execOnce decides on before it runs q, each on its own connection at once (one
 // round trip's time instead of three, on the path of every lock): the epoch fence, which stops a worker
 // whose binding was taken away before it runs any DDL; and, when q names tables, their definition and
-// q's marker.
+// q's marker. The fence is read on the DDL's own connection (ddlDB) when there is one: that connection
+// is then awake for the DDL (one idle since the last lock cost more than the round trip it saves).
 func (s *Sink) before(ctx context.Context, lockID, q string, tables []TableName) (cur definition, m meta.Marker, ok bool, err error) {
 	var wg sync.WaitGroup
 	var defErr, markErr error
@@ -539,7 +540,11 @@ func (s *Sink) before(ctx context.Context, lockID, q string, tables []TableName)
 		go func() { defer wg.Done(); cur, defErr = s.definition(ctx, tables) }()
 		go func() { defer wg.Done(); m, ok, markErr = s.meta.Marker(ctx, lockID, q) }()
 	}
-	err = s.meta.CheckEpoch(ctx, s.db, false)
+	epochDB := s.db
+	if s.ddlDB != nil && len(tables) > 0 {
+		epochDB = s.ddlDB // the connection the DDL goes on next: a warm one
+	}
+	err = s.meta.CheckEpoch(ctx, epochDB, false)
 	wg.Wait()
 	for _, e := range []error{err, defErr, markErr} {
 		if e != nil {
