@@ -115,14 +115,14 @@ func (r result) row() string {
 		var extra []string
 		for _, u := range r.units {
 			if u != "ms-median" && u != "ns/op" {
-				extra = append(extra, fmt.Sprintf("%s %.2f", u, m[u]))
+				extra = append(extra, fmt.Sprintf("%s %.4g", u, m[u]))
 			}
 		}
 		return fmt.Sprintf("%s\t%.1f ms median\t\t\t%s", r.name, v, strings.Join(extra, ", "))
 	}
 	var extra []string
 	for _, u := range r.units {
-		extra = append(extra, fmt.Sprintf("%s %.2f", u, m[u]))
+		extra = append(extra, fmt.Sprintf("%s %.4g", u, m[u]))
 	}
 	return fmt.Sprintf("%s\t\t\t\t%s", r.name, strings.Join(extra, ", "))
 }
