@@ -153,20 +153,27 @@ func fastValueSize(tp byte, meta uint16, data []byte) (int, bool) {
 	case mysql.MYSQL_TYPE_LONGLONG, mysql.MYSQL_TYPE_DOUBLE:
 		return 8, true
 	}
+	n := stringPrefix(tp, meta)
+	if len(data) < n {
+		return 0, false
+	}
+	if n == 1 {
+		return 1 + int(data[0]), true
+	}
+	return 2 + int(binary.LittleEndian.Uint16(data)), true
+}
+
+// stringPrefix is the size of the length before a CHAR, BINARY, VARCHAR or VARBINARY value: 1 byte
+// up to 255 bytes of value, else 2 (go-mysql's decodeString).
+func stringPrefix(tp byte, meta uint16) int {
 	length := int(meta) // VARCHAR, VAR_STRING
 	if tp == mysql.MYSQL_TYPE_STRING {
 		_, length = stringMeta(meta)
 	}
 	if length < 256 {
-		if len(data) < 1 {
-			return 0, false
-		}
-		return 1 + int(data[0]), true
+		return 1
 	}
-	if len(data) < 2 {
-		return 0, false
-	}
-	return 2 + int(binary.LittleEndian.Uint16(data)), true
+	return 2
 }
 
 // fastValue reads a value as go-mysql's decodeValue does, and its size.
@@ -187,14 +194,6 @@ func fastValue(tp byte, meta uint16, data []byte) (any, int) {
 	case mysql.MYSQL_TYPE_DOUBLE:
 		return mysql.ParseBinaryFloat64(data), 8
 	}
-	length := int(meta) // VARCHAR, VAR_STRING
-	if tp == mysql.MYSQL_TYPE_STRING {
-		_, length = stringMeta(meta)
-	}
-	if length < 256 { // go-mysql's decodeString
-		size := int(data[0])
-		return utils.ByteSliceToString(data[1 : 1+size]), 1 + size
-	}
-	size := int(binary.LittleEndian.Uint16(data))
-	return utils.ByteSliceToString(data[2 : 2+size]), 2 + size
+	size, _ := fastValueSize(tp, meta, data) // decodeRowsFast checked the sizes first
+	return utils.ByteSliceToString(data[stringPrefix(tp, meta):size]), size
 }
