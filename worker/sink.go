@@ -493,20 +493,19 @@ func (s *Sink) execOnce(ctx context.Context, lockID, q string) error {
 		}
 	}
 	traceStep(ctx, "ddl prepared")
-	var err2 error
 	if together {
-		_, err2 = s.ddlDB.ExecContext(ctx, s.meta.MarkSQL(lockID, q, meta.Marker{State: "started", Before: cur.hash})+";\n"+q)
+		_, err = s.ddlDB.ExecContext(ctx, s.meta.MarkSQL(lockID, q, meta.Marker{State: "started", Before: cur.hash})+";\n"+q)
 	} else {
-		_, err2 = s.db.ExecContext(ctx, q)
+		_, err = s.db.ExecContext(ctx, q)
 	}
-	if err2 != nil {
+	if err != nil {
 		// An "already applied" error is q's: the marker's INSERT has none of those.
 		var me *mysql.MySQLError
-		if !errors.As(err2, &me) || !alreadyApplied[me.Number] {
+		if !errors.As(err, &me) || !alreadyApplied[me.Number] {
 			if together {
-				return fmt.Errorf("write the started marker of lock %s and execute DDL %q downstream: %w", lockID, q, err2)
+				return fmt.Errorf("write the started marker of lock %s and execute DDL %q downstream: %w", lockID, q, err)
 			}
-			return fmt.Errorf("execute DDL %q downstream: %w", q, err2)
+			return fmt.Errorf("execute DDL %q downstream: %w", q, err)
 		}
 	}
 	traceStep(ctx, "ddl executed")

@@ -412,7 +412,7 @@ func (s *Syncer) init(ctx context.Context) error {
 	}
 	s.schemas = newSchemaTracker()
 	s.shapes = map[TableName]cachedShape{}
-	s.targetKeys, s.consolidate = map[TableName]*targetKeys{}, map[TableName]Position{}
+	s.targetKeys, s.consolidate, s.spreadLog = map[TableName]*targetKeys{}, map[TableName]Position{}, map[TableName]bool{}
 	for t := range s.ckpt.Lanes {
 		s.pruneLanes(t)
 	}
@@ -925,9 +925,6 @@ func (s *Syncer) place(ctx context.Context, src TableName, plan *keyPlan, change
 	spread := plan != nil && s.hot[src]
 	serial := !spread
 	if spread && !s.spreadLog[src] {
-		if s.spreadLog == nil {
-			s.spreadLog = map[TableName]bool{}
-		}
 		s.spreadLog[src] = true
 		s.log.Info("hot table: its changes are spread over the connections by key", zap.Stringer("table", src),
 			zap.String("target", plan.target), zap.Strings("key", plan.cols), zap.Int("connections", len(s.parts)))
