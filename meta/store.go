@@ -147,8 +147,22 @@ func (s *Store) CheckEpoch(ctx context.Context, q Queryer, share bool) error {
 	if share {
 		lock = " LOCK IN SHARE MODE"
 	}
+	return s.ScanOwner(q.QueryRowContext(ctx, s.EpochSQL()+lock).Scan)
+}
+
+// EpochSQL is the query CheckEpoch reads the checkpoint's owning epoch with, its values in it as
+// literals (a statement of a multi-statement query); "" when this store has no epoch to check.
+func (s *Store) EpochSQL() string {
+	if s.epoch == 0 {
+		return ""
+	}
+	return "SELECT binlog_pos FROM " + s.ckptQ + " WHERE source = " + hexText(s.source) + " AND id_hash = '" + epochHash + "'"
+}
+
+// ScanOwner reads the row of EpochSQL with scan and fails as CheckEpoch does.
+func (s *Store) ScanOwner(scan func(dest ...any) error) error {
 	var owner int64
-	if err := q.QueryRowContext(ctx, "SELECT binlog_pos FROM "+s.ckptQ+" WHERE source = ? AND id_hash = ?"+lock, s.source, epochHash).Scan(&owner); err != nil {
+	if err := scan(&owner); err != nil {
 		return fmt.Errorf("read checkpoint owner of %s: %w", s.source, err)
 	}
 	if owner > s.epoch {
@@ -376,17 +390,31 @@ type Marker struct {
 
 // Marker reads the marker of ddl in lockID (false: none).
 func (s *Store) Marker(ctx context.Context, lockID, ddl string) (Marker, bool, error) {
-	var m Marker
-	var before, after sql.NullString
-	err := s.db.QueryRowContext(ctx, "SELECT state, before_def, after_def FROM "+s.markerQ+" WHERE lock_hash = ? AND ddl_hash = ?", Hash(lockID), Hash(ddl)).Scan(&m.State, &before, &after)
+	m, err := ScanMarker(s.db.QueryRowContext(ctx, s.MarkerSQL(lockID, ddl)).Scan)
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, false, nil
 	}
 	if err != nil {
 		return m, false, fmt.Errorf("read DDL marker of %s: %w", lockID, err)
 	}
-	m.Before, m.After = before.String, after.String
 	return m, true, nil
+}
+
+// MarkerSQL is the query Marker reads with, its values in it as literals (a statement of a
+// multi-statement query); ScanMarker reads its row.
+func (s *Store) MarkerSQL(lockID, ddl string) string {
+	return "SELECT state, before_def, after_def FROM " + s.markerQ + " WHERE lock_hash = '" + Hash(lockID) + "' AND ddl_hash = '" + Hash(ddl) + "'"
+}
+
+// ScanMarker reads the row of MarkerSQL.
+func ScanMarker(scan func(dest ...any) error) (Marker, error) {
+	var m Marker
+	var before, after sql.NullString
+	if err := scan(&m.State, &before, &after); err != nil {
+		return Marker{}, err
+	}
+	m.Before, m.After = before.String, after.String
+	return m, nil
 }
 
 // Mark writes the marker of ddl in lockID.

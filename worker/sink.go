@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -526,12 +527,15 @@ func (s *Sink) execOnce(ctx context.Context, lockID, q string) error {
 	return nil
 }
 
-// before reads what execOnce decides on before it runs q, each on its own connection at once (one
-// round trip's time instead of three, on the path of every lock): the epoch fence, which stops a worker
-// whose binding was taken away before it runs any DDL; and, when q names tables, their definition and
-// q's marker. The fence is read on the DDL's own connection (ddlDB) when there is one: that connection
-// is then awake for the DDL (one idle since the last lock cost more than the round trip it saves).
+// before reads what execOnce decides on before it runs q: the epoch fence, which stops a worker whose
+// binding was taken away before it runs any DDL; and, when q names tables, their definition and q's
+// marker. With a DDL connection (ddlDB) all of it is one multi-statement query there: one round trip,
+// and the connection the marker and q go on next is awake (on a VM, waking an idle connection costs
+// more than the round trip). Without one, the reads run at once, each on its own connection.
 func (s *Sink) before(ctx context.Context, lockID, q string, tables []TableName) (cur definition, m meta.Marker, ok bool, err error) {
+	if s.ddlDB != nil && len(tables) > 0 {
+		return s.beforeInOneQuery(ctx, lockID, q, tables)
+	}
 	var wg sync.WaitGroup
 	var defErr, markErr error
 	if len(tables) > 0 {
@@ -539,11 +543,7 @@ func (s *Sink) before(ctx context.Context, lockID, q string, tables []TableName)
 		go func() { defer wg.Done(); cur, defErr = s.definition(ctx, tables) }()
 		go func() { defer wg.Done(); m, ok, markErr = s.meta.Marker(ctx, lockID, q) }()
 	}
-	epochDB := s.db
-	if s.ddlDB != nil && len(tables) > 0 {
-		epochDB = s.ddlDB // the connection the DDL goes on next: a warm one
-	}
-	err = s.meta.CheckEpoch(ctx, epochDB, false)
+	err = s.meta.CheckEpoch(ctx, s.db, false)
 	wg.Wait()
 	for _, e := range []error{err, defErr, markErr} {
 		if e != nil {
@@ -551,6 +551,78 @@ func (s *Sink) before(ctx context.Context, lockID, q string, tables []TableName)
 		}
 	}
 	return cur, m, ok, nil
+}
+
+// beforeInOneQuery is before's one query on ddlDB: the fence's SELECT (when there is an epoch), the
+// marker's, and SHOW CREATE TABLE of each table, in that order. The server stops at the first error: a
+// table that does not exist is "absent", and the tables after it are read one query each.
+func (s *Sink) beforeInOneQuery(ctx context.Context, lockID, q string, tables []TableName) (cur definition, m meta.Marker, ok bool, err error) {
+	fail := func(err error) (definition, meta.Marker, bool, error) { return definition{}, meta.Marker{}, false, err }
+	epoch := s.meta.EpochSQL()
+	stmts := make([]string, 0, len(tables)+2)
+	if epoch != "" {
+		stmts = append(stmts, epoch)
+	}
+	stmts = append(stmts, s.meta.MarkerSQL(lockID, q))
+	for _, t := range tables {
+		stmts = append(stmts, "SHOW CREATE TABLE "+t.String())
+	}
+	rows, err := s.ddlDB.QueryContext(ctx, strings.Join(stmts, ";\n"))
+	if err != nil {
+		return fail(fmt.Errorf("read what lock %s's DDL is checked against (epoch, marker, definitions): %w", lockID, err))
+	}
+	defer rows.Close()
+	// next moves to the next statement's result; false with rows.Err() nil cannot happen while
+	// statements are left, so it is reported as a short answer.
+	next := func() error {
+		if rows.NextResultSet() {
+			return nil
+		}
+		return cmp.Or(rows.Err(), errors.New("the server answered fewer statements than were sent"))
+	}
+	// row scans the current result's one row (sql.ErrNoRows: none).
+	row := func(dest ...any) error {
+		if !rows.Next() {
+			return cmp.Or(rows.Err(), sql.ErrNoRows)
+		}
+		return rows.Scan(dest...)
+	}
+	if epoch != "" {
+		if err := s.meta.ScanOwner(row); err != nil {
+			return fail(err)
+		}
+		if err := next(); err != nil {
+			return fail(fmt.Errorf("read DDL marker of %s: %w", lockID, err))
+		}
+	}
+	switch m, err = meta.ScanMarker(row); {
+	case err == nil:
+		ok = true
+	case !errors.Is(err, sql.ErrNoRows):
+		return fail(fmt.Errorf("read DDL marker of %s: %w", lockID, err))
+	}
+	defs := make([]string, len(tables))
+	for i, t := range tables {
+		err := next()
+		if dbutil.IsNoSuchTable(err) {
+			// The server stopped here: this table is absent, the rest are read one by one.
+			defs[i] = "absent"
+			for j := i + 1; j < len(tables); j++ {
+				if defs[j], err = s.showCreate(ctx, s.ddlDB, tables[j]); err != nil {
+					return fail(err)
+				}
+			}
+			break
+		}
+		var name string
+		if err == nil {
+			err = row(&name, &defs[i])
+		}
+		if err != nil {
+			return fail(fmt.Errorf("definition of %s: %w", t, err))
+		}
+	}
+	return definitionOf(tables, defs), m, ok, nil
 }
 
 func (s *Sink) mark(ctx context.Context, lockID, q, state, before, after string) error {
@@ -572,19 +644,36 @@ type definition struct {
 func (d definition) is(stored string) bool { return stored == d.hash || stored == d.text }
 
 func (s *Sink) definition(ctx context.Context, tables []TableName) (definition, error) {
-	var sb strings.Builder
-	for _, t := range tables {
-		var name, def string
-		err := s.db.QueryRowContext(ctx, "SHOW CREATE TABLE "+t.String()).Scan(&name, &def)
-		if dbutil.IsNoSuchTable(err) {
-			def, err = "absent", nil
+	defs := make([]string, len(tables))
+	for i, t := range tables {
+		var err error
+		if defs[i], err = s.showCreate(ctx, s.db, t); err != nil {
+			return definition{}, err
 		}
-		if err != nil {
-			return definition{}, fmt.Errorf("definition of %s: %w", t, err)
-		}
-		sb.WriteString(t.String() + ": " + autoIncrement.ReplaceAllString(def, "") + "\n")
 	}
-	return definition{text: sb.String(), hash: fmt.Sprintf("sha256:%x", sha256.Sum256([]byte(sb.String())))}, nil
+	return definitionOf(tables, defs), nil
+}
+
+// showCreate is SHOW CREATE TABLE of t, or "absent".
+func (s *Sink) showCreate(ctx context.Context, db *sql.DB, t TableName) (string, error) {
+	var name, def string
+	err := db.QueryRowContext(ctx, "SHOW CREATE TABLE "+t.String()).Scan(&name, &def)
+	if dbutil.IsNoSuchTable(err) {
+		return "absent", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("definition of %s: %w", t, err)
+	}
+	return def, nil
+}
+
+// definitionOf is the definition of tables whose SHOW CREATE TABLE (or "absent") are defs.
+func definitionOf(tables []TableName, defs []string) definition {
+	var sb strings.Builder
+	for i, t := range tables {
+		sb.WriteString(t.String() + ": " + autoIncrement.ReplaceAllString(defs[i], "") + "\n")
+	}
+	return definition{text: sb.String(), hash: fmt.Sprintf("sha256:%x", sha256.Sum256([]byte(sb.String())))}
 }
 
 func quoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }

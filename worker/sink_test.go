@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tributary-db/tributary/internal/mariadbtest"
+	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/shardgroup"
 )
 
@@ -178,6 +180,74 @@ func TestDDLRunsOnlyAfterItsMarker(t *testing.T) {
 	var state, ddl string
 	if err := db.QueryRow("SELECT state, ddl FROM meta.task_ddl_marker WHERE lock_id = 'L'").Scan(&state, &ddl); err != nil || state != "done" || ddl != add {
 		t.Fatalf("marker %q %q %v", state, ddl, err)
+	}
+}
+
+// TestBeforeInOneQuery: what the owner reads before a lock's DDL (epoch fence, marker, definitions)
+// in one multi-statement query on the DDL connection is what the reads one by one give: the same
+// definition (a crash's re-run compares it with one read the other way), tables that do not exist in
+// the middle of the list included, the marker, and the fence.
+func TestBeforeInOneQuery(t *testing.T) {
+	s := mariadbtest.Start(t)
+	db := s.DB(t)
+	ctx := context.Background()
+	sink := NewSink(workerDB(t, s.Port, nil), "meta", "task", "s1")
+	sink.SetDDLDB(workerDB(t, s.Port, nil, multiStatements))
+	sink.SetEpoch(5)
+	if err := sink.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Exec(t, db, "CREATE DATABASE d", "CREATE TABLE d.x (id INT PRIMARY KEY AUTO_INCREMENT, v VARCHAR(8) DEFAULT 'x;y')",
+		"INSERT INTO d.x (v) VALUES ('a'), ('b')", "CREATE TABLE d.a (id BIGINT, KEY (id)) DEFAULT CHARSET latin1")
+	// RENAME names four tables; the second and the fourth do not exist: the server stops at the
+	// second, and the rest are read one by one.
+	q := "RENAME TABLE `d`.`x` TO `d`.`y`, `d`.`a` TO `d`.`b`"
+	tables, err := shardgroup.TablesOf(q, "")
+	if err != nil || len(tables) != 4 {
+		t.Fatalf("tables of %s: %v %v", q, tables, err)
+	}
+	apart, err := sink.definition(ctx, tables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(apart.text, ": absent\n"); n != 2 {
+		t.Fatalf("definition read apart has %d absent tables, want 2:\n%s", n, apart.text)
+	}
+	cur, m, ok, err := sink.before(ctx, "L", q, tables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur != apart || ok || m != (meta.Marker{}) {
+		t.Fatalf("in one query: definition\n%s(%s), marker %+v %v; apart:\n%s(%s)", cur.text, cur.hash, m, ok, apart.text, apart.hash)
+	}
+	// Every table there (the first one absent this time), then none.
+	for _, ts := range [][]TableName{{{Schema: "d", Name: "x"}, {Schema: "d", Name: "a"}}, {{Schema: "d", Name: "gone"}, {Schema: "d", Name: "x"}}, {{Schema: "d", Name: "gone"}}} {
+		apart, err := sink.definition(ctx, ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cur, _, _, err := sink.before(ctx, "L", q, ts); err != nil || cur != apart {
+			t.Fatalf("tables %v: in one query\n%s%v; apart:\n%s", ts, cur.text, err, apart.text)
+		}
+	}
+	if err := sink.mark(ctx, "L", q, "started", cur.hash, "h;2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, m, ok, err := sink.before(ctx, "L", q, tables); err != nil || !ok || m != (meta.Marker{State: "started", Before: cur.hash, After: "h;2"}) {
+		t.Fatalf("marker after mark: %+v %v %v", m, ok, err)
+	}
+	// A newer binding of the source claims the checkpoint: the owner's reads before its DDL say so.
+	newer := NewSink(workerDB(t, s.Port, nil), "meta", "task", "s1")
+	newer.SetEpoch(6)
+	if err := newer.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := sink.before(ctx, "L", q, tables); !errors.Is(err, ErrFenced) {
+		t.Fatalf("before with a newer binding: %v, want ErrFenced", err)
+	}
+	newer.SetDDLDB(workerDB(t, s.Port, nil, multiStatements))
+	if _, _, _, err := newer.before(ctx, "L", q, tables); err != nil {
+		t.Fatalf("before of the binding that owns the checkpoint: %v", err)
 	}
 }
 
