@@ -1,8 +1,10 @@
 package worker
 
 import (
+	"database/sql"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -84,7 +86,7 @@ func catchUp(b *testing.B, tables, perTable, workers, batch int) {
 	for shard := range ranges {
 		ranges[shard] = [2]int{shard * perTable, (shard + 1) * perTable}
 	}
-	limitRate := insertLimit(b, c, "db.t_limit", ranges)
+	limitRate := insertLimit(b, c.downDB, "db.t_limit", ranges)
 	b.ReportMetric(syncRate, "sync-rows/s")
 	b.ReportMetric(cpuPerRow, "worker-cpu-ns/row")
 	b.ReportMetric(limitRate, "limit-rows/s")
@@ -131,29 +133,41 @@ func (c *cluster) fillShards(tb testing.TB, perTable, step int, analyze bool) {
 // the same downstream over as many connections as the syncer has (256 rows a statement, 1024 a
 // transaction), measured in the same run, with DM's default syncer settings and with Tributary's, each
 // with and without syncers.spread-hot-tables (the table's changes spread over the connections by key;
-// without it one table goes through one connection whatever worker-count says). Run with -benchtime 1x.
+// without it one table goes through one connection whatever worker-count says). rtt=1ms puts the
+// downstream 1 ms of round trip away (a proxy that holds the bytes, as in another zone), for the syncer
+// and the limit alike: what worker-count is for. Run with -benchtime 1x.
 func BenchmarkHotTable(b *testing.B) {
 	total := 1000000
 	if v := os.Getenv("TRIBUTARY_BENCH_ROWS"); v != "" {
 		fmt.Sscan(v, &total)
 	}
-	for _, set := range []struct {
-		name           string
-		workers, batch int
-	}{{"dm", 16, 100}, {"tributary", 4, 1024}} {
-		for _, spread := range []bool{false, true} {
-			b.Run(fmt.Sprintf("settings=%s/spread=%t", set.name, spread), func(b *testing.B) {
-				for i := 0; i < b.N; i++ {
-					hotCatchUp(b, total, set.workers, set.batch, spread)
+	for _, rtt := range []time.Duration{0, time.Millisecond} {
+		for _, set := range []struct {
+			name           string
+			workers, batch int
+		}{{"dm", 16, 100}, {"tributary", 4, 1024}} {
+			for _, spread := range []bool{false, true} {
+				name := fmt.Sprintf("settings=%s/spread=%t", set.name, spread)
+				if rtt > 0 {
+					name += "/rtt=" + rtt.String()
 				}
-			})
+				b.Run(name, func(b *testing.B) {
+					for i := 0; i < b.N; i++ {
+						hotCatchUp(b, total, set.workers, set.batch, spread, rtt)
+					}
+				})
+			}
 		}
 	}
 }
 
-func hotCatchUp(b *testing.B, total, workers, batch int, spread bool) {
+func hotCatchUp(b *testing.B, total, workers, batch int, spread bool, rtt time.Duration) {
 	c := newClusterTB(b)
 	c.workers, c.batch, c.spread = workers, batch, spread
+	limitDB := c.downDB
+	if rtt > 0 {
+		limitDB = c.remoteDownstream(rtt)
+	}
 	c.up(0, "CREATE TABLE db_1.hot (id INT PRIMARY KEY, v VARCHAR(32))")
 	c.startPosition(0)
 	for from := 0; from < total; from += 1000 {
@@ -177,7 +191,20 @@ func hotCatchUp(b *testing.B, total, workers, batch int, spread bool) {
 	for w := range ranges {
 		ranges[w] = [2]int{min(w*per, total), min((w+1)*per, total)}
 	}
-	limitRate := insertLimit(b, c, "db.hot_limit", ranges)
+	limitRate := insertLimit(b, limitDB, "db.hot_limit", ranges)
+	if rtt > 0 {
+		// The round trip the proxy makes: a query's, median of 20.
+		var rts []time.Duration
+		for range 20 {
+			t := time.Now()
+			if _, err := limitDB.Exec("DO 1"); err != nil {
+				b.Fatal(err)
+			}
+			rts = append(rts, time.Since(t))
+		}
+		slices.Sort(rts)
+		b.ReportMetric(float64(rts[10].Microseconds())/1000, "rtt-ms")
+	}
 	b.ReportMetric(syncRate, "sync-rows/s")
 	b.ReportMetric(cpuPerRow, "worker-cpu-ns/row")
 	b.ReportMetric(limitRate, "limit-rows/s")
@@ -187,7 +214,7 @@ func hotCatchUp(b *testing.B, total, workers, batch int, spread bool) {
 // insertLimit inserts rows (id, 'value-<id>') into table, ids (lo, hi] of each range on a connection of
 // its own, 256 rows a statement and 1024 a transaction, and returns the rows per second: the
 // downstream's limit that a catch-up is measured against.
-func insertLimit(b *testing.B, c *cluster, table string, ranges [][2]int) float64 {
+func insertLimit(b *testing.B, db *sql.DB, table string, ranges [][2]int) float64 {
 	start := time.Now()
 	total := 0
 	var wg sync.WaitGroup
@@ -196,7 +223,7 @@ func insertLimit(b *testing.B, c *cluster, table string, ranges [][2]int) float6
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			conn, err := c.downDB.Conn(b.Context())
+			conn, err := db.Conn(b.Context())
 			if err != nil {
 				b.Error(err)
 				return

@@ -110,7 +110,7 @@ func newFidEnv(t *testing.T) *fidEnv {
 	if os.Getenv("TRIBUTARY_FIDELITY_GENERAL_LOG") != "" {
 		e.down.Exec(t, e.downDB, "SET GLOBAL log_output = 'TABLE'", "SET GLOBAL general_log = 1")
 	}
-	e.syncDB = workerDB(t, e.down.Port, nil)
+	e.syncDB = workerDB(t, e.down.Port, nil, multiStatements) // as a dm-worker's
 	e.cli = etcdtest.Client(t)
 	e.layout = pessimist.NewLayout(fmt.Sprintf("/fidelity/%s/%d/", t.Name(), time.Now().UnixNano()))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -174,7 +174,7 @@ func (fs *fidSyncers) startOne(i int) {
 	src := fmt.Sprintf("s%d", i+1)
 	e.serverID++
 	s := NewSyncer(SyncerConfig{Task: fs.task, Source: src, Host: "127.0.0.1", Port: uint16(e.ups[i].Port), User: "root",
-		ServerID: e.serverID, Router: fs.router, Downstream: e.syncDB, MetaSchema: "dm_meta",
+		ServerID: e.serverID, Router: fs.router, Downstream: e.syncDB, GroupStatements: true, MetaSchema: "dm_meta",
 		Agent: pessimist.NewAgent(e.cli, e.layout, fs.task, src, nil), BatchRows: fs.batch, WorkerCount: fs.workers,
 		Log: testLogger(), Epoch: fs.nextEpoch()})
 	ctx, cancel := context.WithCancel(context.Background())

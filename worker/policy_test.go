@@ -301,7 +301,7 @@ func (c *cluster) runTask(i int, task string, rules ...config.FilterRule) <-chan
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := NewSyncer(SyncerConfig{Start: start, Task: task, Source: src, Host: "127.0.0.1", Port: uint16(c.ups[i].Port),
-		User: "root", ServerID: 9400 + uint32(i), Router: c.router, Filter: filter, Downstream: c.syncDB, DDLDownstream: c.ddlDB, MetaSchema: "dm_meta",
+		User: "root", ServerID: 9400 + uint32(i), Router: c.router, Filter: filter, Downstream: c.syncDB, DDLDownstream: c.ddlDB, GroupStatements: true, MetaSchema: "dm_meta",
 		Agent: pessimist.NewAgent(c.cli, c.layout, task, src, nil), Log: c.logger()})
 	errc := make(chan error, 1)
 	go func() { errc <- s.Run(ctx) }()

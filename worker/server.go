@@ -348,7 +348,9 @@ func (t *subtask) runOnce(ctx context.Context) error {
 	}
 	target := sp.task.TargetDatabase
 	target.Session = DownstreamSession(target.Session)
-	down, err := OpenDB(target)
+	// Every query on these pools is built by Tributary (a DDL's text is one statement of the binlog, or
+	// of the TiDB parser's split): they take several statements a query, one round trip for many.
+	down, err := OpenDB(target, multiStatements)
 	if err != nil {
 		return err
 	}
@@ -384,7 +386,7 @@ func (t *subtask) runOnce(ctx context.Context) error {
 	cfg := SyncerConfig{
 		Task: sp.task.Name, Source: sp.inst.SourceID, Flavor: flavor,
 		Host: sp.source.From.Host, Port: uint16(sp.source.From.Port), User: sp.source.From.User, Password: sp.source.From.PlainPassword(), TLS: upTLS,
-		ServerID: sp.source.ServerID, EnableGTID: sp.source.EnableGTID, Router: router, Filter: filter, Online: online, Downstream: down, DDLDownstream: ddlDown,
+		ServerID: sp.source.ServerID, EnableGTID: sp.source.EnableGTID, Router: router, Filter: filter, Online: online, Downstream: down, DDLDownstream: ddlDown, GroupStatements: true,
 		MetaSchema: sp.task.MetaSchema, Agent: pessimist.NewAgent(t.cfg.Client, t.cfg.Layout, sp.task.Name, sp.inst.SourceID, t.log),
 		BatchRows: sc.Batch, WorkerCount: sc.WorkerCount, Epoch: sp.epoch, Log: t.log,
 		Operators: t.ops, SafeMode: sc.SafeMode, SafeModeDuration: sc.SafeModeFor(), SpreadHotTables: sc.SpreadHotTables,

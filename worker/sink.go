@@ -74,6 +74,12 @@ type Sink struct {
 	// stmt is the text of the last multi-row INSERT, kept for the next (a sink's transactions run one
 	// after the other).
 	stmt []byte
+	// group: db takes multi-statement queries (SetGroupStatements). A flush's INSERTs with their
+	// values written in then wait in pending (statements ended by ";") and go to the server together,
+	// one round trip for up to maxStatementBytes of them instead of one each.
+	group    bool
+	pending  []byte
+	pendingN int // statements in pending
 	// safe: DM's safe mode. An insert is a REPLACE and an update a delete and a REPLACE, so a row that
 	// is already there (another shard's with the same key, or one written before) is overwritten.
 	safe atomic.Bool
@@ -94,6 +100,11 @@ func (s *Sink) SetEpoch(epoch int64) { s.meta.SetEpoch(epoch) }
 // as its own): a lock's DDL is then sent with its "started" marker in one query, one round trip less
 // on the path of every lock. nil: two statements.
 func (s *Sink) SetDDLDB(db *sql.DB) { s.ddlDB = db }
+
+// SetGroupStatements says the sink's pool was opened with dbutil.MultiStatements: a transaction's
+// multi-row INSERTs are sent several to a query (one round trip for the rows of a flush, where each
+// statement cost one: what a downstream in another zone charges for every statement).
+func (s *Sink) SetGroupStatements(on bool) { s.group = on }
 
 // NewSink returns the sink of one source of a task.
 func NewSink(db *sql.DB, metaSchema, task, source string) *Sink {
@@ -116,9 +127,21 @@ func (s *Sink) Flush(ctx context.Context, changes []Change, up CheckpointUpdate)
 	wait := 10 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		kinds = changeKinds{}
-		err := s.flushOnce(ctx, changes, up, &kinds)
+		err := s.flushOnce(ctx, changes, up, &kinds, s.group)
 		if err != nil && ctx.Err() != nil {
 			return ctx.Err() // stopped in the middle: not a failure of the transaction
+		}
+		var grouped *groupError
+		if errors.As(err, &grouped) && !dbutil.Retryable(err) {
+			// The server does not say which statement of a group failed: the transaction (rolled
+			// back) runs again a statement at a time, and its error names the rows and the table.
+			kinds = changeKinds{}
+			if err = s.flushOnce(ctx, changes, up, &kinds, false); err == nil {
+				return nil
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 		}
 		if err == nil || attempt == 8 || !dbutil.Retryable(err) {
 			return err
@@ -135,7 +158,13 @@ func (s *Sink) Flush(ctx context.Context, changes []Change, up CheckpointUpdate)
 // changeKinds counts a flush's changes by kind.
 type changeKinds [Raw + 1]int
 
-func (s *Sink) flushOnce(ctx context.Context, changes []Change, up CheckpointUpdate, kinds *changeKinds) error {
+// flushOnce runs one flush transaction; group: the INSERTs go several to a query.
+func (s *Sink) flushOnce(ctx context.Context, changes []Change, up CheckpointUpdate, kinds *changeKinds, group bool) error {
+	defer func() {
+		if s.pending, s.pendingN = s.pending[:0], 0; cap(s.pending) > 1<<20 {
+			s.pending = nil // a group of wide rows: not kept
+		}
+	}()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -145,17 +174,47 @@ func (s *Sink) flushOnce(ctx context.Context, changes []Change, up CheckpointUpd
 		return err
 	}
 	for i := 0; i < len(changes); {
-		n, err := s.apply(ctx, tx, changes[i:])
+		n, err := s.apply(ctx, tx, changes[i:], group)
 		if err != nil {
 			return err
 		}
 		kinds[changes[i].Kind] += n // the n changes of a statement are of one kind
 		i += n
 	}
+	if err := s.sendPending(ctx, tx); err != nil {
+		return err
+	}
 	if err := s.meta.Write(ctx, tx, up); err != nil {
 		return err
 	}
 	return tx.Commit()
+}
+
+// groupError is the failure of a query of several statements (Sink.sendPending).
+type groupError struct {
+	statements int
+	err        error
+}
+
+func (e *groupError) Error() string {
+	return fmt.Sprintf("one of %d INSERT statements sent together: %v", e.statements, e.err)
+}
+
+func (e *groupError) Unwrap() error { return e.err }
+
+// sendPending sends the INSERTs waiting in s.pending as one query. The server runs them in order and
+// stops at the first error, which the driver returns.
+func (s *Sink) sendPending(ctx context.Context, tx *sql.Tx) error {
+	if len(s.pending) == 0 {
+		return nil
+	}
+	n := s.pendingN
+	_, err := tx.ExecContext(ctx, string(s.pending[:len(s.pending)-2])) // without the last ";\n"
+	s.pending, s.pendingN = s.pending[:0], 0
+	if err != nil {
+		return &groupError{statements: n, err: err}
+	}
+	return nil
 }
 
 // maxStatementBytes bounds the values of one multi-row INSERT (MariaDB's max_allowed_packet is 16 MiB
@@ -279,7 +338,7 @@ func (s *Sink) Locate(ctx context.Context, changes []Change) (int, error) {
 	}
 	defer tx.Rollback()
 	for i := range changes {
-		if _, err := s.apply(ctx, tx, changes[i:i+1]); err != nil {
+		if _, err := s.apply(ctx, tx, changes[i:i+1], false); err != nil {
 			return i, err
 		}
 	}
@@ -288,8 +347,14 @@ func (s *Sink) Locate(ctx context.Context, changes []Change) (int, error) {
 
 // apply writes a run of changes starting at cs[0] and returns how many it consumed: consecutive
 // inserts of one target with the same columns become one multi-row INSERT.
-func (s *Sink) apply(ctx context.Context, tx *sql.Tx, cs []Change) (int, error) {
+func (s *Sink) apply(ctx context.Context, tx *sql.Tx, cs []Change, group bool) (int, error) {
 	c := cs[0]
+	if c.Kind != Insert || !group {
+		// Whatever waits goes first, in order.
+		if err := s.sendPending(ctx, tx); err != nil {
+			return 0, err
+		}
+	}
 	switch c.Kind {
 	case Insert:
 		// A statement takes up to maxRows rows (syncers.batch), and stops short of maxStatementBytes of
@@ -304,6 +369,25 @@ func (s *Sink) apply(ctx context.Context, tx *sql.Tx, cs []Change) (int, error) 
 			verb = "REPLACE INTO "
 		}
 		head := verb + c.Target.String() + " (" + quoteCols(c.Columns) + ") VALUES "
+		if group {
+			if len(s.pending) > 0 && len(s.pending)+size > maxStatementBytes {
+				if err := s.sendPending(ctx, tx); err != nil {
+					return 0, err
+				}
+			}
+			mark := len(s.pending)
+			q, ok := appendInsertValues(s.pending, head, cs[:n])
+			if ok {
+				s.pending = append(q, ";\n"...)
+				s.pendingN++
+				return n, nil
+			}
+			// Values the driver must write: the group goes first, then this statement alone.
+			s.pending = q[:mark]
+			if err := s.sendPending(ctx, tx); err != nil {
+				return 0, err
+			}
+		}
 		q, ok := appendInsertValues(s.stmt[:0], head, cs[:n])
 		s.stmt = q
 		if cap(q) > 1<<20 {

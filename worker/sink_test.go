@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/tributary-db/tributary/internal/mariadbtest"
 	"github.com/tributary-db/tributary/meta"
@@ -248,6 +251,82 @@ func TestBeforeInOneQuery(t *testing.T) {
 	newer.SetDDLDB(workerDB(t, s.Port, nil, multiStatements))
 	if _, _, _, err := newer.before(ctx, "L", q, tables); err != nil {
 		t.Fatalf("before of the binding that owns the checkpoint: %v", err)
+	}
+}
+
+// TestGroupedStatements: with SetGroupStatements, a flush's multi-row INSERTs go several to a query,
+// in order with the statements that cannot (values the driver must write, an UPDATE), each of which
+// sends what waits first; counted in the server's general log. A statement of a group that fails
+// rolls the whole transaction back, and the error names its rows and table.
+func TestGroupedStatements(t *testing.T) {
+	s := mariadbtest.Start(t)
+	db := s.DB(t) // takes multi-statement queries
+	ctx := context.Background()
+	sink := NewSink(db, "meta", "task", "s1")
+	sink.maxRows = 2
+	sink.SetGroupStatements(true)
+	if err := sink.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Exec(t, db, "CREATE DATABASE d", "CREATE TABLE d.g (id INT PRIMARY KEY, v VARCHAR(32))")
+	origin := &ChangeOrigin{Target: TableName{Schema: "d", Name: "g"}, Columns: []string{"id", "v"}}
+	ins := func(from, to int, v string) (cs []Change) {
+		for id := from; id <= to; id++ {
+			cs = append(cs, Change{Kind: Insert, ChangeOrigin: origin, Row: []any{int64(id), v}})
+		}
+		return cs
+	}
+	var changes []Change
+	changes = append(changes, ins(1, 10, "a")...)                        // 5 statements, one query
+	changes = append(changes, ins(11, 11, `x\y`)...)                     // with 12 in one statement the driver writes
+	changes = append(changes, ins(12, 15, "a;\nb")...)                   // (11, 12) alone; (13, 14), (15) wait
+	changes = append(changes, Change{Kind: Update, ChangeOrigin: origin, // sends them, then runs alone
+		Row: []any{int64(1), "b"}, Old: []any{int64(1), "a"}})
+	changes = append(changes, ins(16, 17, "c")...) // the last query
+	s.Exec(t, db, "SET GLOBAL log_output = 'TABLE'", "TRUNCATE mysql.general_log", "SET GLOBAL general_log = 1")
+	pos := Position{File: "bin.000001", Pos: 100}
+	if err := sink.Flush(ctx, changes, CheckpointUpdate{Global: pos}); err != nil {
+		t.Fatal(err)
+	}
+	s.Exec(t, db, "SET GLOBAL general_log = 0")
+	rows, err := db.Query("SELECT CONVERT(argument USING utf8mb4) FROM mysql.general_log WHERE command_type = 'Query' AND argument LIKE 'INSERT INTO `d`.`g`%' ORDER BY event_time")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var perQuery []int
+	for rows.Next() {
+		var q string
+		if err := rows.Scan(&q); err != nil {
+			t.Fatal(err)
+		}
+		perQuery = append(perQuery, strings.Count(q, "INSERT INTO `d`.`g`"))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(perQuery, []int{5, 1, 2, 1}) {
+		t.Fatalf("INSERT statements per query: %v, want [5 1 2 1]", perQuery)
+	}
+	var n int
+	var v1, v11, v12 string
+	if err := db.QueryRow("SELECT COUNT(*), MAX(IF(id = 1, v, '')), MAX(IF(id = 11, v, '')), MAX(IF(id = 12, v, '')) FROM d.g").Scan(&n, &v1, &v11, &v12); err != nil {
+		t.Fatal(err)
+	}
+	if n != 17 || v1 != "b" || v11 != `x\y` || v12 != "a;\nb" {
+		t.Fatalf("%d rows, id 1 %q, id 11 %q, id 12 %q", n, v1, v11, v12)
+	}
+	// The third statement of a group meets a row that is there: nothing of the flush stays.
+	bad := append(ins(18, 21, "d"), ins(5, 6, "dup")...)
+	err = sink.Flush(ctx, append(bad, ins(22, 23, "d")...), CheckpointUpdate{Global: Position{File: "bin.000001", Pos: 200}})
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) || me.Number != 1062 || !strings.Contains(err.Error(), "insert 2 rows") || !strings.Contains(err.Error(), "`d`.`g`") {
+		t.Fatalf("flush with a duplicate key: %v", err)
+	}
+	if err := db.QueryRow("SELECT COUNT(*) FROM d.g").Scan(&n); err != nil || n != 17 {
+		t.Fatalf("%d rows after the failed flush, want 17 (%v)", n, err)
+	}
+	if cp, err := sink.Load(ctx); err != nil || cp.Global != pos {
+		t.Fatalf("checkpoint after the failed flush: %+v %v", cp.Global, err)
 	}
 }
 

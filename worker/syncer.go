@@ -56,8 +56,12 @@ type SyncerConfig struct {
 	// DDLDownstream, when set, is a pool to the same downstream opened with dbutil.MultiStatements: a
 	// lock's DDL goes with its "started" marker in one round trip (Sink.SetDDLDB).
 	DDLDownstream *sql.DB
-	MetaSchema    string
-	Agent         *pessimist.Agent
+	// GroupStatements says Downstream was opened with dbutil.MultiStatements too: a flush then sends its
+	// multi-row INSERTs several to a query (Sink.SetGroupStatements), one round trip where each
+	// statement cost one.
+	GroupStatements bool
+	MetaSchema      string
+	Agent           *pessimist.Agent
 	// BatchRows is syncers.batch: rows per multi-row statement downstream (at least 256). TxnRows is how many rows
 	// (over all connections) one flush commits at most; 0 derives it: 1024 rows per connection, or
 	// BatchRows when that is larger. DM's batch counts statements per transaction; giving it rows per
@@ -275,6 +279,7 @@ func NewSyncer(cfg SyncerConfig) *Syncer {
 		sink.maxRows = max(cfg.BatchRows, 256) // at least the 256-row statements of the INSERT limit we measure against
 		sink.SetEpoch(cfg.Epoch)
 		sink.SetDDLDB(cfg.DDLDownstream)
+		sink.SetGroupStatements(cfg.GroupStatements)
 		s.parts = append(s.parts, &partition{idx: i, sink: sink})
 	}
 	s.sink = s.parts[0].sink

@@ -22,6 +22,7 @@ import (
 	"github.com/tributary-db/tributary/internal/e2e"
 	"github.com/tributary-db/tributary/internal/etcdtest"
 	"github.com/tributary-db/tributary/internal/mariadbtest"
+	"github.com/tributary-db/tributary/internal/netutil"
 	"github.com/tributary-db/tributary/onlineddl"
 	"github.com/tributary-db/tributary/pessimist"
 )
@@ -90,7 +91,7 @@ func newClusterTB(t testing.TB, upstreamArgs ...string) *cluster {
 	}
 	c.down = mariadbtest.Start(t, upstreamArgs...) // same server settings downstream (charset variants)
 	c.downDB = c.down.DB(t)
-	c.syncDB = workerDB(t, c.down.Port, nil)
+	c.syncDB = workerDB(t, c.down.Port, nil, multiStatements) // as a dm-worker's (GroupStatements)
 	c.ddlDB = workerDB(t, c.down.Port, nil, multiStatements)
 	c.cli = etcdtest.Client(t)
 	c.layout = pessimist.NewLayout(fmt.Sprintf("/test/%s/%d/", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano()))
@@ -113,6 +114,20 @@ func newClusterTB(t testing.TB, upstreamArgs ...string) *cluster {
 	go func() { defer close(done); c.coord.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return c
+}
+
+// remoteDownstream sends the syncers' downstream pools through a proxy that holds every chunk of bytes
+// for half of rtt each way, as to a downstream in another zone, and returns a pool of the test's
+// through it too (the limit over the same link).
+func (c *cluster) remoteDownstream(rtt time.Duration) *sql.DB {
+	p, err := netutil.NewDelayProxy(fmt.Sprintf("127.0.0.1:%d", c.down.Port), rtt/2)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { p.Close() })
+	c.syncDB = workerDB(c.t, p.Port(), nil, multiStatements)
+	c.ddlDB = workerDB(c.t, p.Port(), nil, multiStatements)
+	return workerDB(c.t, p.Port(), nil)
 }
 
 // workerDB opens root's pool to the downstream on port with the session a dm-worker's syncers have
@@ -196,7 +211,7 @@ func (c *cluster) startSyncerGet(i int) (stop func() error, syncer *Syncer) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := NewSyncer(SyncerConfig{Start: start, EnableGTID: c.gtid, StartGTID: startGTID,
 		Task: c.task, Source: src, Host: "127.0.0.1", Port: uint16(c.ups[i].Port), User: "root",
-		ServerID: 9000 + uint32(i), Router: c.router, Downstream: c.syncDB, DDLDownstream: c.ddlDB, MetaSchema: "dm_meta",
+		ServerID: 9000 + uint32(i), Router: c.router, Downstream: c.syncDB, DDLDownstream: c.ddlDB, GroupStatements: true, MetaSchema: "dm_meta",
 		Agent: pessimist.NewAgent(c.cli, c.layout, c.task, src, nil), BatchRows: cmp.Or(c.batch, 64), TxnRows: c.txnRows(), WorkerCount: c.workers, Log: c.logger(),
 		Epoch: c.nextEpoch(), Online: c.online, Operators: c.operators(i), SafeMode: c.safe, SpreadHotTables: c.spread,
 	})
@@ -641,7 +656,7 @@ func TestExistingIncompatibleTargetIsReported(t *testing.T) {
 	start := c.startPosition(0)
 	s := NewSyncer(SyncerConfig{Start: start,
 		Task: c.task, Source: "s1", Host: "127.0.0.1", Port: uint16(c.ups[0].Port), User: "root",
-		ServerID: 9100, Router: c.router, Downstream: c.syncDB, DDLDownstream: c.ddlDB, MetaSchema: "dm_meta",
+		ServerID: 9100, Router: c.router, Downstream: c.syncDB, DDLDownstream: c.ddlDB, GroupStatements: true, MetaSchema: "dm_meta",
 		Agent: pessimist.NewAgent(c.cli, c.layout, c.task, "s1", nil),
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -701,7 +716,7 @@ func TestSourceRestartIsSurvived(t *testing.T) {
 func (c *cluster) runOwnSyncer(serverID uint32) (*Syncer, <-chan error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := NewSyncer(SyncerConfig{Start: c.startPosition(0), Task: c.task, Source: "s1", Host: "127.0.0.1", Port: uint16(c.ups[0].Port),
-		User: "root", ServerID: serverID, Router: c.router, Downstream: c.syncDB, DDLDownstream: c.ddlDB, MetaSchema: "dm_meta",
+		User: "root", ServerID: serverID, Router: c.router, Downstream: c.syncDB, DDLDownstream: c.ddlDB, GroupStatements: true, MetaSchema: "dm_meta",
 		Agent: pessimist.NewAgent(c.cli, c.layout, c.task, "s1", nil), Epoch: c.nextEpoch(), Log: c.logger()})
 	errc := make(chan error, 1)
 	go func() { errc <- s.Run(ctx) }()
