@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/tributary-db/tributary/shardgroup"
@@ -248,6 +249,18 @@ func (s *Store) Load(ctx context.Context) (Checkpoint, error) {
 func (s *Store) Write(ctx context.Context, e Execer, up CheckpointUpdate) error {
 	// One multi-row upsert (a few hundred rows a statement): a flush on many connections writes a
 	// position for every table and lane it touched, and a statement each cost a round trip each.
+	rows := s.checkpointRows(up)
+	for _, st := range s.writeSQL(rows) {
+		if _, err := e.ExecContext(ctx, st.sql); err != nil {
+			return fmt.Errorf("write checkpoint of %s (%d rows, first %s): %w", s.source, st.rows, st.first, err)
+		}
+	}
+	return nil
+}
+
+// checkpointRows are the checkpoint rows of up, 7 values each (source, id_hash, id, binlog_name,
+// binlog_pos, binlog_gtid, ddls).
+func (s *Store) checkpointRows(up CheckpointUpdate) []any {
 	var rows []any
 	put := func(id string, p Position, gtid, ddls any) {
 		rows = append(rows, s.source, Hash(id), id, p.File, p.Pos, gtid, ddls)
@@ -277,18 +290,66 @@ func (s *Store) Write(ctx context.Context, e Execer, up CheckpointUpdate) error 
 	if !up.Global.IsZero() || up.GlobalGTID != "" {
 		put(GlobalID, up.Global, up.GlobalGTID, nil)
 	}
-	const cols, perStatement = 7, 256
+	return rows
+}
+
+// WriteSQL is what Write runs for up, as statements with their values in them (statements of a
+// multi-statement query).
+func (s *Store) WriteSQL(up CheckpointUpdate) []string {
+	var out []string
+	for _, st := range s.writeSQL(s.checkpointRows(up)) {
+		out = append(out, st.sql)
+	}
+	return out
+}
+
+type writeStatement struct {
+	sql, first string
+	rows       int
+}
+
+// writeSQL makes the upserts of rows (7 values each), up to 256 rows and about 4 MiB a statement (far
+// below max_allowed_packet: tracked schemas can be long), the values written in as literals: strings as
+// _utf8mb4 X'...' (their meaning does not depend on the session's character set or sql_mode), positions
+// as numbers, nil as NULL.
+func (s *Store) writeSQL(rows []any) []writeStatement {
+	const cols, perStatement, maxBytes = 7, 256, 4 << 20
+	var out []writeStatement
 	for len(rows) > 0 {
 		n := min(len(rows)/cols, perStatement)
-		q := "INSERT INTO " + s.ckptQ + " (source, id_hash, id, binlog_name, binlog_pos, binlog_gtid, ddls) VALUES " +
-			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?),", n), ",") +
-			" ON DUPLICATE KEY UPDATE binlog_name = VALUES(binlog_name), binlog_pos = VALUES(binlog_pos), binlog_gtid = VALUES(binlog_gtid), ddls = VALUES(ddls)"
-		if _, err := e.ExecContext(ctx, q, rows[:n*cols]...); err != nil {
-			return fmt.Errorf("write checkpoint of %s (%d rows, first %s): %w", s.source, n, rows[2], err)
+		var sb strings.Builder
+		sb.WriteString("INSERT INTO " + s.ckptQ + " (source, id_hash, id, binlog_name, binlog_pos, binlog_gtid, ddls) VALUES ")
+		for r := 0; r < n; r++ {
+			if r > 0 && sb.Len() > maxBytes {
+				n = r
+				break
+			}
+			if r > 0 {
+				sb.WriteByte(',')
+			}
+			sb.WriteByte('(')
+			for c, v := range rows[r*cols : (r+1)*cols] {
+				if c > 0 {
+					sb.WriteByte(',')
+				}
+				switch x := v.(type) {
+				case nil:
+					sb.WriteString("NULL")
+				case string:
+					sb.WriteString(hexText(x))
+				case uint32:
+					sb.WriteString(strconv.FormatUint(uint64(x), 10))
+				default:
+					panic(fmt.Sprintf("meta: checkpoint value of type %T", v))
+				}
+			}
+			sb.WriteByte(')')
 		}
+		sb.WriteString(" ON DUPLICATE KEY UPDATE binlog_name = VALUES(binlog_name), binlog_pos = VALUES(binlog_pos), binlog_gtid = VALUES(binlog_gtid), ddls = VALUES(ddls)")
+		out = append(out, writeStatement{sql: sb.String(), first: rows[2].(string), rows: n})
 		rows = rows[n*cols:]
 	}
-	return nil
+	return out
 }
 
 // LoadPrefix starts the ids of a source's full-load state rows (package loader): the load's header

@@ -79,7 +79,8 @@ type Sink struct {
 	// one round trip for up to maxStatementBytes of them instead of one each.
 	group    bool
 	pending  []byte
-	pendingN int // statements in pending
+	pendingN int  // statements in pending
+	fenced   bool // pending starts with the epoch fence's SELECT, whose row sendPending checks
 	// safe: DM's safe mode. An insert is a REPLACE and an update a delete and a REPLACE, so a row that
 	// is already there (another shard's with the same key, or one written before) is overwritten.
 	safe atomic.Bool
@@ -161,7 +162,7 @@ type changeKinds [Raw + 1]int
 // flushOnce runs one flush transaction; group: the INSERTs go several to a query.
 func (s *Sink) flushOnce(ctx context.Context, changes []Change, up CheckpointUpdate, kinds *changeKinds, group bool) error {
 	defer func() {
-		if s.pending, s.pendingN = s.pending[:0], 0; cap(s.pending) > 1<<20 {
+		if s.pending, s.pendingN, s.fenced = s.pending[:0], 0, false; cap(s.pending) > 1<<20 {
 			s.pending = nil // a group of wide rows: not kept
 		}
 	}()
@@ -170,8 +171,17 @@ func (s *Sink) flushOnce(ctx context.Context, changes []Change, up CheckpointUpd
 		return err
 	}
 	defer tx.Rollback()
-	if err := s.meta.CheckEpoch(ctx, tx, true); err != nil {
-		return err
+	if !group {
+		if err := s.meta.CheckEpoch(ctx, tx, true); err != nil {
+			return err
+		}
+	} else if q := s.meta.EpochSQL(); q != "" {
+		// The fence's SELECT (under a share lock, as CheckEpoch reads it) leads the first query: its row
+		// is checked before anything of the transaction can commit.
+		if err := s.queue(ctx, tx, q+" LOCK IN SHARE MODE"); err != nil {
+			return err
+		}
+		s.fenced = true
 	}
 	for i := 0; i < len(changes); {
 		n, err := s.apply(ctx, tx, changes[i:], group)
@@ -181,13 +191,33 @@ func (s *Sink) flushOnce(ctx context.Context, changes []Change, up CheckpointUpd
 		kinds[changes[i].Kind] += n // the n changes of a statement are of one kind
 		i += n
 	}
-	if err := s.sendPending(ctx, tx); err != nil {
-		return err
-	}
-	if err := s.meta.Write(ctx, tx, up); err != nil {
+	if group {
+		// The checkpoint goes with the last group: with the fence and the rows, one query for the
+		// whole transaction when it has only INSERTs.
+		for _, q := range s.meta.WriteSQL(up) {
+			if err := s.queue(ctx, tx, q); err != nil {
+				return err
+			}
+		}
+		if err := s.sendPending(ctx, tx); err != nil {
+			return err
+		}
+	} else if err := s.meta.Write(ctx, tx, up); err != nil {
 		return err
 	}
 	return tx.Commit()
+}
+
+// queue adds a statement to pending, sending what waits first if both would pass maxStatementBytes.
+func (s *Sink) queue(ctx context.Context, tx *sql.Tx, q string) error {
+	if len(s.pending) > 0 && len(s.pending)+len(q) > maxStatementBytes {
+		if err := s.sendPending(ctx, tx); err != nil {
+			return err
+		}
+	}
+	s.pending = append(append(s.pending, q...), ";\n"...)
+	s.pendingN++
+	return nil
 }
 
 // groupError is the failure of a query of several statements (Sink.sendPending).
@@ -197,22 +227,46 @@ type groupError struct {
 }
 
 func (e *groupError) Error() string {
-	return fmt.Sprintf("one of %d INSERT statements sent together: %v", e.statements, e.err)
+	return fmt.Sprintf("one of %d statements sent together: %v", e.statements, e.err)
 }
 
 func (e *groupError) Unwrap() error { return e.err }
 
-// sendPending sends the INSERTs waiting in s.pending as one query. The server runs them in order and
-// stops at the first error, which the driver returns.
+// sendPending sends the statements waiting in s.pending as one query. The server runs them in order
+// and stops at the first error, which the driver returns; when the fence's SELECT leads them, its row
+// is checked (ErrFenced) and every later result is read for an error.
 func (s *Sink) sendPending(ctx context.Context, tx *sql.Tx) error {
 	if len(s.pending) == 0 {
 		return nil
 	}
-	n := s.pendingN
-	_, err := tx.ExecContext(ctx, string(s.pending[:len(s.pending)-2])) // without the last ";\n"
-	s.pending, s.pendingN = s.pending[:0], 0
+	n, fenced := s.pendingN, s.fenced
+	q := string(s.pending[:len(s.pending)-2]) // without the last ";\n"
+	s.pending, s.pendingN, s.fenced = s.pending[:0], 0, false
+	if !fenced {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return &groupError{statements: n, err: err}
+		}
+		return nil
+	}
+	rows, err := tx.QueryContext(ctx, q)
 	if err != nil {
-		return &groupError{statements: n, err: err}
+		return s.meta.ScanOwner(func(...any) error { return err }) // the fence's SELECT failed
+	}
+	defer rows.Close()
+	if err := s.meta.ScanOwner(func(dest ...any) error {
+		if !rows.Next() {
+			return cmp.Or(rows.Err(), sql.ErrNoRows)
+		}
+		return rows.Scan(dest...)
+	}); err != nil {
+		return err
+	}
+	// The statements after the SELECT answer without rows: one NextResultSet passes them all, and
+	// stops at the first error (Close would drop it).
+	for rows.NextResultSet() {
+	}
+	if err := rows.Err(); err != nil {
+		return &groupError{statements: n - 1, err: err}
 	}
 	return nil
 }

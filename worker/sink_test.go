@@ -255,9 +255,10 @@ func TestBeforeInOneQuery(t *testing.T) {
 }
 
 // TestGroupedStatements: with SetGroupStatements, a flush's multi-row INSERTs go several to a query,
-// in order with the statements that cannot (values the driver must write, an UPDATE), each of which
-// sends what waits first; counted in the server's general log. A statement of a group that fails
-// rolls the whole transaction back, and the error names its rows and table.
+// led by the epoch fence's SELECT and followed by the checkpoint's upsert, in order with the statements
+// that cannot (values the driver must write, an UPDATE), each of which sends what waits first; counted
+// in the server's general log. A statement of a group that fails rolls the whole transaction back, and
+// the error names its rows and table; a newer binding's claim fails the flush with ErrFenced.
 func TestGroupedStatements(t *testing.T) {
 	s := mariadbtest.Start(t)
 	db := s.DB(t) // takes multi-statement queries
@@ -265,6 +266,7 @@ func TestGroupedStatements(t *testing.T) {
 	sink := NewSink(db, "meta", "task", "s1")
 	sink.maxRows = 2
 	sink.SetGroupStatements(true)
+	sink.SetEpoch(3)
 	if err := sink.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -277,35 +279,60 @@ func TestGroupedStatements(t *testing.T) {
 		return cs
 	}
 	var changes []Change
-	changes = append(changes, ins(1, 10, "a")...)                        // 5 statements, one query
+	changes = append(changes, ins(1, 10, "a")...)                        // 5 statements after the fence, one query
 	changes = append(changes, ins(11, 11, `x\y`)...)                     // with 12 in one statement the driver writes
 	changes = append(changes, ins(12, 15, "a;\nb")...)                   // (11, 12) alone; (13, 14), (15) wait
 	changes = append(changes, Change{Kind: Update, ChangeOrigin: origin, // sends them, then runs alone
 		Row: []any{int64(1), "b"}, Old: []any{int64(1), "a"}})
-	changes = append(changes, ins(16, 17, "c")...) // the last query
+	changes = append(changes, ins(16, 17, "c")...) // the last query, with the checkpoint
 	s.Exec(t, db, "SET GLOBAL log_output = 'TABLE'", "TRUNCATE mysql.general_log", "SET GLOBAL general_log = 1")
 	pos := Position{File: "bin.000001", Pos: 100}
 	if err := sink.Flush(ctx, changes, CheckpointUpdate{Global: pos}); err != nil {
 		t.Fatal(err)
 	}
 	s.Exec(t, db, "SET GLOBAL general_log = 0")
-	rows, err := db.Query("SELECT CONVERT(argument USING utf8mb4) FROM mysql.general_log WHERE command_type = 'Query' AND argument LIKE 'INSERT INTO `d`.`g`%' ORDER BY event_time")
+	rows, err := db.Query("SELECT CONVERT(argument USING utf8mb4) FROM mysql.general_log WHERE command_type = 'Query' ORDER BY event_time")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var perQuery []int
+	// Each query of the flush's transaction as the statements it holds: fence, inserts into d.g,
+	// checkpoint, or its own text.
+	var got []string
+	in := false
 	for rows.Next() {
 		var q string
 		if err := rows.Scan(&q); err != nil {
 			t.Fatal(err)
 		}
-		perQuery = append(perQuery, strings.Count(q, "INSERT INTO `d`.`g`"))
+		in = in || q == "START TRANSACTION"
+		if !in {
+			continue
+		}
+		var parts []string
+		if strings.HasPrefix(q, "SELECT binlog_pos FROM `meta`.`task_checkpoint`") {
+			parts = append(parts, "fence")
+		}
+		if n := strings.Count(q, "INSERT INTO `d`.`g`"); n > 0 {
+			parts = append(parts, fmt.Sprintf("%d inserts", n))
+		}
+		if strings.Contains(q, "INSERT INTO `meta`.`task_checkpoint`") {
+			parts = append(parts, "checkpoint")
+		}
+		if len(parts) == 0 {
+			parts = append(parts, strings.Fields(q)[0])
+		}
+		got = append(got, strings.Join(parts, " + "))
+		if q == "COMMIT" {
+			break
+		}
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(perQuery, []int{5, 1, 2, 1}) {
-		t.Fatalf("INSERT statements per query: %v, want [5 1 2 1]", perQuery)
+	// (SELECT: the UPDATE's key columns, read once.)
+	want := []string{"START", "fence + 5 inserts", "1 inserts", "2 inserts", "SELECT", "UPDATE", "1 inserts + checkpoint", "COMMIT"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the flush's queries: %q, want %q", got, want)
 	}
 	var n int
 	var v1, v11, v12 string
@@ -315,6 +342,9 @@ func TestGroupedStatements(t *testing.T) {
 	if n != 17 || v1 != "b" || v11 != `x\y` || v12 != "a;\nb" {
 		t.Fatalf("%d rows, id 1 %q, id 11 %q, id 12 %q", n, v1, v11, v12)
 	}
+	if cp, err := sink.Load(ctx); err != nil || cp.Global != pos {
+		t.Fatalf("checkpoint after the flush: %+v %v", cp.Global, err)
+	}
 	// The third statement of a group meets a row that is there: nothing of the flush stays.
 	bad := append(ins(18, 21, "d"), ins(5, 6, "dup")...)
 	err = sink.Flush(ctx, append(bad, ins(22, 23, "d")...), CheckpointUpdate{Global: Position{File: "bin.000001", Pos: 200}})
@@ -322,12 +352,26 @@ func TestGroupedStatements(t *testing.T) {
 	if !errors.As(err, &me) || me.Number != 1062 || !strings.Contains(err.Error(), "insert 2 rows") || !strings.Contains(err.Error(), "`d`.`g`") {
 		t.Fatalf("flush with a duplicate key: %v", err)
 	}
-	if err := db.QueryRow("SELECT COUNT(*) FROM d.g").Scan(&n); err != nil || n != 17 {
-		t.Fatalf("%d rows after the failed flush, want 17 (%v)", n, err)
+	checkUnchanged := func(why string) {
+		t.Helper()
+		if err := db.QueryRow("SELECT COUNT(*) FROM d.g").Scan(&n); err != nil || n != 17 {
+			t.Fatalf("%s: %d rows, want 17 (%v)", why, n, err)
+		}
+		if cp, err := sink.Load(ctx); err != nil || cp.Global != pos {
+			t.Fatalf("%s: checkpoint %+v %v", why, cp.Global, err)
+		}
 	}
-	if cp, err := sink.Load(ctx); err != nil || cp.Global != pos {
-		t.Fatalf("checkpoint after the failed flush: %+v %v", cp.Global, err)
+	checkUnchanged("after the failed flush")
+	// A newer binding claims the source's checkpoint: the fence at the head of the group stops the flush.
+	newer := NewSink(db, "meta", "task", "s1")
+	newer.SetEpoch(4)
+	if err := newer.Init(ctx); err != nil {
+		t.Fatal(err)
 	}
+	if err := sink.Flush(ctx, ins(30, 33, "e"), CheckpointUpdate{Global: Position{File: "bin.000001", Pos: 300}}); !errors.Is(err, ErrFenced) {
+		t.Fatalf("flush of a fenced binding: %v, want ErrFenced", err)
+	}
+	checkUnchanged("after the fenced flush")
 }
 
 // TestLockWaitIsRetried: a downstream row locked by someone else for longer than the session's
@@ -335,7 +379,7 @@ func TestGroupedStatements(t *testing.T) {
 // again, and the change arrives once the lock is gone, without the syncer stopping.
 func TestLockWaitIsRetried(t *testing.T) {
 	c := newCluster(t)
-	c.syncDB = workerDB(t, c.down.Port, map[string]any{"innodb_lock_wait_timeout": 1})
+	c.syncDB = workerDB(t, c.down.Port, map[string]any{"innodb_lock_wait_timeout": 1}, multiStatements)
 	stop := c.startSyncer(0)
 	c.up(0, insert("db_1.t_1", 1, 2))
 	c.waitRow(1)
