@@ -103,6 +103,11 @@ func (r result) row() string {
 		if c, ok := m["worker-cpu-ns/row"]; ok {
 			extra = fmt.Sprintf("worker CPU %.0f ns/row", c)
 		}
+		if rt, ok := m["rtt-ms"]; ok {
+			// The downstream behind a delaying proxy: its round trip as measured, and the limit is over
+			// the same link.
+			extra += fmt.Sprintf(", downstream round trip %.1f ms", rt)
+		}
 		return fmt.Sprintf("%s\t%.0f rows/s\t%.0f rows/s\t%.0f %%\t%s", r.name, v, m["limit-rows/s"], m["%-of-limit"], extra)
 	}
 	if v, ok := m["rows/s-during-lock"]; ok {
