@@ -348,8 +348,8 @@ func (t *subtask) runOnce(ctx context.Context) error {
 	}
 	target := sp.task.TargetDatabase
 	target.Session = DownstreamSession(target.Session)
-	// Every query on these pools is built by Tributary (a DDL's text is one statement of the binlog, or
-	// of the TiDB parser's split): they take several statements a query, one round trip for many.
+	// Both pools take several statements a query (one round trip for many): every query on them is
+	// built by Tributary, or is a statement of the binlog or of the user's `binlog replace`.
 	down, err := OpenDB(target, multiStatements)
 	if err != nil {
 		return err
