@@ -364,6 +364,33 @@ func appendLiteral(buf []byte, v any) ([]byte, bool) {
 	return buf, false
 }
 
+// appendInterpolated appends q with each ? outside its backquoted names replaced by the next of args
+// written as appendLiteral writes it (q is a statement Tributary built: names are backquoted, and it
+// holds no string literal). false when an argument is not one appendLiteral writes, or the count of ?
+// and of args differ.
+func appendInterpolated(buf []byte, q string, args []any) ([]byte, bool) {
+	a, inName := 0, false
+	for i := 0; i < len(q); i++ {
+		switch c := q[i]; {
+		case c == '`':
+			inName = !inName // a doubled backquote inside a name leaves it and enters it again
+			buf = append(buf, c)
+		case c == '?' && !inName:
+			if a == len(args) {
+				return buf, false
+			}
+			var ok bool
+			if buf, ok = appendLiteral(buf, args[a]); !ok {
+				return buf, false
+			}
+			a++
+		default:
+			buf = append(buf, c)
+		}
+	}
+	return buf, a == len(args)
+}
+
 // appendQuoted appends the text of a quoted literal after its opening quote: s with each quote
 // doubled, then the closing quote. Other bytes (NUL, newline, a double quote) stand for themselves in
 // a quoted literal, as the driver sends them where the session has NO_BACKSLASH_ESCAPES. false when s
@@ -403,7 +430,7 @@ func (s *Sink) Locate(ctx context.Context, changes []Change) (int, error) {
 // inserts of one target with the same columns become one multi-row INSERT.
 func (s *Sink) apply(ctx context.Context, tx *sql.Tx, cs []Change, group bool) (int, error) {
 	c := cs[0]
-	if c.Kind != Insert || !group {
+	if !group || c.Kind == Raw {
 		// Whatever waits goes first, in order.
 		if err := s.sendPending(ctx, tx); err != nil {
 			return 0, err
@@ -478,32 +505,53 @@ func (s *Sink) apply(ctx context.Context, tx *sql.Tx, cs []Change, group bool) (
 		if err != nil {
 			return 0, err
 		}
-		var q string
-		var args []any
-		if c.Kind == Update && s.safe.Load() {
-			// Safe mode: the old row goes, the new one replaces whatever holds its key.
-			if _, err := tx.ExecContext(ctx, "DELETE FROM "+c.Target.String()+" WHERE "+where+" LIMIT 1", wargs...); err != nil {
-				return 0, fmt.Errorf("apply change of %s to %s: %w", c.Source, c.Target, err)
-			}
-			q = "REPLACE INTO " + c.Target.String() + " (" + quoteCols(c.Columns) + ") VALUES (" + strings.TrimSuffix(strings.Repeat("?,", len(c.Columns)), ",") + ")"
-			if _, err := tx.ExecContext(ctx, q, c.Row...); err != nil {
-				return 0, fmt.Errorf("apply change of %s to %s: %w", c.Source, c.Target, err)
-			}
-			return 1, nil
+		type statement struct {
+			q    string
+			args []any
 		}
-		if c.Kind == Update {
+		var stmts []statement
+		switch {
+		case c.Kind == Update && s.safe.Load():
+			// Safe mode: the old row goes, the new one replaces whatever holds its key.
+			stmts = []statement{{"DELETE FROM " + c.Target.String() + " WHERE " + where + " LIMIT 1", wargs},
+				{"REPLACE INTO " + c.Target.String() + " (" + quoteCols(c.Columns) + ") VALUES (" + strings.TrimSuffix(strings.Repeat("?,", len(c.Columns)), ",") + ")", c.Row}}
+		case c.Kind == Update:
 			sets := make([]string, len(c.Columns))
 			for i, col := range c.Columns {
 				sets[i] = quoteName(col) + " = ?"
 			}
-			q = "UPDATE " + c.Target.String() + " SET " + strings.Join(sets, ", ") + " WHERE " + where + " LIMIT 1"
-			args = append(append(args, c.Row...), wargs...)
-		} else {
-			q = "DELETE FROM " + c.Target.String() + " WHERE " + where + " LIMIT 1"
-			args = wargs
+			stmts = []statement{{"UPDATE " + c.Target.String() + " SET " + strings.Join(sets, ", ") + " WHERE " + where + " LIMIT 1",
+				append(slices.Clip(c.Row), wargs...)}}
+		default:
+			stmts = []statement{{"DELETE FROM " + c.Target.String() + " WHERE " + where + " LIMIT 1", wargs}}
 		}
-		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-			return 0, fmt.Errorf("apply change of %s to %s: %w", c.Source, c.Target, err)
+		if group {
+			// With the values written in, the statements join the group; else what waits goes first.
+			texts := make([]string, 0, len(stmts))
+			for _, st := range stmts {
+				b, ok := appendInterpolated(nil, st.q, st.args)
+				if !ok {
+					texts = nil
+					break
+				}
+				texts = append(texts, string(b))
+			}
+			if texts != nil {
+				for _, q := range texts {
+					if err := s.queue(ctx, tx, q); err != nil {
+						return 0, err
+					}
+				}
+				return 1, nil
+			}
+			if err := s.sendPending(ctx, tx); err != nil {
+				return 0, err
+			}
+		}
+		for _, st := range stmts {
+			if _, err := tx.ExecContext(ctx, st.q, st.args...); err != nil {
+				return 0, fmt.Errorf("apply change of %s to %s: %w", c.Source, c.Target, err)
+			}
 		}
 		return 1, nil
 	}

@@ -282,8 +282,10 @@ func TestGroupedStatements(t *testing.T) {
 	changes = append(changes, ins(1, 10, "a")...)                        // 5 statements after the fence, one query
 	changes = append(changes, ins(11, 11, `x\y`)...)                     // with 12 in one statement the driver writes
 	changes = append(changes, ins(12, 15, "a;\nb")...)                   // (11, 12) alone; (13, 14), (15) wait
-	changes = append(changes, Change{Kind: Update, ChangeOrigin: origin, // sends them, then runs alone
+	changes = append(changes, Change{Kind: Update, ChangeOrigin: origin, // waits with them
 		Row: []any{int64(1), "b"}, Old: []any{int64(1), "a"}})
+	changes = append(changes, Change{Kind: Update, ChangeOrigin: origin, // the driver writes it: sends
+		Row: []any{int64(2), `p\q`}, Old: []any{int64(2), "a"}}) // what waits, then runs alone
 	changes = append(changes, ins(16, 17, "c")...) // the last query, with the checkpoint
 	s.Exec(t, db, "SET GLOBAL log_output = 'TABLE'", "TRUNCATE mysql.general_log", "SET GLOBAL general_log = 1")
 	pos := Position{File: "bin.000001", Pos: 100}
@@ -315,6 +317,9 @@ func TestGroupedStatements(t *testing.T) {
 		if n := strings.Count(q, "INSERT INTO `d`.`g`"); n > 0 {
 			parts = append(parts, fmt.Sprintf("%d inserts", n))
 		}
+		if n := strings.Count(q, "UPDATE `d`.`g`"); n > 0 {
+			parts = append(parts, fmt.Sprintf("%d updates", n))
+		}
 		if strings.Contains(q, "INSERT INTO `meta`.`task_checkpoint`") {
 			parts = append(parts, "checkpoint")
 		}
@@ -329,18 +334,18 @@ func TestGroupedStatements(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	// (SELECT: the UPDATE's key columns, read once.)
-	want := []string{"START", "fence + 5 inserts", "1 inserts", "2 inserts", "SELECT", "UPDATE", "1 inserts + checkpoint", "COMMIT"}
+	// (SELECT: the key columns of the UPDATEs, read once on a connection of the pool.)
+	want := []string{"START", "fence + 5 inserts", "1 inserts", "SELECT", "2 inserts + 1 updates", "1 updates", "1 inserts + checkpoint", "COMMIT"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("the flush's queries: %q, want %q", got, want)
 	}
 	var n int
-	var v1, v11, v12 string
-	if err := db.QueryRow("SELECT COUNT(*), MAX(IF(id = 1, v, '')), MAX(IF(id = 11, v, '')), MAX(IF(id = 12, v, '')) FROM d.g").Scan(&n, &v1, &v11, &v12); err != nil {
+	var v1, v2, v11, v12 string
+	if err := db.QueryRow("SELECT COUNT(*), MAX(IF(id = 1, v, '')), MAX(IF(id = 2, v, '')), MAX(IF(id = 11, v, '')), MAX(IF(id = 12, v, '')) FROM d.g").Scan(&n, &v1, &v2, &v11, &v12); err != nil {
 		t.Fatal(err)
 	}
-	if n != 17 || v1 != "b" || v11 != `x\y` || v12 != "a;\nb" {
-		t.Fatalf("%d rows, id 1 %q, id 11 %q, id 12 %q", n, v1, v11, v12)
+	if n != 17 || v1 != "b" || v2 != `p\q` || v11 != `x\y` || v12 != "a;\nb" {
+		t.Fatalf("%d rows, id 1 %q, id 2 %q, id 11 %q, id 12 %q", n, v1, v2, v11, v12)
 	}
 	if cp, err := sink.Load(ctx); err != nil || cp.Global != pos {
 		t.Fatalf("checkpoint after the flush: %+v %v", cp.Global, err)
@@ -372,6 +377,22 @@ func TestGroupedStatements(t *testing.T) {
 		t.Fatalf("flush of a fenced binding: %v, want ErrFenced", err)
 	}
 	checkUnchanged("after the fenced flush")
+}
+
+// TestAppendInterpolated: a ? in a backquoted name stays, each other one takes its argument as a
+// literal; a value the driver must write, or a count that differs, says so.
+func TestAppendInterpolated(t *testing.T) {
+	q := "UPDATE `d`.`a?b` SET `x``?` = ?, `y` = ? WHERE `k` <=> ? AND CAST(`b` AS BINARY) <=> ? LIMIT 1"
+	got, ok := appendInterpolated(nil, q, []any{int64(-1), "v'?", nil, []byte("b?")})
+	want := "UPDATE `d`.`a?b` SET `x``?` = -1, `y` = 'v''?' WHERE `k` <=> NULL AND CAST(`b` AS BINARY) <=> _binary'b?' LIMIT 1"
+	if !ok || string(got) != want {
+		t.Fatalf("got %q %v\nwant %q", got, ok, want)
+	}
+	for _, args := range [][]any{{int64(1), "a", nil}, {int64(1), "a", nil, nil, nil}, {int64(1), `back\slash`, nil, nil}, {int64(1), time.Now(), nil, nil}} {
+		if _, ok := appendInterpolated(nil, q, args); ok {
+			t.Fatalf("args %v: written in", args)
+		}
+	}
 }
 
 // TestLockWaitIsRetried: a downstream row locked by someone else for longer than the session's
