@@ -39,7 +39,8 @@ test-faults:
 # Lock resolution on embedded etcd (pessimist benchmarks), and binlog catch-up of 1M rows over 4 and 16
 # shard tables with DM's default syncer settings and Tributary's, each beside a plain batched INSERT into
 # the same downstream measured in the same run, the catch-up of the tables a waiting lock does not block
-# beside the same with no lock (and the RSS of 1M rows held back), and a lock end to end through real processes at 2 and 8
+# beside the same with no lock (and the RSS of 1M rows held back), a hot table and 20k updates with the
+# downstream behind a delaying proxy (a round trip of 1 ms and more), and a lock end to end through real processes at 2 and 8
 # sources (integration's BenchmarkLockLatency); printed as one table with the machine
 # (go run ./bench -rows N -lock-benchtime 20x -latency-rounds 20).
 bench:

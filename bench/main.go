@@ -30,7 +30,7 @@ func main() {
 	}
 	runs := []run{
 		{"./pessimist/", ".", *lockTime, nil},
-		{"./worker/", "CatchUp|HotTable|ThroughputWhileLockWaits", "1x", []string{fmt.Sprintf("TRIBUTARY_BENCH_ROWS=%d", *rows)}},
+		{"./worker/", "CatchUp|HotTable|RemoteUpdates|ThroughputWhileLockWaits", "1x", []string{fmt.Sprintf("TRIBUTARY_BENCH_ROWS=%d", *rows)}},
 	}
 	if *rounds > 0 {
 		runs = append(runs, run{"./integration/", "LockLatency", "1x", []string{fmt.Sprintf("TRIBUTARY_LATENCY_ROUNDS=%d", *rounds)}})
@@ -109,6 +109,9 @@ func (r result) row() string {
 			extra += fmt.Sprintf(", downstream round trip %.1f ms", rt)
 		}
 		return fmt.Sprintf("%s\t%.0f rows/s\t%.0f rows/s\t%.0f %%\t%s", r.name, v, m["limit-rows/s"], m["%-of-limit"], extra)
+	}
+	if v, ok := m["update-rows/s"]; ok {
+		return fmt.Sprintf("%s\t%.0f updates/s (downstream 1 ms of proxy away)\t\t\t", r.name, v)
 	}
 	if v, ok := m["rows/s-during-lock"]; ok {
 		// Goal: the tables a waiting lock does not block keep 90 % of their rate, and the rows held back

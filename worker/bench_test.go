@@ -273,3 +273,46 @@ func processCPU() int64 {
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
+
+// BenchmarkRemoteUpdates: TRIBUTARY_BENCH_UPDATES rows (default 20000) of one upstream table, inserted
+// and then each updated once (1000 rows an upstream transaction), with the downstream behind the
+// delaying proxy of BenchmarkHotTable's rtt=1ms and DM's syncer settings: the rate at which the updates
+// are applied, from the checkpoint passing the inserts to its passing the updates. An UPDATE is one
+// statement a row downstream. Run with -benchtime 1x.
+func BenchmarkRemoteUpdates(b *testing.B) {
+	total := 20000
+	if v := os.Getenv("TRIBUTARY_BENCH_UPDATES"); v != "" {
+		fmt.Sscan(v, &total)
+	}
+	for i := 0; i < b.N; i++ {
+		remoteUpdates(b, total)
+	}
+}
+
+func remoteUpdates(b *testing.B, total int) {
+	c := newClusterTB(b)
+	c.workers, c.batch = 16, 100
+	c.remoteDownstream(time.Millisecond)
+	c.up(0, "CREATE TABLE db_1.hot (id INT PRIMARY KEY, v VARCHAR(32))")
+	c.startPosition(0)
+	for from := 0; from < total; from += 1000 {
+		c.up(0, fmt.Sprintf("INSERT INTO db_1.hot SELECT seq, CONCAT('value-', seq) FROM db_1.seq_%d_to_%d", from+1, min(from+1000, total)))
+	}
+	inserted := c.binlogEnd(0)
+	for from := 0; from < total; from += 1000 {
+		c.up(0, fmt.Sprintf("UPDATE db_1.hot SET v = CONCAT('new-', id) WHERE id > %d AND id <= %d", from, min(from+1000, total)))
+	}
+	end := c.binlogEnd(0)
+	b.ResetTimer()
+	c.startSyncer(0)
+	c.waitResumePosition(0, inserted)
+	start := time.Now()
+	c.waitResumePosition(0, end)
+	rate := float64(total) / time.Since(start).Seconds()
+	b.StopTimer()
+	var n int
+	if err := c.downDB.QueryRow("SELECT COUNT(*) FROM db.hot WHERE v = CONCAT('new-', id)").Scan(&n); err != nil || n != total {
+		b.Fatalf("downstream has %d updated rows, want %d (%v)", n, total, err)
+	}
+	b.ReportMetric(rate, "update-rows/s")
+}
