@@ -253,12 +253,7 @@ func (s *Sink) sendPending(ctx context.Context, tx *sql.Tx) error {
 		return s.meta.ScanOwner(func(...any) error { return err }) // the fence's SELECT failed
 	}
 	defer rows.Close()
-	if err := s.meta.ScanOwner(func(dest ...any) error {
-		if !rows.Next() {
-			return cmp.Or(rows.Err(), sql.ErrNoRows)
-		}
-		return rows.Scan(dest...)
-	}); err != nil {
+	if err := s.meta.ScanOwner(oneRow(rows)); err != nil {
 		return err
 	}
 	// The statements after the SELECT answer without rows: one NextResultSet passes them all, and
@@ -269,6 +264,17 @@ func (s *Sink) sendPending(ctx context.Context, tx *sql.Tx) error {
 		return &groupError{statements: n - 1, err: err}
 	}
 	return nil
+}
+
+// oneRow scans the one row of rows' current result, as sql.Row.Scan does (sql.ErrNoRows: none); the
+// statements of a multi-statement query each answer in a result of their own.
+func oneRow(rows *sql.Rows) func(dest ...any) error {
+	return func(dest ...any) error {
+		if !rows.Next() {
+			return cmp.Or(rows.Err(), sql.ErrNoRows)
+		}
+		return rows.Scan(dest...)
+	}
 }
 
 // maxStatementBytes bounds the values of one multi-row INSERT (MariaDB's max_allowed_packet is 16 MiB
@@ -468,17 +474,18 @@ func (s *Sink) apply(ctx context.Context, tx *sql.Tx, cs []Change, group bool) (
 			if err := s.sendPending(ctx, tx); err != nil {
 				return 0, err
 			}
-		}
-		q, ok := appendInsertValues(s.stmt[:0], head, cs[:n])
-		s.stmt = q
-		if cap(q) > 1<<20 {
-			s.stmt = nil // a statement of wide rows: not kept
-		}
-		if ok {
-			if _, err := tx.ExecContext(ctx, string(q)); err != nil {
-				return 0, fmt.Errorf("insert %d rows of %s into %s: %w", n, c.Source, c.Target, err)
+		} else {
+			q, ok := appendInsertValues(s.stmt[:0], head, cs[:n])
+			s.stmt = q
+			if cap(q) > 1<<20 {
+				s.stmt = nil // a statement of wide rows: not kept
 			}
-			return n, nil
+			if ok {
+				if _, err := tx.ExecContext(ctx, string(q)); err != nil {
+					return 0, fmt.Errorf("insert %d rows of %s into %s: %w", n, c.Source, c.Target, err)
+				}
+				return n, nil
+			}
 		}
 		var sb strings.Builder
 		args := make([]any, 0, n*len(c.Columns))
@@ -766,13 +773,7 @@ func (s *Sink) beforeInOneQuery(ctx context.Context, lockID, q string, tables []
 		}
 		return cmp.Or(rows.Err(), errors.New("the server answered fewer statements than were sent"))
 	}
-	// row scans the current result's one row (sql.ErrNoRows: none).
-	row := func(dest ...any) error {
-		if !rows.Next() {
-			return cmp.Or(rows.Err(), sql.ErrNoRows)
-		}
-		return rows.Scan(dest...)
-	}
+	row := oneRow(rows)
 	if epoch != "" {
 		if err := s.meta.ScanOwner(row); err != nil {
 			return fail(err)
