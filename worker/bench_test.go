@@ -20,10 +20,7 @@ import (
 // (worker-count 4, batch 1024). worker-cpu-ns/row is the CPU time of the test process (the syncers)
 // per row during the catch-up: less noisy than the rates on a shared machine. Run with -benchtime 1x.
 func BenchmarkCatchUp(b *testing.B) {
-	total := 1000000
-	if v := os.Getenv("TRIBUTARY_BENCH_ROWS"); v != "" {
-		fmt.Sscan(v, &total)
-	}
+	total := benchEnv("TRIBUTARY_BENCH_ROWS", 1000000)
 	for _, tables := range []int{4, 16} {
 		for _, set := range []struct {
 			name           string
@@ -137,10 +134,7 @@ func (c *cluster) fillShards(tb testing.TB, perTable, step int, analyze bool) {
 // downstream 1 ms of round trip away (a proxy that holds the bytes, as in another zone), for the syncer
 // and the limit alike: what worker-count is for. Run with -benchtime 1x.
 func BenchmarkHotTable(b *testing.B) {
-	total := 1000000
-	if v := os.Getenv("TRIBUTARY_BENCH_ROWS"); v != "" {
-		fmt.Sscan(v, &total)
-	}
+	total := benchEnv("TRIBUTARY_BENCH_ROWS", 1000000)
 	for _, rtt := range []time.Duration{0, time.Millisecond} {
 		for _, set := range []struct {
 			name           string
@@ -168,11 +162,7 @@ func hotCatchUp(b *testing.B, total, workers, batch int, spread bool, rtt time.D
 	if rtt > 0 {
 		limitDB = c.remoteDownstream(rtt)
 	}
-	c.up(0, "CREATE TABLE db_1.hot (id INT PRIMARY KEY, v VARCHAR(32))")
-	c.startPosition(0)
-	for from := 0; from < total; from += 1000 {
-		c.up(0, fmt.Sprintf("INSERT INTO db_1.hot SELECT seq, CONCAT('value-', seq) FROM db_1.seq_%d_to_%d", from+1, min(from+1000, total)))
-	}
+	c.fillHot(total)
 	end := c.binlogEnd(0)
 	b.ResetTimer()
 	start, cpu := time.Now(), processCPU()
@@ -274,16 +264,31 @@ func processCPU() int64 {
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
+// fillHot creates the upstream table db_1.hot of source 0, takes the syncer's start position, then
+// inserts total rows (id, 'value-<id>'), 1000 a transaction.
+func (c *cluster) fillHot(total int) {
+	c.up(0, "CREATE TABLE db_1.hot (id INT PRIMARY KEY, v VARCHAR(32))")
+	c.startPosition(0)
+	for from := 0; from < total; from += 1000 {
+		c.up(0, fmt.Sprintf("INSERT INTO db_1.hot SELECT seq, CONCAT('value-', seq) FROM db_1.seq_%d_to_%d", from+1, min(from+1000, total)))
+	}
+}
+
+// benchEnv is the integer in environment variable name, or def when it is unset.
+func benchEnv(name string, def int) int {
+	if v := os.Getenv(name); v != "" {
+		fmt.Sscan(v, &def)
+	}
+	return def
+}
+
 // BenchmarkRemoteUpdates: TRIBUTARY_BENCH_UPDATES rows (default 20000) of one upstream table, inserted
 // and then each updated once (1000 rows an upstream transaction), with the downstream behind the
-// delaying proxy of BenchmarkHotTable's rtt=1ms and DM's syncer settings: the rate at which the updates
-// are applied, from the checkpoint passing the inserts to its passing the updates. An UPDATE is one
+// delaying proxy of BenchmarkHotTable's rtt=1ms and DM's syncer settings: the rate at which a syncer
+// started once the inserts are applied applies the updates (its start included). An UPDATE is one
 // statement a row downstream. Run with -benchtime 1x.
 func BenchmarkRemoteUpdates(b *testing.B) {
-	total := 20000
-	if v := os.Getenv("TRIBUTARY_BENCH_UPDATES"); v != "" {
-		fmt.Sscan(v, &total)
-	}
+	total := benchEnv("TRIBUTARY_BENCH_UPDATES", 20000)
 	for i := 0; i < b.N; i++ {
 		remoteUpdates(b, total)
 	}
@@ -293,20 +298,22 @@ func remoteUpdates(b *testing.B, total int) {
 	c := newClusterTB(b)
 	c.workers, c.batch = 16, 100
 	c.remoteDownstream(time.Millisecond)
-	c.up(0, "CREATE TABLE db_1.hot (id INT PRIMARY KEY, v VARCHAR(32))")
-	c.startPosition(0)
-	for from := 0; from < total; from += 1000 {
-		c.up(0, fmt.Sprintf("INSERT INTO db_1.hot SELECT seq, CONCAT('value-', seq) FROM db_1.seq_%d_to_%d", from+1, min(from+1000, total)))
-	}
+	c.fillHot(total)
+	// The inserts first, with a syncer of their own: a flush of the backlog would hold inserts and
+	// updates together, and the updates' time would start in the middle of them.
 	inserted := c.binlogEnd(0)
+	stop := c.startSyncer(0)
+	c.waitResumePosition(0, inserted)
+	if err := stop(); err != nil {
+		b.Fatal(err)
+	}
 	for from := 0; from < total; from += 1000 {
 		c.up(0, fmt.Sprintf("UPDATE db_1.hot SET v = CONCAT('new-', id) WHERE id > %d AND id <= %d", from, min(from+1000, total)))
 	}
 	end := c.binlogEnd(0)
 	b.ResetTimer()
-	c.startSyncer(0)
-	c.waitResumePosition(0, inserted)
 	start := time.Now()
+	c.startSyncer(0) // from the checkpoint: the updates alone
 	c.waitResumePosition(0, end)
 	rate := float64(total) / time.Since(start).Seconds()
 	b.StopTimer()

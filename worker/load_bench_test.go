@@ -22,10 +22,7 @@ import (
 // one per shard table) measured in the same run, the time from the load's end to the sync unit's start,
 // and the peak RSS of this process during the load. Run with -benchtime 1x.
 func BenchmarkFullLoad(b *testing.B) {
-	perTable := 1_000_000
-	if v := os.Getenv("TRIBUTARY_BENCH_LOAD_ROWS"); v != "" {
-		fmt.Sscan(v, &perTable)
-	}
+	perTable := benchEnv("TRIBUTARY_BENCH_LOAD_ROWS", 1_000_000)
 	for i := 0; i < b.N; i++ {
 		fullLoad(b, perTable)
 	}

@@ -56,16 +56,7 @@ type lockWaitTable struct {
 }
 
 func lockWait(b *testing.B, workers, batch int) {
-	backlog, held, rounds := 1000000, 1000000, 3
-	if v := os.Getenv("TRIBUTARY_BENCH_BACKLOG"); v != "" {
-		fmt.Sscan(v, &backlog)
-	}
-	if v := os.Getenv("TRIBUTARY_BENCH_ROWS"); v != "" {
-		fmt.Sscan(v, &held)
-	}
-	if v := os.Getenv("TRIBUTARY_BENCH_ROUNDS"); v != "" {
-		fmt.Sscan(v, &rounds)
-	}
+	backlog, held, rounds := benchEnv("TRIBUTARY_BENCH_BACKLOG", 1000000), benchEnv("TRIBUTARY_BENCH_ROWS", 1000000), benchEnv("TRIBUTARY_BENCH_ROUNDS", 3)
 	b.StopTimer()
 	c := newClusterTB(b)
 	c.workers, c.batch = workers, batch
