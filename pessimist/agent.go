@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/metadata"
 )
 
 // ErrLockRemoved means the lock's keys were removed (unlock --force-remove, stop-task) while this
@@ -25,6 +28,13 @@ type Agent struct {
 	log    *zap.Logger
 	retry  time.Duration
 	gen    int64 // revision of this agent's AgentKey write; 0 until the first PutInfo
+
+	wmu sync.Mutex
+	ops *opsWatch // the watch of the task's operations, nil when none runs
+
+	infoAfter   time.Duration // a wait watches its info once it has lasted this long
+	opsIdle     time.Duration // the operations watch ends after this long with no wait on it
+	onInfoWatch func()        // tests: called when a wait starts watching its info
 }
 
 // ErrSuperseded means a newer agent (worker incarnation) of the same source has started.
@@ -36,6 +46,7 @@ func NewAgent(cli *clientv3.Client, layout Layout, task, source string, log *zap
 		log = zap.NewNop()
 	}
 	return &Agent{cli: cli, layout: layout, task: task, source: source, retry: 100 * time.Millisecond,
+		infoAfter: 50 * time.Millisecond, opsIdle: time.Minute,
 		log: log.With(zap.String("task", task), zap.String("source", source))}
 }
 
@@ -91,6 +102,7 @@ func (a *Agent) PutInfo(ctx context.Context, target string, ddls []string) (Info
 type lockView struct {
 	own, exec *Operation
 	info      *Info
+	rev       int64 // the revision read
 }
 
 // read reads this source's view of a lock: the lock's operations (one or two keys, unless an unlock
@@ -103,7 +115,7 @@ func (a *Agent) read(ctx context.Context, target string) (lockView, error) {
 	if err != nil {
 		return lockView{}, err
 	}
-	var v lockView
+	v := lockView{rev: resp.Header.Revision}
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
 		o := new(Operation)
 		if err := decodeOp(kv, o); err != nil {
@@ -187,13 +199,12 @@ func (a *Agent) WaitOperation(ctx context.Context, info Info) (Operation, error)
 	}
 }
 
-// waitOperation watches the lock's operations and this source's info first and reads them second, so
-// no change after the read can be missed, and the watches start at the current revision (a watch that
-// starts in the past is served by etcd's catch-up loop, which runs only every 100 ms). The lock's
-// operations are normally one key, the exec operation: its done is the skip of every participant.
+// waitOperation subscribes to the agent's watch of its task's operations (created before, so nothing
+// after the read below can be missed), then reads the lock. An operation put is taken from the watch
+// event itself; any other change of the lock's operations reads the lock again. This source's info is
+// watched too, from the read's revision on, so that a lock removed meanwhile (unlock --force-remove,
+// stop-task) ends the wait: that watch may start in the past, and nothing waits for its creation.
 func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error) {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
 	changed := make(chan error, 1)
 	notify := func(err error) {
 		select {
@@ -201,64 +212,54 @@ func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error)
 		default:
 		}
 	}
-	// An operation put is taken from the watch event itself: one round trip less per source.
 	found := make(chan Operation, 1)
 	opKey, opPrefix := a.layout.OperationKey(a.task, info.Target, a.source), a.layout.lockPrefix(kindOp, a.task, info.Target)
-	created := make(chan struct{}, 2)
-	for _, key := range []string{opPrefix, a.layout.InfoKey(a.task, info.Target, a.source)} {
-		opts := []clientv3.OpOption{clientv3.WithCreatedNotify()}
-		if key == opPrefix {
-			opts = append(opts, clientv3.WithPrefix())
+	unsubscribe, err := a.subscribeOps(ctx, func(events []*clientv3.Event, err error) {
+		if err != nil {
+			notify(err)
+			return
 		}
-		wch := a.cli.Watch(wctx, key, opts...)
-		go func() {
-			for wr := range wch {
-				if wr.Created {
-					created <- struct{}{}
-				}
-				// An operation put says all there is to know about its key: only other changes (an
-				// info or operation removed) need the lock read again. Reading on every put made all
-				// of a lock's sources read it at once when its exec was written, on the owner's path.
-				reread := false
-				for _, ev := range wr.Events {
-					var op Operation
-					if ev.Type != clientv3.EventTypePut || key != opPrefix || decodeOp(ev.Kv, &op) != nil {
-						reread = true
-						continue
-					}
-					var answer *Operation
-					if string(ev.Kv.Key) == opKey {
-						answer = a.answer(&op, nil, &info, info.DDLs)
-					} else if op.Exec {
-						answer = a.answer(nil, &op, &info, info.DDLs)
-					}
-					if answer != nil {
-						select {
-						case found <- *answer:
-						default:
-						}
-					}
-				}
-				if reread || wr.Err() != nil {
-					notify(wr.Err())
+		// An operation put says all there is to know about its key: only other changes (an operation
+		// removed) need the lock read again. Reading on every put made all of a lock's sources read it
+		// at once when its exec was written, on the owner's path.
+		reread := false
+		for _, ev := range events {
+			if !strings.HasPrefix(string(ev.Kv.Key), opPrefix) {
+				continue // another lock of the task
+			}
+			var op Operation
+			if ev.Type != clientv3.EventTypePut || decodeOp(ev.Kv, &op) != nil {
+				reread = true
+				continue
+			}
+			var answer *Operation
+			if string(ev.Kv.Key) == opKey {
+				answer = a.answer(&op, nil, &info, info.DDLs)
+			} else if op.Exec {
+				answer = a.answer(nil, &op, &info, info.DDLs)
+			}
+			if answer != nil {
+				select {
+				case found <- *answer:
+				default:
 				}
 			}
-			notify(errors.New("watch closed"))
-		}()
-	}
-	for n := 0; n < 2; {
-		select {
-		case <-ctx.Done():
-			return Operation{}, ctx.Err()
-		case <-created:
-			n++
-		case err := <-changed:
-			if err != nil {
-				return Operation{}, fmt.Errorf("watch lock %s: %w", info.LockID(), err)
-			}
-			// A change before both watches exist: the read below sees it.
 		}
+		if reread {
+			notify(nil)
+		}
+	})
+	if err != nil {
+		return Operation{}, fmt.Errorf("watch lock %s: %w", info.LockID(), err)
 	}
+	defer unsubscribe()
+	wctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(ctx), watchStreamKey, "info"))
+	defer cancel()
+	// Most waits end within milliseconds: the info watch starts only when a wait lasts, from the last
+	// read's revision (so it misses nothing), and a lock of N sources creates no N watches.
+	infoTimer := time.NewTimer(a.infoAfter)
+	defer infoTimer.Stop()
+	var rev int64
 	for {
 		v, err := a.read(ctx, info.Target)
 		if err != nil {
@@ -270,22 +271,160 @@ func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error)
 		if v.info == nil {
 			return Operation{}, fmt.Errorf("source %s waiting on lock %s: %w", a.source, info.LockID(), ErrLockRemoved)
 		}
-		select {
-		case <-ctx.Done():
-			return Operation{}, ctx.Err()
-		case op := <-found:
-			return op, nil
-		case err := <-changed:
-			if err != nil {
-				return Operation{}, fmt.Errorf("watch lock %s: %w", info.LockID(), err)
-			}
+		rev = v.rev
+	wait:
+		for {
 			select {
+			case <-ctx.Done():
+				return Operation{}, ctx.Err()
+			case <-infoTimer.C:
+				wch := a.cli.Watch(wctx, a.layout.InfoKey(a.task, info.Target, a.source), clientv3.WithRev(rev+1))
+				go func() {
+					for wr := range wch {
+						if len(wr.Events) > 0 || wr.Err() != nil {
+							notify(wr.Err())
+						}
+					}
+					if wctx.Err() == nil {
+						notify(errors.New("watch closed"))
+					}
+				}()
+				if a.onInfoWatch != nil {
+					a.onInfoWatch()
+				}
 			case op := <-found:
 				return op, nil
-			default:
+			case err := <-changed:
+				if err != nil {
+					return Operation{}, fmt.Errorf("watch lock %s: %w", info.LockID(), err)
+				}
+				select {
+				case op := <-found:
+					return op, nil
+				default:
+				}
+				break wait // read the lock again
 			}
 		}
 	}
+}
+
+// watchStreamKey is the gRPC metadata that puts the agents' watches on streams of their own: etcd's
+// client creates the watches of one stream one at a time, each waiting for the server's answer.
+const watchStreamKey = "tributary-watch"
+
+// opsWatch is an agent's one watch of its task's operations, shared by its waits and kept between
+// locks, so that a wait creates no watch on the owner's path: a watch costs a round trip to create,
+// and a client creates the watches of a stream one after another (N agents on one client, 2N round
+// trips in a row for each lock when every wait made its own).
+type opsWatch struct {
+	ready  chan struct{} // closed once etcd has created the watch
+	failed chan struct{} // closed when the watch ended (err says why); no subscription after that
+	err    error
+	cancel context.CancelFunc
+	subs   map[*opsSub]struct{}
+	idle   *time.Timer
+}
+
+type opsSub struct {
+	handle func(events []*clientv3.Event, err error) // called on the watch's goroutine; must not block
+}
+
+// subscribeOps calls handle with every later event of the task's operations, and with the error once
+// the watch ends. It returns when etcd has created the watch, so a read after it misses nothing.
+func (a *Agent) subscribeOps(ctx context.Context, handle func([]*clientv3.Event, error)) (func(), error) {
+	sub := &opsSub{handle: handle}
+	for {
+		a.wmu.Lock()
+		w := a.ops
+		if w == nil {
+			w = a.startOpsWatch()
+		}
+		if w.idle != nil {
+			w.idle.Stop()
+			w.idle = nil
+		}
+		w.subs[sub] = struct{}{}
+		a.wmu.Unlock()
+		select {
+		case <-ctx.Done():
+			a.unsubscribeOps(w, sub)
+			return nil, ctx.Err()
+		case <-w.failed:
+			a.unsubscribeOps(w, sub)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, w.err
+		case <-w.ready:
+			return func() { a.unsubscribeOps(w, sub) }, nil
+		}
+	}
+}
+
+func (a *Agent) unsubscribeOps(w *opsWatch, sub *opsSub) {
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
+	delete(w.subs, sub)
+	if len(w.subs) > 0 || a.ops != w {
+		return
+	}
+	w.idle = time.AfterFunc(a.opsIdle, func() {
+		a.wmu.Lock()
+		defer a.wmu.Unlock()
+		if a.ops == w && len(w.subs) == 0 {
+			a.ops = nil
+			w.cancel()
+		}
+	})
+}
+
+// startOpsWatch starts the task's operations watch; a.wmu is held.
+func (a *Agent) startOpsWatch() *opsWatch {
+	wctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(context.Background()), watchStreamKey, "ops/"+a.task+"/"+a.source))
+	w := &opsWatch{ready: make(chan struct{}), failed: make(chan struct{}), cancel: cancel, subs: map[*opsSub]struct{}{}}
+	a.ops = w
+	wch := a.cli.Watch(wctx, a.layout.taskPrefix(kindOp, a.task), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	go func() {
+		err := errors.New("watch closed")
+		created := false
+		for wr := range wch {
+			if wr.Created {
+				if !created {
+					created = true
+					close(w.ready)
+				}
+				continue
+			}
+			if wr.Err() != nil {
+				err = wr.Err()
+				break
+			}
+			a.wmu.Lock()
+			subs := make([]*opsSub, 0, len(w.subs))
+			for s := range w.subs {
+				subs = append(subs, s)
+			}
+			a.wmu.Unlock()
+			for _, s := range subs {
+				s.handle(wr.Events, nil)
+			}
+		}
+		cancel()
+		a.wmu.Lock()
+		if a.ops == w {
+			a.ops = nil
+		}
+		w.err = err
+		subs := w.subs
+		w.subs = nil
+		a.wmu.Unlock()
+		close(w.failed)
+		for s := range subs {
+			s.handle(nil, err)
+		}
+	}()
+	return w
 }
 
 // DoneOperationDeleteInfo marks op done and deletes info in one transaction: the master sends skips to the other

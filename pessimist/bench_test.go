@@ -15,7 +15,9 @@ import (
 
 // BenchmarkLockResolution measures one lock on embedded etcd with N sources: the time from the last
 // info put to the last operation done (median and p99 over b.N locks), and the etcd writes (revisions)
-// per source per lock, cleanup included. Set TRIBUTARY_ETCD_FSYNC=1 to measure with fsync on.
+// per source per lock, cleanup included; ms-to-exec is the median from the last info put to the owner
+// holding its exec, ms-owner-done from there to the owner's done written (the rest is the other
+// sources' dones). Set TRIBUTARY_ETCD_FSYNC=1 to measure with fsync on.
 // sources=64,tables=16 is one lock over 1024 shard tables: each source's worker-side ShardingGroup
 // of 16 tables (shardgroup.TrySync per table) puts the source's one info once all 16 reached the DDL.
 func BenchmarkLockResolution(b *testing.B) {
@@ -52,7 +54,7 @@ func benchLock(b *testing.B, n, tables int) {
 	coord := start(ctx, func(ctx context.Context) { NewCoordinator(cli, layout).Run(ctx) })
 	defer coord.stop()
 
-	var latencies []time.Duration
+	var latencies, toExec, execToDone []time.Duration
 	var writes int64
 	b.ResetTimer()
 	for it := 0; it < b.N; it++ {
@@ -63,11 +65,13 @@ func benchLock(b *testing.B, n, tables int) {
 			b.Fatal(err)
 		}
 		var (
-			mu       sync.Mutex
-			lastPut  time.Time
-			lastDone time.Time
-			wg       sync.WaitGroup
-			errs     = make(chan error, n)
+			mu        sync.Mutex
+			lastPut   time.Time
+			lastDone  time.Time
+			ownerExec time.Time // when the owner got its exec operation
+			ownerDone time.Time // when its done was written
+			wg        sync.WaitGroup
+			errs      = make(chan error, n)
 		)
 		for ai, a := range agents {
 			wg.Add(1)
@@ -98,8 +102,14 @@ func benchLock(b *testing.B, n, tables int) {
 				}
 				mu.Unlock()
 				op, err := a.WaitOperation(ctx, info)
+				execAt := time.Now()
 				if err == nil {
 					err = a.DoneOperationDeleteInfo(ctx, op, info)
+				}
+				if err == nil && op.Exec {
+					mu.Lock()
+					ownerExec, ownerDone = execAt, time.Now()
+					mu.Unlock()
 				}
 				if err == nil && groups[ai] != nil {
 					_, err = groups[ai].ResolveActive()
@@ -122,6 +132,8 @@ func benchLock(b *testing.B, n, tables int) {
 			b.Fatal(err)
 		}
 		latencies = append(latencies, lastDone.Sub(lastPut))
+		toExec = append(toExec, ownerExec.Sub(lastPut))
+		execToDone = append(execToDone, ownerDone.Sub(ownerExec))
 		// Wait for the cleanup so its write is counted and the next lock starts clean.
 		var after int64
 		for {
@@ -141,5 +153,10 @@ func benchLock(b *testing.B, n, tables int) {
 	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
 	b.ReportMetric(float64(latencies[len(latencies)/2].Microseconds())/1000, "ms-median")
 	b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds())/1000, "ms-p99")
+	for _, d := range [][]time.Duration{toExec, execToDone} {
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	}
+	b.ReportMetric(float64(toExec[len(toExec)/2].Microseconds())/1000, "ms-to-exec")
+	b.ReportMetric(float64(execToDone[len(execToDone)/2].Microseconds())/1000, "ms-owner-done")
 	b.ReportMetric(float64(writes)/float64(b.N)/float64(n), "writes/source")
 }
