@@ -449,7 +449,7 @@ func (lb *latencyBench) report(rs []round) {
 	}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	// The path of a lock, each segment from the previous mark: names and values per round.
-	segments := []string{"upstream alter", "binlog->ddl read", "->info put", "->info seen", "->exec op seen", "->op received", "->op applying", "->flushed",
+	segments := []string{"upstream alter", "binlog->ddl read", "->info putting", "->info put", "->info seen", "->exec op seen", "->op received", "->op applying", "->flushed",
 		"->ddl prepared", "alter", "->visible (poll)", "done put after alter", "skips seen after done", "lock gone after alter", "re-sync started after alter", "alter (twin)"}
 	values := map[string][]float64{}
 	var lat, over, alters, twins, overTwin []float64
@@ -484,6 +484,7 @@ func (lb *latencyBench) report(rs []round) {
 			}
 		}
 		read, _ := at(rd.last, "ddl read", rd.start, end)
+		putting, _ := at(rd.last, "info putting", rd.start, end)
 		put, _ := at(rd.last, "info put", rd.start, end)
 		recv, _ := at(owner, "op received", rd.start, end)
 		applying, _ := at(owner, "op applying", rd.start, end)
@@ -501,7 +502,7 @@ func (lb *latencyBench) report(rs []round) {
 		seg := map[string]float64{"upstream alter": ms(rd.committed.Sub(rd.start)), "alter (twin)": rd.twin}
 		if ok {
 			maps.Copy(seg, map[string]float64{
-				"binlog->ddl read": ms(read.Sub(rd.committed)), "->info put": ms(put.Sub(read)), "->info seen": ms(infoSeen.Sub(put)),
+				"binlog->ddl read": ms(read.Sub(rd.committed)), "->info putting": ms(putting.Sub(read)), "->info put": ms(put.Sub(putting)), "->info seen": ms(infoSeen.Sub(put)),
 				"->exec op seen": ms(execSeen.Sub(infoSeen)), "->op received": ms(recv.Sub(execSeen)), "->op applying": ms(applying.Sub(recv)),
 				"->flushed": ms(flushed.Sub(applying)), "->ddl prepared": ms(prepared.Sub(flushed)), "alter": ms(executed.Sub(prepared)),
 				"->visible (poll)": ms(rd.visible.Sub(executed)), "done put after alter": ms(done.Sub(executed)),

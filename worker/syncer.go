@@ -1735,6 +1735,7 @@ func (s *Syncer) postInfo(ctx context.Context, target TableName) error {
 	ddls := s.groups[target].Status().ActiveDDLs
 	lock := pessimist.LockID(s.cfg.Task, target.String())
 	s.trace(lock, "ddl read", s.ddlReadAt)
+	s.trace(lock, "info putting", time.Now())
 	info, err := s.cfg.Agent.PutInfo(ctx, target.String(), ddls)
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 // in order:
 //
 //	ddl read        the DDL event that made the source's group synced was read from the binlog
+//	info putting    the DDL is parsed and the group synced: the info's put starts
 //	info put        the info is in etcd
 //	op received     the operation's watch event arrived (exec or skip)
 //	op applying     the event loop took it
