@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -310,8 +311,13 @@ func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error)
 }
 
 // watchStreamKey is the gRPC metadata that puts the agents' watches on streams of their own: etcd's
-// client creates the watches of one stream one at a time, each waiting for the server's answer.
+// client creates the watches of one stream one at a time, each waiting for the server's answer, and
+// the server sends a stream's responses through one queue of 128, past which a watcher waits for its
+// 10 ms or 100 ms catch-up loops. Each operations watch has a stream of its own (opsStreams numbers
+// them; a task or source name may hold bytes gRPC metadata cannot); the info watches share one.
 const watchStreamKey = "tributary-watch"
+
+var opsStreams atomic.Int64
 
 // opsWatch is an agent's one watch of its task's operations, shared by its waits and kept between
 // locks, so that a wait creates no watch on the owner's path: a watch costs a round trip to create,
@@ -334,31 +340,29 @@ type opsSub struct {
 // the watch ends. It returns when etcd has created the watch, so a read after it misses nothing.
 func (a *Agent) subscribeOps(ctx context.Context, handle func([]*clientv3.Event, error)) (func(), error) {
 	sub := &opsSub{handle: handle}
-	for {
-		a.wmu.Lock()
-		w := a.ops
-		if w == nil {
-			w = a.startOpsWatch()
-		}
-		if w.idle != nil {
-			w.idle.Stop()
-			w.idle = nil
-		}
-		w.subs[sub] = struct{}{}
-		a.wmu.Unlock()
-		select {
-		case <-ctx.Done():
-			a.unsubscribeOps(w, sub)
+	a.wmu.Lock()
+	w := a.ops
+	if w == nil {
+		w = a.startOpsWatch()
+	}
+	if w.idle != nil {
+		w.idle.Stop()
+		w.idle = nil
+	}
+	w.subs[sub] = struct{}{}
+	a.wmu.Unlock()
+	select {
+	case <-ctx.Done():
+		a.unsubscribeOps(w, sub)
+		return nil, ctx.Err()
+	case <-w.failed:
+		a.unsubscribeOps(w, sub)
+		if ctx.Err() != nil {
 			return nil, ctx.Err()
-		case <-w.failed:
-			a.unsubscribeOps(w, sub)
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, w.err
-		case <-w.ready:
-			return func() { a.unsubscribeOps(w, sub) }, nil
 		}
+		return nil, w.err // the next wait starts a new watch
+	case <-w.ready:
+		return func() { a.unsubscribeOps(w, sub) }, nil
 	}
 }
 
@@ -381,7 +385,8 @@ func (a *Agent) unsubscribeOps(w *opsWatch, sub *opsSub) {
 
 // startOpsWatch starts the task's operations watch; a.wmu is held.
 func (a *Agent) startOpsWatch() *opsWatch {
-	wctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(context.Background()), watchStreamKey, "ops/"+a.task+"/"+a.source))
+	wctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(context.Background()),
+		watchStreamKey, fmt.Sprintf("ops-%d", opsStreams.Add(1))))
 	w := &opsWatch{ready: make(chan struct{}), failed: make(chan struct{}), cancel: cancel, subs: map[*opsSub]struct{}{}}
 	a.ops = w
 	wch := a.cli.Watch(wctx, a.layout.taskPrefix(kindOp, a.task), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
