@@ -57,9 +57,10 @@ func roundTrip(t *testing.T, db *sql.DB, schema, task, source string) {
 		Schemas:        map[TableName]string{long: `[{"from":{"file":"","pos":0},"cols":["id"]}]`},
 		Online:         map[TableName]string{long: `{"ghost":{"Schema":"db_1","Name":"_t_gho"}}`, {Schema: "db_1", Name: "t_2"}: ""},
 		ResolvedTarget: &target, ResolvedDDLs: []string{"ALTER TABLE `db`.`t` ADD COLUMN `c` INT"},
-		// Lanes of a long table name, of two key versions with the same lane numbers: kept apart.
+		// Lanes of a long table name, of two key versions with the same lane numbers, and a chunked lane
+		// with a hashed one's numbers and key: kept apart.
 		Lanes: map[TableName][]Lane{long: {{N: 4, Index: 1, Cols: []string{"id"}, Pos: pos(13)}, {N: 4, Index: 1, Cols: []string{"id", "k"}, Pos: pos(14)},
-			{N: 16, Index: 15, Cols: []string{"id"}, Pos: pos(15)}}},
+			{N: 16, Index: 15, Cols: []string{"id"}, Pos: pos(15)}, {N: 4, Index: 1, Chunk: 1024, Cols: []string{"id"}, Pos: pos(16)}}},
 	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -406,5 +407,27 @@ func TestProbe(t *testing.T) {
 	}
 	if n := probeTables(); n != 0 {
 		t.Fatalf("%d probe tables left", n)
+	}
+}
+
+// TestLaneIDs: a hashed lane's row id keeps the form of checkpoints written before chunked lanes
+// (n/index/key), a chunked lane's adds its chunk, and both read back as written.
+func TestLaneIDs(t *testing.T) {
+	tbl := TableName{Schema: "db_1", Name: "t_1"}
+	for _, l := range []Lane{{N: 16, Index: 3, Cols: []string{"id"}}, {N: 16, Index: 3, Chunk: 1024, Cols: []string{"id"}}} {
+		id := laneID(tbl, l)
+		if parts := strings.Count(strings.SplitN(id, ":", 2)[1], "/"); (l.Chunk == 0) != (parts == 2) {
+			t.Fatalf("lane id %q", id)
+		}
+		got, gl, err := parseLaneID(id)
+		if err != nil || got != tbl || gl.N != l.N || gl.Index != l.Index || gl.Chunk != l.Chunk {
+			t.Fatalf("%q read back as %v %+v %v", id, got, gl, err)
+		}
+	}
+	for _, bad := range []string{`lane:16/3/abcd1234/0:{"Schema":"a","Name":"b"}`, `lane:16/3/abcd1234/x:{"Schema":"a","Name":"b"}`,
+		`lane:16/3/abcd1234/1/2:{"Schema":"a","Name":"b"}`} {
+		if _, _, err := parseLaneID(bad); err == nil {
+			t.Errorf("%q was read", bad)
+		}
 	}
 }

@@ -38,13 +38,16 @@ type Checkpoint struct {
 	Lanes map[TableName][]Lane
 }
 
-// Lane says that the rows of an upstream table whose key hashes to lane Index of N, up to Pos, are
+// Lane says that the rows of an upstream table whose key falls in lane Index of N, up to Pos, are
 // applied. A table whose rows one flush commits on several connections (by key) gets one per
 // connection instead of its table position, which a later transaction then moves past them all; a
 // row is applied when its table position or its lane's position is at or past its event. Cols are the
-// key columns the lane hash was computed over, so a lane reads the same after the key changes.
+// key columns the lane was computed over, so a lane reads the same after the key changes. Chunk 0:
+// the lane is the hash of the key's values mod N; Chunk > 0: the key is one integer column, and its
+// value / Chunk mod N is the lane (runs of Chunk consecutive keys share one).
 type Lane struct {
 	N, Index int
+	Chunk    int
 	Cols     []string
 	Pos      Position
 }
@@ -414,10 +417,14 @@ func (s *Store) WriteLoad(ctx context.Context, e Execer, r LoadRow) error {
 
 const lanePrefix = "lane:"
 
-// laneID is "lane:<n>/<index>/<hash of the key columns>:" and the table's JSON: one row per lane and
-// key, so a lane of the key before a DDL is not overwritten by the lane of the same number after it.
+// laneID is "lane:<n>/<index>/<hash of the key columns>:" and the table's JSON (a hashed lane), or
+// "lane:<n>/<index>/<hash of the key columns>/<chunk>:" (a chunked lane): one row per lane and key,
+// so a lane of the key before a DDL is not overwritten by the lane of the same number after it.
 func laneID(t TableName, l Lane) string {
 	cols, _ := json.Marshal(l.Cols)
+	if l.Chunk > 0 {
+		return tableID(fmt.Sprintf("%s%d/%d/%s/%d:", lanePrefix, l.N, l.Index, Hash(string(cols))[:8], l.Chunk), t)
+	}
 	return tableID(fmt.Sprintf("%s%d/%d/%s:", lanePrefix, l.N, l.Index, Hash(string(cols))[:8]), t)
 }
 
@@ -429,11 +436,16 @@ func parseLaneID(id string) (TableName, Lane, error) {
 		return t, l, errors.New("no table")
 	}
 	parts := strings.Split(rest, "/")
-	if len(parts) != 3 {
-		return t, l, errors.New("not n/index/key")
+	if len(parts) != 3 && len(parts) != 4 {
+		return t, l, errors.New("not n/index/key or n/index/key/chunk")
 	}
 	if _, err := fmt.Sscan(parts[0]+" "+parts[1], &l.N, &l.Index); err != nil || l.N <= 0 || l.Index < 0 || l.Index >= l.N {
 		return t, l, fmt.Errorf("lane %q", rest)
+	}
+	if len(parts) == 4 {
+		if _, err := fmt.Sscan(parts[3], &l.Chunk); err != nil || l.Chunk <= 0 {
+			return t, l, fmt.Errorf("lane %q: chunk", rest)
+		}
 	}
 	return t, l, json.Unmarshal([]byte(js), &t)
 }

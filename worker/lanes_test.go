@@ -44,9 +44,9 @@ func TestLanesSpreadSequentialKeys(t *testing.T) {
 		count := make([]int, n)
 		const keys = 64000
 		for id := 1; id <= keys; id++ {
-			l, _ := laneOf(nil, []any{int64(id)}, []int{0}, n)
+			l, _ := laneOf(nil, []any{int64(id)}, []int{0}, n, 0)
 			count[l]++
-			if again, _ := laneOf(nil, []any{int32(id)}, []int{0}, n); again != l {
+			if again, _ := laneOf(nil, []any{int32(id)}, []int{0}, n, 0); again != l {
 				t.Fatalf("id %d: lane %d, then %d", id, l, again)
 			}
 		}
@@ -57,12 +57,56 @@ func TestLanesSpreadSequentialKeys(t *testing.T) {
 		}
 	}
 	// The stored meaning of a lane: these values must never change (checkpoints hold lanes).
-	if l, _ := laneOf(nil, []any{int64(1)}, []int{0}, 16); l != laneOf1of16 {
+	if l, _ := laneOf(nil, []any{int64(1)}, []int{0}, 16, 0); l != laneOf1of16 {
 		t.Fatalf("lane of id 1 in 16 is %d, was %d: the lane hash changed, which breaks checkpoints written before", l, laneOf1of16)
 	}
 }
 
 const laneOf1of16 = 1
+
+// TestLanesChunkIntegerKeys: a chunked lane puts laneChunk consecutive integer keys on one lane and
+// the next run on the next lane, whatever the value's Go type, so sequential keys fill every lane
+// evenly; a value that is not an integer goes by the hash.
+func TestLanesChunkIntegerKeys(t *testing.T) {
+	for _, n := range []int{2, 4, 16} {
+		count := make([]int, n)
+		keys := 8 * n * laneChunk
+		for id := 0; id < keys; id++ {
+			l, _ := laneOf(nil, []any{int64(id)}, []int{0}, n, laneChunk)
+			if want := id / laneChunk % n; l != want {
+				t.Fatalf("%d lanes: id %d in lane %d, want %d", n, id, l, want)
+			}
+			for _, v := range []any{int32(id), uint64(id), uint32(id), int(id)} {
+				if again, _ := laneOf(nil, []any{v}, []int{0}, n, laneChunk); again != l {
+					t.Fatalf("id %d as %T: lane %d, then %d", id, v, l, again)
+				}
+			}
+			count[l]++
+		}
+		for l, c := range count {
+			if c != keys/n {
+				t.Errorf("%d lanes: lane %d has %d of %d keys", n, l, c, keys)
+			}
+		}
+	}
+	// Negative keys have lanes too, the same for every Go type of the value.
+	if a, _ := laneOf(nil, []any{int64(-5)}, []int{0}, 16, laneChunk); true {
+		if b, _ := laneOf(nil, []any{int8(-5)}, []int{0}, 16, laneChunk); a != b {
+			t.Fatalf("-5: lane %d as int64, %d as int8", a, b)
+		}
+	}
+	for _, v := range []any{"x", []byte("x"), 1.5} {
+		hashed, _ := laneOf(nil, []any{v}, []int{0}, 16, 0)
+		if l, _ := laneOf(nil, []any{v}, []int{0}, 16, laneChunk); l != hashed {
+			t.Errorf("%T value: lane %d in a chunked lane, %d by the hash", v, l, hashed)
+		}
+	}
+	// Two key columns go by the hash even in a chunked plan.
+	two, _ := laneOf(nil, []any{int64(1), int64(2)}, []int{0, 1}, 16, 0)
+	if l, _ := laneOf(nil, []any{int64(1), int64(2)}, []int{0, 1}, 16, laneChunk); l != two {
+		t.Errorf("two columns: lane %d, by the hash %d", l, two)
+	}
+}
 
 func TestKeysSkipNullsAndCoverBothImages(t *testing.T) {
 	p := &keyPlan{target: "`db`.`t`", laneIdx: []int{0}, keys: [][]int{{0}, {1}}, names: []string{"PRIMARY", "u"}}
@@ -92,6 +136,13 @@ func TestKeysSkipNullsAndCoverBothImages(t *testing.T) {
 // to the upstream: no change lost, none applied twice, no duplicate key on the way. A table with a
 // case-insensitive unique key stays on one connection.
 func TestHotTableByKey(t *testing.T) {
+	// Chunks of 4 ids put neighbours on other lanes, as the hash does: rows move between lanes all the
+	// time in both.
+	t.Run("chunk=4", func(t *testing.T) { hotTableByKey(t, 4) })
+	t.Run("hash", func(t *testing.T) { hotTableByKey(t, -1) })
+}
+
+func hotTableByKey(t *testing.T, chunk int) {
 	seed := time.Now().UnixNano()
 	if v := os.Getenv("TRIBUTARY_LANES_SEED"); v != "" {
 		fmt.Sscan(v, &seed)
@@ -99,7 +150,7 @@ func TestHotTableByKey(t *testing.T) {
 	t.Logf("seed %d (TRIBUTARY_LANES_SEED)", seed)
 	rng := rand.New(rand.NewSource(seed))
 	c := newCluster(t)
-	c.workers, c.spread = 4, true
+	c.workers, c.spread, c.laneChunk = 4, true, chunk
 	c.up(0, "CREATE TABLE db_1.hot (id INT PRIMARY KEY, u INT UNIQUE, v VARCHAR(32))",
 		"CREATE TABLE db_1.mail (id INT PRIMARY KEY, email VARCHAR(64) UNIQUE, v INT)")
 	stop := c.startSyncer(0)
@@ -221,8 +272,13 @@ func TestHotTableByKey(t *testing.T) {
 // positions (the table position had not moved past them). Without lane positions they would be
 // inserted twice (duplicate key) or, with the table position moved, the failed ones lost.
 func TestPartialFlushResumesByLane(t *testing.T) {
+	t.Run("chunk=1024", func(t *testing.T) { partialFlushResumesByLane(t, 0) })
+	t.Run("hash", func(t *testing.T) { partialFlushResumesByLane(t, -1) })
+}
+
+func partialFlushResumesByLane(t *testing.T, chunk int) {
 	c := newCluster(t)
-	c.workers, c.spread = 4, true
+	c.workers, c.spread, c.laneChunk = 4, true, chunk
 	c.up(0, "CREATE TABLE db_1.hot (id INT PRIMARY KEY, u INT UNIQUE, v VARCHAR(32))")
 	stop := c.startSyncer(0)
 	var fired atomic.Bool

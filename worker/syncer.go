@@ -75,6 +75,8 @@ type SyncerConfig struct {
 	// binlog order (lanes.go).
 	WorkerCount     int
 	SpreadHotTables bool
+	// laneChunk replaces laneChunk for a spread table's integer key (tests; -1: every key by its hash).
+	laneChunk int
 	// Epoch is the binding's epoch: the checkpoint is claimed for it at start, and every downstream
 	// transaction fails with ErrFenced once a newer binding has claimed it (0: no fencing).
 	Epoch int64
@@ -224,8 +226,9 @@ type partition struct {
 }
 
 type laneClaim struct {
-	pos  Position
-	cols []string
+	pos   Position
+	cols  []string
+	chunk int
 }
 
 // partitionOf is the connection of a table's changes that are not spread by key.
@@ -943,7 +946,7 @@ func (s *Syncer) place(ctx context.Context, src TableName, plan *keyPlan, change
 		n := len(s.parts)
 		for i := range changes {
 			var l int
-			l, s.keyBuf = laneOf(s.keyBuf, keyImage(&changes[i]), plan.laneIdx, n)
+			l, s.keyBuf = laneOf(s.keyBuf, keyImage(&changes[i]), plan.laneIdx, n, plan.chunk)
 			lanes = append(lanes, l)
 			offs = append(offs, len(keys))
 			keys, s.keyBuf = plan.appendKeys(keys, s.keyBuf, &changes[i])
@@ -1007,7 +1010,7 @@ func (s *Syncer) place(ctx context.Context, src TableName, plan *keyPlan, change
 				s.keyConn[k] = lanes[i]
 			}
 			if !serial {
-				p.lanes[src] = laneClaim{pos: end, cols: plan.cols}
+				p.lanes[src] = laneClaim{pos: end, cols: plan.cols, chunk: plan.chunk}
 			}
 		}
 	}
@@ -1395,7 +1398,7 @@ func (s *Syncer) claims(busy []*partition) (tables []map[TableName]Position, lan
 				}
 			}
 			if l, ok := p.lanes[t]; ok {
-				lanes[i][t] = append(lanes[i][t], meta.Lane{N: len(s.parts), Index: p.idx, Cols: l.cols, Pos: l.pos})
+				lanes[i][t] = append(lanes[i][t], meta.Lane{N: len(s.parts), Index: p.idx, Chunk: l.chunk, Cols: l.cols, Pos: l.pos})
 				if l.pos.Compare(last) > 0 {
 					last = l.pos
 				}

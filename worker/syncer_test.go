@@ -70,6 +70,7 @@ type cluster struct {
 	// default connections); spread is syncers.spread-hot-tables.
 	batch, workers int
 	spread         bool
+	laneChunk      int // SyncerConfig.laneChunk
 }
 
 func newCluster(t *testing.T) *cluster { return newClusterTB(t) }
@@ -214,6 +215,7 @@ func (c *cluster) startSyncerGet(i int) (stop func() error, syncer *Syncer) {
 		ServerID: 9000 + uint32(i), Router: c.router, Downstream: c.syncDB, DDLDownstream: c.ddlDB, GroupStatements: true, MetaSchema: "dm_meta",
 		Agent: pessimist.NewAgent(c.cli, c.layout, c.task, src, nil), BatchRows: cmp.Or(c.batch, 64), TxnRows: c.txnRows(), WorkerCount: c.workers, Log: c.logger(),
 		Epoch: c.nextEpoch(), Online: c.online, Operators: c.operators(i), SafeMode: c.safe, SpreadHotTables: c.spread,
+		laneChunk: c.laneChunk,
 	})
 	errc, failed := make(chan error, 1), c.failures(i)
 	go func() {
