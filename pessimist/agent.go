@@ -33,9 +33,8 @@ type Agent struct {
 	wmu sync.Mutex
 	ops *opsWatch // the watch of the task's operations, nil when none runs
 
-	infoAfter   time.Duration // a wait watches its info once it has lasted this long
 	opsIdle     time.Duration // the operations watch ends after this long with no wait on it
-	onInfoWatch func()        // tests: called when a wait starts watching its info
+	onInfoWatch func()        // tests: called when a wait, its watches created, has read the lock
 }
 
 // ErrSuperseded means a newer agent (worker incarnation) of the same source has started.
@@ -47,8 +46,8 @@ func NewAgent(cli *clientv3.Client, layout Layout, task, source string, log *zap
 		log = zap.NewNop()
 	}
 	return &Agent{cli: cli, layout: layout, task: task, source: source, retry: 100 * time.Millisecond,
-		infoAfter: 50 * time.Millisecond, opsIdle: time.Minute,
-		log: log.With(zap.String("task", task), zap.String("source", source))}
+		opsIdle: time.Minute,
+		log:     log.With(zap.String("task", task), zap.String("source", source))}
 }
 
 // PutInfo tells the master that every shard table of this source routed to target has reached ddls.
@@ -200,11 +199,11 @@ func (a *Agent) WaitOperation(ctx context.Context, info Info) (Operation, error)
 	}
 }
 
-// waitOperation subscribes to the agent's watch of its task's operations (created before, so nothing
-// after the read below can be missed), then reads the lock. An operation put is taken from the watch
-// event itself; any other change of the lock's operations reads the lock again. This source's info is
-// watched too, from the read's revision on, so that a lock removed meanwhile (unlock --force-remove,
-// stop-task) ends the wait: that watch may start in the past, and nothing waits for its creation.
+// waitOperation subscribes to the agent's watch of its task's operations and watches this source's
+// info, both created before the lock is read, so no change after the read can be missed (a watch that
+// starts in the past is served by etcd's catch-up loop, which runs only every 100 ms). An operation put
+// is taken from the watch event itself; any other change of the lock's operations, or of the info (a
+// lock removed: unlock --force-remove, stop-task), reads the lock again.
 func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error) {
 	changed := make(chan error, 1)
 	notify := func(err error) {
@@ -215,7 +214,7 @@ func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error)
 	}
 	found := make(chan Operation, 1)
 	opKey, opPrefix := a.layout.OperationKey(a.task, info.Target, a.source), a.layout.lockPrefix(kindOp, a.task, info.Target)
-	unsubscribe, err := a.subscribeOps(ctx, func(events []*clientv3.Event, err error) {
+	unsubscribe, stream, err := a.subscribeOps(ctx, func(events []*clientv3.Event, err error) {
 		if err != nil {
 			notify(err)
 			return
@@ -254,13 +253,41 @@ func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error)
 		return Operation{}, fmt.Errorf("watch lock %s: %w", info.LockID(), err)
 	}
 	defer unsubscribe()
-	wctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(ctx), watchStreamKey, "info"))
+	// The info's watch goes on the operations watch's stream (this agent's alone), and the read waits for
+	// its creation: unlock --force-remove of a lock with no operation deletes only the infos, and a user
+	// who resumes the task right after it must find the syncer past the lock already.
+	wctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(ctx), watchStreamKey, stream))
 	defer cancel()
-	// Most waits end within milliseconds: the info watch starts only when a wait lasts, from the last
-	// read's revision (so it misses nothing), and a lock of N sources creates no N watches.
-	infoTimer := time.NewTimer(a.infoAfter)
-	defer infoTimer.Stop()
-	var rev int64
+	wch := a.cli.Watch(wctx, a.layout.InfoKey(a.task, info.Target, a.source), clientv3.WithCreatedNotify())
+	created := make(chan struct{})
+	go func() {
+		for wr := range wch {
+			if wr.Created {
+				close(created)
+				continue
+			}
+			if len(wr.Events) > 0 || wr.Err() != nil {
+				notify(wr.Err())
+			}
+		}
+		if wctx.Err() == nil {
+			notify(errors.New("watch closed"))
+		}
+	}()
+	for waiting := true; waiting; {
+		select {
+		case <-ctx.Done():
+			return Operation{}, ctx.Err()
+		case err := <-changed:
+			if err != nil {
+				return Operation{}, fmt.Errorf("watch lock %s: %w", info.LockID(), err)
+			}
+			// A change before the read: the read sees it.
+		case <-created:
+			waiting = false
+		}
+	}
+	hook := a.onInfoWatch
 	for {
 		v, err := a.read(ctx, info.Target)
 		if err != nil {
@@ -272,39 +299,23 @@ func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error)
 		if v.info == nil {
 			return Operation{}, fmt.Errorf("source %s waiting on lock %s: %w", a.source, info.LockID(), ErrLockRemoved)
 		}
-		rev = v.rev
-	wait:
-		for {
+		if hook != nil {
+			hook()
+			hook = nil
+		}
+		select {
+		case <-ctx.Done():
+			return Operation{}, ctx.Err()
+		case op := <-found:
+			return op, nil
+		case err := <-changed:
+			if err != nil {
+				return Operation{}, fmt.Errorf("watch lock %s: %w", info.LockID(), err)
+			}
 			select {
-			case <-ctx.Done():
-				return Operation{}, ctx.Err()
-			case <-infoTimer.C:
-				wch := a.cli.Watch(wctx, a.layout.InfoKey(a.task, info.Target, a.source), clientv3.WithRev(rev+1))
-				go func() {
-					for wr := range wch {
-						if len(wr.Events) > 0 || wr.Err() != nil {
-							notify(wr.Err())
-						}
-					}
-					if wctx.Err() == nil {
-						notify(errors.New("watch closed"))
-					}
-				}()
-				if a.onInfoWatch != nil {
-					a.onInfoWatch()
-				}
 			case op := <-found:
 				return op, nil
-			case err := <-changed:
-				if err != nil {
-					return Operation{}, fmt.Errorf("watch lock %s: %w", info.LockID(), err)
-				}
-				select {
-				case op := <-found:
-					return op, nil
-				default:
-				}
-				break wait // read the lock again
+			default:
 			}
 		}
 	}
@@ -324,6 +335,7 @@ var opsStreams atomic.Int64
 // and a client creates the watches of a stream one after another (N agents on one client, 2N round
 // trips in a row for each lock when every wait made its own).
 type opsWatch struct {
+	stream string        // the gRPC stream's watchStreamKey value
 	ready  chan struct{} // closed once etcd has created the watch
 	failed chan struct{} // closed when the watch ended (err says why); no subscription after that
 	err    error
@@ -338,7 +350,7 @@ type opsSub struct {
 
 // subscribeOps calls handle with every later event of the task's operations, and with the error once
 // the watch ends. It returns when etcd has created the watch, so a read after it misses nothing.
-func (a *Agent) subscribeOps(ctx context.Context, handle func([]*clientv3.Event, error)) (func(), error) {
+func (a *Agent) subscribeOps(ctx context.Context, handle func([]*clientv3.Event, error)) (unsubscribe func(), stream string, err error) {
 	sub := &opsSub{handle: handle}
 	a.wmu.Lock()
 	w := a.ops
@@ -354,15 +366,15 @@ func (a *Agent) subscribeOps(ctx context.Context, handle func([]*clientv3.Event,
 	select {
 	case <-ctx.Done():
 		a.unsubscribeOps(w, sub)
-		return nil, ctx.Err()
+		return nil, "", ctx.Err()
 	case <-w.failed:
 		a.unsubscribeOps(w, sub)
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, "", ctx.Err()
 		}
-		return nil, w.err // the next wait starts a new watch
+		return nil, "", w.err // the next wait starts a new watch
 	case <-w.ready:
-		return func() { a.unsubscribeOps(w, sub) }, nil
+		return func() { a.unsubscribeOps(w, sub) }, w.stream, nil
 	}
 }
 
@@ -385,9 +397,9 @@ func (a *Agent) unsubscribeOps(w *opsWatch, sub *opsSub) {
 
 // startOpsWatch starts the task's operations watch; a.wmu is held.
 func (a *Agent) startOpsWatch() *opsWatch {
-	wctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(context.Background()),
-		watchStreamKey, fmt.Sprintf("ops-%d", opsStreams.Add(1))))
-	w := &opsWatch{ready: make(chan struct{}), failed: make(chan struct{}), cancel: cancel, subs: map[*opsSub]struct{}{}}
+	stream := fmt.Sprintf("agent-%d", opsStreams.Add(1))
+	wctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(context.Background()), watchStreamKey, stream))
+	w := &opsWatch{stream: stream, ready: make(chan struct{}), failed: make(chan struct{}), cancel: cancel, subs: map[*opsSub]struct{}{}}
 	a.ops = w
 	wch := a.cli.Watch(wctx, a.layout.taskPrefix(kindOp, a.task), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
 	go func() {

@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// TestWaitSeesInfoRemovedAfterRead: a wait that has read the lock and is past infoAfter watches its
-// info from the read's revision, so removing the info (what unlock --force-remove and stop-task do)
-// ends the wait with ErrLockRemoved although no operation key ever changes.
+// TestWaitSeesInfoRemovedAfterRead: a wait watches its info before it reads the lock, so removing the
+// info after the read (what unlock --force-remove of a lock with no operation and stop-task do) ends
+// the wait with ErrLockRemoved at once, although no operation key ever changes.
 func TestWaitSeesInfoRemovedAfterRead(t *testing.T) {
 	cli := etcdClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -19,7 +19,6 @@ func TestWaitSeesInfoRemovedAfterRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := NewAgent(cli, layout, "task", "s1", nil)
-	a.infoAfter = time.Millisecond
 	watching := make(chan struct{})
 	a.onInfoWatch = func() { close(watching) }
 	info, err := a.PutInfo(ctx, "`db`.`t`", []string{d1})

@@ -12,8 +12,8 @@
 //     Keeper, write its Txns (fenced by the leader key when given). It runs only while leader.
 //   - Agent (agent.go): the worker side. PutInfo, WaitOperation, DoneOperationDeleteInfo, Operations.
 //     An agent's waits share one watch of its task's operations, on a gRPC stream of its own and kept
-//     between locks (a minute idle ends it), so a wait creates no watch on the owner's path; a wait
-//     that lasts also watches its own info, from the revision it read, to see the lock removed.
+//     between locks (a minute idle ends it); a wait adds only a watch of its own info, on that stream,
+//     to see the lock removed.
 //
 // # Protocol, with what happens on re-entry at each step
 //
