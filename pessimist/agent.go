@@ -102,7 +102,6 @@ func (a *Agent) PutInfo(ctx context.Context, target string, ddls []string) (Info
 type lockView struct {
 	own, exec *Operation
 	info      *Info
-	rev       int64 // the revision read
 }
 
 // read reads this source's view of a lock: the lock's operations (one or two keys, unless an unlock
@@ -115,7 +114,7 @@ func (a *Agent) read(ctx context.Context, target string) (lockView, error) {
 	if err != nil {
 		return lockView{}, err
 	}
-	v := lockView{rev: resp.Header.Revision}
+	var v lockView
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
 		o := new(Operation)
 		if err := decodeOp(kv, o); err != nil {
