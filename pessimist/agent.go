@@ -33,8 +33,8 @@ type Agent struct {
 	wmu sync.Mutex
 	ops *opsWatch // the watch of the task's operations, nil when none runs
 
-	opsIdle     time.Duration // the operations watch ends after this long with no wait on it
-	onInfoWatch func()        // tests: called when a wait, its watches created, has read the lock
+	opsIdle time.Duration // the operations watch ends after this long with no wait on it
+	onRead  func()        // tests: called when a wait, its watch subscribed, has read the lock
 }
 
 // ErrSuperseded means a newer agent (worker incarnation) of the same source has started.
@@ -198,11 +198,12 @@ func (a *Agent) WaitOperation(ctx context.Context, info Info) (Operation, error)
 	}
 }
 
-// waitOperation subscribes to the agent's watch of its task's operations and watches this source's
-// info, both created before the lock is read, so no change after the read can be missed (a watch that
-// starts in the past is served by etcd's catch-up loop, which runs only every 100 ms). An operation put
-// is taken from the watch event itself; any other change of the lock's operations, or of the info (a
-// lock removed: unlock --force-remove, stop-task), reads the lock again.
+// waitOperation subscribes to the agent's watch of its task's operations, created before the lock is
+// read, so no change after the read can be missed (a watch that starts in the past is served by etcd's
+// catch-up loop, which runs only every 100 ms). An operation put is taken from the watch event itself;
+// any other change of the lock's operations, or its removal mark (every transaction of the master that
+// deletes infos puts it: unlock --force-remove), reads the lock again. The wait makes no watch of its
+// own: with the operations watch kept between locks, nothing on its path waits for a watch's creation.
 func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error) {
 	changed := make(chan error, 1)
 	notify := func(err error) {
@@ -213,17 +214,23 @@ func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error)
 	}
 	found := make(chan Operation, 1)
 	opKey, opPrefix := a.layout.OperationKey(a.task, info.Target, a.source), a.layout.lockPrefix(kindOp, a.task, info.Target)
-	unsubscribe, stream, err := a.subscribeOps(ctx, func(events []*clientv3.Event, err error) {
+	removedKey := a.layout.RemovedKey(a.task, info.Target)
+	unsubscribe, err := a.subscribeOps(ctx, func(events []*clientv3.Event, err error) {
 		if err != nil {
 			notify(err)
 			return
 		}
 		// An operation put says all there is to know about its key: only other changes (an operation
-		// removed) need the lock read again. Reading on every put made all of a lock's sources read it
-		// at once when its exec was written, on the owner's path.
+		// removed, the lock removed) need the lock read again. Reading on every put made all of a
+		// lock's sources read it at once when its exec was written, on the owner's path.
 		reread := false
 		for _, ev := range events {
-			if !strings.HasPrefix(string(ev.Kv.Key), opPrefix) {
+			key := string(ev.Kv.Key)
+			if key == removedKey {
+				reread = true
+				continue
+			}
+			if !strings.HasPrefix(key, opPrefix) {
 				continue // another lock of the task
 			}
 			var op Operation
@@ -232,7 +239,7 @@ func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error)
 				continue
 			}
 			var answer *Operation
-			if string(ev.Kv.Key) == opKey {
+			if key == opKey {
 				answer = a.answer(&op, nil, &info, info.DDLs)
 			} else if op.Exec {
 				answer = a.answer(nil, &op, &info, info.DDLs)
@@ -252,41 +259,7 @@ func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error)
 		return Operation{}, fmt.Errorf("watch lock %s: %w", info.LockID(), err)
 	}
 	defer unsubscribe()
-	// The info's watch goes on the operations watch's stream (this agent's alone), and the read waits for
-	// its creation: unlock --force-remove of a lock with no operation deletes only the infos, and a user
-	// who resumes the task right after it must find the syncer past the lock already.
-	wctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(ctx), watchStreamKey, stream))
-	defer cancel()
-	wch := a.cli.Watch(wctx, a.layout.InfoKey(a.task, info.Target, a.source), clientv3.WithCreatedNotify())
-	created := make(chan struct{})
-	go func() {
-		for wr := range wch {
-			if wr.Created {
-				close(created)
-				continue
-			}
-			if len(wr.Events) > 0 || wr.Err() != nil {
-				notify(wr.Err())
-			}
-		}
-		if wctx.Err() == nil {
-			notify(errors.New("watch closed"))
-		}
-	}()
-	for waiting := true; waiting; {
-		select {
-		case <-ctx.Done():
-			return Operation{}, ctx.Err()
-		case err := <-changed:
-			if err != nil {
-				return Operation{}, fmt.Errorf("watch lock %s: %w", info.LockID(), err)
-			}
-			// A change before the read: the read sees it.
-		case <-created:
-			waiting = false
-		}
-	}
-	hook := a.onInfoWatch
+	hook := a.onRead
 	for {
 		v, err := a.read(ctx, info.Target)
 		if err != nil {
@@ -324,7 +297,7 @@ func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error)
 // client creates the watches of one stream one at a time, each waiting for the server's answer, and
 // the server sends a stream's responses through one queue of 128, past which a watcher waits for its
 // 10 ms or 100 ms catch-up loops. Each operations watch has a stream of its own (opsStreams numbers
-// them; a task or source name may hold bytes gRPC metadata cannot); the info watches share one.
+// them; a task or source name may hold bytes gRPC metadata cannot).
 const watchStreamKey = "tributary-watch"
 
 var opsStreams atomic.Int64
@@ -349,7 +322,7 @@ type opsSub struct {
 
 // subscribeOps calls handle with every later event of the task's operations, and with the error once
 // the watch ends. It returns when etcd has created the watch, so a read after it misses nothing.
-func (a *Agent) subscribeOps(ctx context.Context, handle func([]*clientv3.Event, error)) (unsubscribe func(), stream string, err error) {
+func (a *Agent) subscribeOps(ctx context.Context, handle func([]*clientv3.Event, error)) (unsubscribe func(), err error) {
 	sub := &opsSub{handle: handle}
 	a.wmu.Lock()
 	w := a.ops
@@ -365,15 +338,15 @@ func (a *Agent) subscribeOps(ctx context.Context, handle func([]*clientv3.Event,
 	select {
 	case <-ctx.Done():
 		a.unsubscribeOps(w, sub)
-		return nil, "", ctx.Err()
+		return nil, ctx.Err()
 	case <-w.failed:
 		a.unsubscribeOps(w, sub)
 		if ctx.Err() != nil {
-			return nil, "", ctx.Err()
+			return nil, ctx.Err()
 		}
-		return nil, "", w.err // the next wait starts a new watch
+		return nil, w.err // the next wait starts a new watch
 	case <-w.ready:
-		return func() { a.unsubscribeOps(w, sub) }, w.stream, nil
+		return func() { a.unsubscribeOps(w, sub) }, nil
 	}
 }
 
@@ -559,6 +532,9 @@ func (a *Agent) Operations(ctx context.Context) ([]Operation, error) {
 	mine := map[string]bool{} // targets on which this source has an operation key
 	ops := make([]Operation, len(resp.Kvs))
 	for n, kv := range resp.Kvs {
+		if p, err := a.layout.parse(string(kv.Key)); err == nil && p.removed {
+			continue // a lock's removal mark
+		}
 		if err := decodeOp(kv, &ops[n]); err != nil {
 			return nil, err
 		}

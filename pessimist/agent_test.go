@@ -3,14 +3,17 @@ package pessimist
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 )
 
-// TestWaitSeesInfoRemovedAfterRead: a wait watches its info before it reads the lock, so removing the
-// info after the read (what unlock --force-remove of a lock with no operation and stop-task do) ends
-// the wait with ErrLockRemoved at once, although no operation key ever changes.
-func TestWaitSeesInfoRemovedAfterRead(t *testing.T) {
+// TestWaitSeesForceRemoveAfterRead: a wait has no watch of its info, only the agent's watch of the
+// task's operations; unlock --force-remove of a lock with no operation after the wait read it (so no
+// operation key ever changes) still ends the wait with ErrLockRemoved at once, through the lock's
+// removal mark. The mark is no operation to anyone: the agent's list of operations skips it, and the
+// next lock of the same target is decided as usual.
+func TestWaitSeesForceRemoveAfterRead(t *testing.T) {
 	cli := etcdClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -18,21 +21,45 @@ func TestWaitSeesInfoRemovedAfterRead(t *testing.T) {
 	if err := PutTaskSources(ctx, cli, layout, "task", []string{"s1", "s2"}); err != nil {
 		t.Fatal(err)
 	}
-	a := NewAgent(cli, layout, "task", "s1", nil)
-	watching := make(chan struct{})
-	a.onInfoWatch = func() { close(watching) }
-	info, err := a.PutInfo(ctx, "`db`.`t`", []string{d1})
+	c := NewCoordinator(cli, layout)
+	run := start(ctx, func(ctx context.Context) { c.Run(ctx) })
+	defer run.stop()
+	a1, a2 := NewAgent(cli, layout, "task", "s1", nil), NewAgent(cli, layout, "task", "s2", nil)
+	read := make(chan struct{})
+	var once sync.Once
+	a1.onRead = func() { once.Do(func() { close(read) }) }
+	const target = "`db`.`t`"
+	info, err := a1.PutInfo(ctx, target, []string{d1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	errc := make(chan error, 1)
-	go func() { _, err := a.WaitOperation(ctx, info); errc <- err }()
-	<-watching
-	if _, err := cli.Delete(ctx, layout.InfoKey("task", "`db`.`t`", "s1")); err != nil {
+	go func() { _, err := a1.WaitOperation(ctx, info); errc <- err }()
+	<-read
+	id := LockID("task", target)
+	waitFor(t, "the lock to show", func() bool { l, _ := c.Locks(); return len(l) == 1 })
+	if _, err := c.UnlockLock(ctx, id, "", true); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-errc; !errors.Is(err, ErrLockRemoved) {
-		t.Fatalf("wait after its info was removed: %v", err)
+		t.Fatalf("wait after its lock was force-removed: %v", err)
+	}
+	if resp, err := cli.Get(ctx, layout.RemovedKey("task", target)); err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("the removal mark: %v %v", resp, err)
+	}
+	if ops, err := a1.Operations(ctx); err != nil || len(ops) != 0 {
+		t.Fatalf("operations beside a removal mark: %+v %v", ops, err)
+	}
+	// The next lock of the target, with the mark in place.
+	i1, err := a1.PutInfo(ctx, target, []string{d2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a2.PutInfo(ctx, target, []string{d2}); err != nil {
+		t.Fatal(err)
+	}
+	if op, err := a1.WaitOperation(ctx, i1); err != nil || !op.Exec || op.Source != "s1" {
+		t.Fatalf("the next lock of the target: %+v %v", op, err)
 	}
 }
 

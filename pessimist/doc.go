@@ -12,8 +12,9 @@
 //     Keeper, write its Txns (fenced by the leader key when given). It runs only while leader.
 //   - Agent (agent.go): the worker side. PutInfo, WaitOperation, DoneOperationDeleteInfo, Operations.
 //     An agent's waits share one watch of its task's operations, on a gRPC stream of its own and kept
-//     between locks (a minute idle ends it); a wait adds only a watch of its own info, on that stream,
-//     to see the lock removed.
+//     between locks (a minute idle ends it); a wait makes no watch of its own. It sees its lock removed
+//     through the same watch: every transaction of the master that deletes infos puts the lock's
+//     removal mark (Layout.RemovedKey) beside the operations.
 //
 // # Protocol, with what happens on re-entry at each step
 //
@@ -64,7 +65,8 @@
 // # Unlock
 //
 // Keeper.Unlock (dmctl shard-ddl-lock unlock) works in every state. --force-remove deletes every key of
-// that lock and nothing else. Otherwise it writes one Unlock request naming the owner and the sources
+// that lock and nothing else, and puts its removal mark (which ends its sources' waits; one key per
+// target that was ever force-removed, until the task's keys are removed). Otherwise it writes one Unlock request naming the owner and the sources
 // still missing; the normal decisions then run the lock without waiting for them and send each a skip
 // when it arrives, so an unlock interrupted by a restart simply continues.
 package pessimist

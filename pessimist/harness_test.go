@@ -232,7 +232,7 @@ func (h *harness) restart() {
 func (h *harness) ops() string {
 	var out []string
 	for _, key := range sortedKeys(h.kv.kv) {
-		if !strings.HasPrefix(key, h.layout.Root()+kindOp+"/") {
+		if !strings.HasPrefix(key, h.layout.Root()+kindOp+"/") || h.isMark(key) {
 			continue
 		}
 		o := mustDecodeOp(h.t, h.kv.kv[key].val)
@@ -264,10 +264,23 @@ func (h *harness) ops() string {
 	return strings.Join(out, " ")
 }
 
+// isMark reports whether key is a lock's removal mark.
+func (h *harness) isMark(key string) bool {
+	p, err := h.layout.parse(key)
+	return err == nil && p.removed
+}
+
+// marked reports whether target's lock has a removal mark.
+func (h *harness) marked(target string) bool {
+	_, ok := h.kv.kv[h.layout.RemovedKey(h.task, target)]
+	return ok
+}
+
+// keys lists the keys of locks, without the task's sources and the removal marks (which stay).
 func (h *harness) keys() []string {
 	var out []string
 	for _, k := range sortedKeys(h.kv.kv) {
-		if !strings.HasPrefix(k, h.layout.Root()+kindTask+"/") {
+		if !strings.HasPrefix(k, h.layout.Root()+kindTask+"/") && !h.isMark(k) {
 			out = append(out, strings.TrimPrefix(k, h.layout.Root()))
 		}
 	}

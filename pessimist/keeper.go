@@ -416,6 +416,9 @@ func (k *Keeper) ApplyKV(key string, value []byte, createRev, modRev int64, dele
 		i.Task, i.Target, i.Source, i.CreateRevision, i.ModRevision = p.task, p.target, p.source, createRev, modRev
 		k.PutInfo(i)
 	case kindOp:
+		if p.removed {
+			return nil // the removal mark is for waiting agents
+		}
 		if deleted {
 			k.DeleteOperation(p.task, p.target, p.source)
 			return nil
@@ -632,6 +635,9 @@ func (k *Keeper) dropRemovedSources(v view) *Txn {
 		if o, has := l.ops[src]; has && o.Exec && !o.Done {
 			continue
 		}
+		if len(t.Puts) == 0 {
+			t.Puts = append(t.Puts, k.removalMark(l, "source removed from the task"))
+		}
 		t.Deletes = append(t.Deletes, k.layout.InfoKey(l.task, l.target, src))
 	}
 	for _, src := range sortedKeys(l.ops) {
@@ -650,6 +656,13 @@ func (k *Keeper) dropRemovedSources(v view) *Txn {
 		return nil
 	}
 	return t
+}
+
+// removalMark is the put of the lock's removal mark, which every transaction of the master that deletes
+// infos carries: an agent waits on the lock through its one watch of the task's operations (not a watch
+// of its info per wait, which would cost every wait a watch to create), and sees the mark there.
+func (k *Keeper) removalMark(l *lockState, reason string) KV {
+	return KV{Key: k.layout.RemovedKey(l.task, l.target), Value: encode(removal{Reason: reason})}
 }
 
 // rewriteUnlock adds to t the update (or deletion, when nobody is missing) of an unlock request.

@@ -128,12 +128,22 @@ func TestConflictAndForceRemove(t *testing.T) {
 	if l.Stage != "conflict" || len(l.Conflict) != 2 || l.Conflict[1].DDLs[0] != dF {
 		t.Fatalf("lock %+v", l)
 	}
+	if h.marked(h.target) {
+		t.Fatal("a removal mark before any removal")
+	}
 	if err := h.unlock("", true); err != nil {
 		t.Fatal(err)
 	}
 	keys := h.keys()
 	if len(keys) != 1 || !strings.Contains(keys[0], "other") {
 		t.Fatalf("force-remove must delete only this lock's keys, left %v", keys)
+	}
+	// The removal mark ends the sources' waits; it is no lock state for the Keeper.
+	if !h.marked(h.target) || h.marked("`db`.`other`") {
+		t.Fatal("force-remove must put this lock's removal mark, and only this one's")
+	}
+	if l := h.k.Locks(); len(l) != 1 || l[0].ID != LockID(h.task, "`db`.`other`") {
+		t.Fatalf("locks after force-remove: %+v", l)
 	}
 	if _, _, err := h.k.Unlock(h.lockID(), "", false); !errors.Is(err, ErrLockNotFound) {
 		t.Fatalf("unlock of removed lock: %v", err)
@@ -478,6 +488,9 @@ func TestParticipantRemovedAfterExec(t *testing.T) {
 	h.setSources("s1", "s2")
 	h.settle()
 	h.expectOps("s1:exec+done s2:skip(implicit)") // s3's info was dropped with it
+	if !h.marked(h.target) {
+		t.Fatal("dropping s3's info must put the lock's removal mark (s3 may still wait on it)")
+	}
 	h.done("s2")
 	if got := h.settle(); len(got) != 1 || got[0] != "clean up resolved round" {
 		t.Fatalf("applied %v, want the cleanup", got)

@@ -126,8 +126,9 @@ func (k *Keeper) lockView(id string, l *lockState) Lock {
 // Unlock validates a user's unlock of lockID against the current state and returns the transaction
 // that carries it out:
 //
-//   - forceRemove deletes every key of the lock (infos, operations, unlock request) and nothing else.
-//     Nothing is executed; the user fixes the downstream by hand.
+//   - forceRemove deletes every key of the lock (infos, operations, unlock request) and nothing else,
+//     and puts the lock's removal mark, which ends the waits of its sources. Nothing is executed; the
+//     user fixes the downstream by hand.
 //   - otherwise an Unlock request is written: owner (given, or the current owner, or the first source
 //     that reached the DDLs) executes them without waiting for the sources that have not reached them;
 //     those get a skip when they do. Decide carries it out from there, in any lock state, and a new
@@ -150,6 +151,7 @@ func (k *Keeper) Unlock(lockID, owner string, forceRemove bool) (Txn, Unlock, er
 				k.layout.lockPrefix(kindDone, l.task, l.target),
 			},
 			Deletes: []string{k.layout.UnlockKey(l.task, l.target), k.layout.RoundKey(l.task, l.target)},
+			Puts:    []KV{k.removalMark(l, "unlock --force-remove")},
 		}, Unlock{}, nil
 	}
 	v, ok := k.view(l)

@@ -105,11 +105,19 @@ type TaskSources struct {
 	ModRevision int64 `json:"-"`
 }
 
+// removal is the value of a lock's removal mark (Layout.RemovedKey).
+type removal struct {
+	Reason string `json:"reason"`
+}
+
 // Layout is the etcd key layout under one root:
 //
 //	<root>task/<task>                      TaskSources
 //	<root>info/<task>/<target>/<source>    Info
 //	<root>op/<task>/<target>/<source>      Operation
+//	<root>op/<task>/<target>               the lock's removal mark: put by every master transaction that
+//	                                       deletes infos (unlock --force-remove), so a waiting agent sees
+//	                                       the removal through its one watch of the task's operations
 //	<root>unlock/<task>/<target>           Unlock
 //	<root>agent/<task>/<source>            generation of the source's current agent
 //	<root>round/<task>/<target>            Round (the participants of the exec operation)
@@ -166,7 +174,12 @@ func (l Layout) OperationKey(task, target, source string) string {
 	return l.key(kindOp, task, target, source)
 }
 func (l Layout) UnlockKey(task, target string) string { return l.key(kindUnlock, task, target) }
-func (l Layout) RoundKey(task, target string) string  { return l.key(kindRound, task, target) }
+
+// RemovedKey is the lock's removal mark. It lies under the task's operations but outside the lock's
+// (lockPrefix ends with '/'), so no reader of operations takes it for one; it stays until the task's
+// keys are removed, one key per target whose lock was ever force-removed.
+func (l Layout) RemovedKey(task, target string) string { return l.key(kindOp, task, target) }
+func (l Layout) RoundKey(task, target string) string   { return l.key(kindRound, task, target) }
 
 // AgentKey is rewritten by every new agent (worker incarnation) of a source: its revision fences the
 // info puts of older incarnations whose requests land late.
@@ -190,6 +203,7 @@ func (l Layout) taskPrefix(kind, task string) string { return l.key(kind, task) 
 // parsedKey is a decoded key.
 type parsedKey struct {
 	kind, task, target, source string
+	removed                    bool // the lock's removal mark (RemovedKey)
 }
 
 func (l Layout) parse(key string) (parsedKey, error) {
@@ -206,6 +220,9 @@ func (l Layout) parse(key string) (parsedKey, error) {
 		segs[i] = s
 	}
 	want := map[string]int{kindTask: 2, kindInfo: 4, kindOp: 4, kindUnlock: 3, kindAgent: 3, kindDone: 4, kindRound: 3}[segs[0]]
+	if segs[0] == kindOp && len(segs) == 3 {
+		return parsedKey{kind: kindOp, task: segs[1], target: segs[2], removed: true}, nil
+	}
 	if want == 0 || len(segs) != want {
 		return parsedKey{}, fmt.Errorf("key %q has an unknown shape", key)
 	}
