@@ -33,8 +33,8 @@ type Agent struct {
 	wmu sync.Mutex
 	ops *opsWatch // the watch of the task's operations, nil when none runs
 
-	opsIdle time.Duration // the operations watch ends after this long with no wait on it
-	onRead  func()        // tests: called when a wait, its watch subscribed, has read the lock
+	opsIdle time.Duration   // the operations watch ends after this long with no wait on it
+	onWait  func(read bool) // tests: called once a wait is in place (read: it read the lock first)
 }
 
 // ErrSuperseded means a newer agent (worker incarnation) of the same source has started.
@@ -93,6 +93,7 @@ func (a *Agent) PutInfo(ctx context.Context, target string, ddls []string) (Info
 		return Info{}, fmt.Errorf("put info of lock %s for source %s: info vanished at once", info.LockID(), a.source)
 	}
 	info.CreateRevision, info.ModRevision = rs.Kvs[0].CreateRevision, rs.Kvs[0].ModRevision
+	info.created = !inner.Succeeded && info.CreateRevision == info.ModRevision
 	a.log.Info("info put", zap.String("lock", info.LockID()), zap.Strings("ddls", ddls), zap.Bool("new", !inner.Succeeded))
 	return info, nil
 }
@@ -215,7 +216,7 @@ func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error)
 	found := make(chan Operation, 1)
 	opKey, opPrefix := a.layout.OperationKey(a.task, info.Target, a.source), a.layout.lockPrefix(kindOp, a.task, info.Target)
 	removedKey := a.layout.RemovedKey(a.task, info.Target)
-	unsubscribe, err := a.subscribeOps(ctx, func(events []*clientv3.Event, err error) {
+	unsubscribe, since, err := a.subscribeOps(ctx, func(events []*clientv3.Event, err error) {
 		if err != nil {
 			notify(err)
 			return
@@ -259,22 +260,30 @@ func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error)
 		return Operation{}, fmt.Errorf("watch lock %s: %w", info.LockID(), err)
 	}
 	defer unsubscribe()
-	hook := a.onRead
+	// An info this agent has just created is answered only by writes after it: when the watch delivers
+	// every event after it to this wait, there is nothing to read. Otherwise (an info put before, by
+	// this or an earlier incarnation of the worker; a watch started or events handed out since) the
+	// lock is read.
+	read := !info.created || since > info.ModRevision
+	hook := a.onWait
 	for {
-		v, err := a.read(ctx, info.Target)
-		if err != nil {
-			return Operation{}, err
-		}
-		if op := a.answer(v.own, v.exec, v.info, info.DDLs); op != nil {
-			return *op, nil
-		}
-		if v.info == nil {
-			return Operation{}, fmt.Errorf("source %s waiting on lock %s: %w", a.source, info.LockID(), ErrLockRemoved)
+		if read {
+			v, err := a.read(ctx, info.Target)
+			if err != nil {
+				return Operation{}, err
+			}
+			if op := a.answer(v.own, v.exec, v.info, info.DDLs); op != nil {
+				return *op, nil
+			}
+			if v.info == nil {
+				return Operation{}, fmt.Errorf("source %s waiting on lock %s: %w", a.source, info.LockID(), ErrLockRemoved)
+			}
 		}
 		if hook != nil {
-			hook()
+			hook(read)
 			hook = nil
 		}
+		read = true
 		select {
 		case <-ctx.Done():
 			return Operation{}, ctx.Err()
@@ -309,6 +318,8 @@ var opsStreams atomic.Int64
 type opsWatch struct {
 	stream string        // the gRPC stream's watchStreamKey value
 	ready  chan struct{} // closed once etcd has created the watch
+	start  int64         // the revision it was created at (events after it come); set before ready closes
+	handed int64         // the highest revision of an event handed to the subscriptions (a.wmu)
 	failed chan struct{} // closed when the watch ended (err says why); no subscription after that
 	err    error
 	cancel context.CancelFunc
@@ -321,14 +332,16 @@ type opsSub struct {
 }
 
 // subscribeOps calls handle with every later event of the task's operations, and with the error once
-// the watch ends. It returns when etcd has created the watch, so a read after it misses nothing.
-func (a *Agent) subscribeOps(ctx context.Context, handle func([]*clientv3.Event, error)) (unsubscribe func(), err error) {
+// the watch ends. It returns when etcd has created the watch, so a read after it misses nothing, and
+// since: handle gets every event of a revision above it.
+func (a *Agent) subscribeOps(ctx context.Context, handle func([]*clientv3.Event, error)) (unsubscribe func(), since int64, err error) {
 	sub := &opsSub{handle: handle}
 	a.wmu.Lock()
 	w := a.ops
 	if w == nil {
 		w = a.startOpsWatch()
 	}
+	since = w.handed
 	if w.idle != nil {
 		w.idle.Stop()
 		w.idle = nil
@@ -338,15 +351,15 @@ func (a *Agent) subscribeOps(ctx context.Context, handle func([]*clientv3.Event,
 	select {
 	case <-ctx.Done():
 		a.unsubscribeOps(w, sub)
-		return nil, ctx.Err()
+		return nil, 0, ctx.Err()
 	case <-w.failed:
 		a.unsubscribeOps(w, sub)
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, 0, ctx.Err()
 		}
-		return nil, w.err // the next wait starts a new watch
+		return nil, 0, w.err // the next wait starts a new watch
 	case <-w.ready:
-		return func() { a.unsubscribeOps(w, sub) }, nil
+		return func() { a.unsubscribeOps(w, sub) }, max(since, w.start), nil
 	}
 }
 
@@ -381,6 +394,7 @@ func (a *Agent) startOpsWatch() *opsWatch {
 			if wr.Created {
 				if !created {
 					created = true
+					w.start = wr.Header.Revision
 					close(w.ready)
 				}
 				continue
@@ -390,6 +404,9 @@ func (a *Agent) startOpsWatch() *opsWatch {
 				break
 			}
 			a.wmu.Lock()
+			if n := len(wr.Events); n > 0 {
+				w.handed = max(w.handed, wr.Events[n-1].Kv.ModRevision)
+			}
 			subs := make([]*opsSub, 0, len(w.subs))
 			for s := range w.subs {
 				subs = append(subs, s)

@@ -3,6 +3,7 @@ package pessimist
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ func TestWaitSeesForceRemoveAfterRead(t *testing.T) {
 	a1, a2 := NewAgent(cli, layout, "task", "s1", nil), NewAgent(cli, layout, "task", "s2", nil)
 	read := make(chan struct{})
 	var once sync.Once
-	a1.onRead = func() { once.Do(func() { close(read) }) }
+	a1.onWait = func(bool) { once.Do(func() { close(read) }) }
 	const target = "`db`.`t`"
 	info, err := a1.PutInfo(ctx, target, []string{d1})
 	if err != nil {
@@ -180,4 +181,141 @@ func TestOpsWatchSharedBetweenLocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the idle watch to end", func() bool { return watchOf(a2) == nil })
+}
+
+// TestWaitReadsOnlyWhenItMayHaveMissedSomething: a wait on an info its agent has just created, with
+// the agent's operations watch running since before it and nothing handed out after it, reads
+// nothing (every answer is written after the info, and the watch brings it); a wait whose watch is
+// new, or that handed out events after the info before the wait subscribed, reads the lock, and
+// finds there the exec it would otherwise wait for forever.
+func TestWaitReadsOnlyWhenItMayHaveMissedSomething(t *testing.T) {
+	cli := etcdClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	layout := testLayout(t)
+	if err := PutTaskSources(ctx, cli, layout, "task", []string{"s1", "s2"}); err != nil {
+		t.Fatal(err)
+	}
+	run := start(ctx, func(ctx context.Context) { NewCoordinator(cli, layout).Run(ctx) })
+	defer run.stop()
+	a1, a2 := NewAgent(cli, layout, "task", "s1", nil), NewAgent(cli, layout, "task", "s2", nil)
+	reads1, reads2 := make(chan bool, 10), make(chan bool, 10)
+	a1.onWait = func(read bool) { reads1 <- read }
+	a2.onWait = func(read bool) { reads2 <- read }
+	// wait runs one wait to its answer and marks it done.
+	wait := func(a *Agent, info Info, reads chan bool, wantRead, wantExec bool) {
+		t.Helper()
+		op, err := a.WaitOperation(ctx, info)
+		if err != nil || op.Exec != wantExec {
+			t.Fatalf("%s on %s: %+v %v", a.source, info.Target, op, err)
+		}
+		select {
+		case read := <-reads:
+			if read != wantRead {
+				t.Fatalf("%s on %s: read the lock %v, want %v", a.source, info.Target, read, wantRead)
+			}
+		default: // answered by the read itself: it read
+			if !wantRead {
+				t.Fatalf("%s on %s: answered by a read it should not have made", a.source, info.Target)
+			}
+		}
+		if err := a.DoneOperationDeleteInfo(ctx, op, info); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Lock A: the agents' first waits start their watches after their infos: both read.
+	a1A, err := a1.PutInfo(ctx, "`db`.`a`", []string{d1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2A, err := a2.PutInfo(ctx, "`db`.`a`", []string{d1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(a1, a1A, reads1, true, true)
+	wait(a2, a2A, reads2, true, false)
+	// Lock B: s1's watch runs since before its new info and has handed nothing out since: no read.
+	a1B, err := a1.PutInfo(ctx, "`db`.`b`", []string{d1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		op, err := a1.WaitOperation(ctx, a1B)
+		if err == nil && !op.Exec {
+			err = fmt.Errorf("s1 on B: %+v", op)
+		}
+		if err == nil {
+			err = a1.DoneOperationDeleteInfo(ctx, op, a1B)
+		}
+		errc <- err
+	}()
+	if read := <-reads1; read {
+		t.Fatal("s1 on B read the lock, its watch brings every answer")
+	}
+	a2B, err := a2.PutInfo(ctx, "`db`.`b`", []string{d1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	wait(a2, a2B, reads2, true, false) // s1's done exec was handed out before s2 waited: s2 reads
+	// Lock C: s2 is first, so it owns C; its watch hands out the exec before s2 waits on C. That wait
+	// must read the lock: the exec's event is gone.
+	a2C, err := a2.PutInfo(ctx, "`db`.`c`", []string{d1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a1.PutInfo(ctx, "`db`.`c`", []string{d1}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "s2's watch to hand out C's exec", func() bool {
+		a2.wmu.Lock()
+		defer a2.wmu.Unlock()
+		return a2.ops != nil && a2.ops.handed > a2C.ModRevision
+	})
+	wait(a2, a2C, reads2, true, true)
+}
+
+// TestWaitOnChangedInfoReads: an info put over another of the same source (other DDLs) may already
+// have its answer, written before the put: the wait reads the lock although its watch runs since
+// before and handed nothing out after the put.
+func TestWaitOnChangedInfoReads(t *testing.T) {
+	cli := etcdClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	layout := testLayout(t)
+	a := NewAgent(cli, layout, "task", "s1", nil)
+	// Start the agent's watch with a wait that nobody answers.
+	other, err := a.PutInfo(ctx, "`db`.`other`", []string{d1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	if _, err := a.WaitOperation(wctx, other); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("unanswered wait: %v", err)
+	}
+	wcancel()
+	const target = "`db`.`t`"
+	if _, err := a.PutInfo(ctx, target, []string{d2}); err != nil {
+		t.Fatal(err)
+	}
+	op := Operation{Task: "task", Source: "s1", Target: target, DDLs: []string{d1}}
+	if _, err := cli.Put(ctx, layout.OperationKey("task", target, "s1"), encode(op)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the watch to hand out the operation", func() bool {
+		a.wmu.Lock()
+		defer a.wmu.Unlock()
+		return a.ops != nil && a.ops.handed > other.ModRevision
+	})
+	info, err := a.PutInfo(ctx, target, []string{d1}) // changed, not created
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.WaitOperation(ctx, info)
+	if err != nil || got.Source != "s1" || !sameDDLs(got.DDLs, op.DDLs) {
+		t.Fatalf("wait on a changed info: %+v %v", got, err)
+	}
 }

@@ -22,6 +22,11 @@ type Info struct {
 	// Revisions of the etcd key, filled in when read; not stored.
 	CreateRevision int64 `json:"-"`
 	ModRevision    int64 `json:"-"`
+
+	// created: Agent.PutInfo created the key (no info of this source was there). Every operation
+	// that can answer such an info is written after it, so a wait whose watch delivers everything
+	// after it needs no read of the lock.
+	created bool
 }
 
 // LockID is the ID of the lock the info belongs to.
