@@ -202,9 +202,10 @@ func (a *Agent) WaitOperation(ctx context.Context, info Info) (Operation, error)
 // waitOperation subscribes to the agent's watch of its task's operations, created before the lock is
 // read, so no change after the read can be missed (a watch that starts in the past is served by etcd's
 // catch-up loop, which runs only every 100 ms). An operation put is taken from the watch event itself;
-// any other change of the lock's operations, or its removal mark (every transaction of the master that
-// deletes infos puts it: unlock --force-remove), reads the lock again. The wait makes no watch of its
-// own: with the operations watch kept between locks, nothing on its path waits for a watch's creation.
+// any other change of the lock's operations, or a removal mark (every transaction of the master that
+// deletes infos puts one: the lock's on unlock --force-remove, the task's on stop-task), reads the lock
+// again. The wait makes no watch of its own: with the operations watch kept between locks, nothing on
+// its path waits for a watch's creation.
 func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error) {
 	changed := make(chan error, 1)
 	notify := func(err error) {
@@ -215,7 +216,7 @@ func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error)
 	}
 	found := make(chan Operation, 1)
 	opKey, opPrefix := a.layout.OperationKey(a.task, info.Target, a.source), a.layout.lockPrefix(kindOp, a.task, info.Target)
-	removedKey := a.layout.RemovedKey(a.task, info.Target)
+	removedKey, taskRemovedKey := a.layout.RemovedKey(a.task, info.Target), a.layout.TaskRemovedKey(a.task)
 	unsubscribe, since, err := a.subscribeOps(ctx, func(events []*clientv3.Event, err error) {
 		if err != nil {
 			notify(err)
@@ -227,7 +228,7 @@ func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error)
 		reread := false
 		for _, ev := range events {
 			key := string(ev.Kv.Key)
-			if key == removedKey {
+			if key == removedKey || key == taskRemovedKey {
 				reread = true
 				continue
 			}

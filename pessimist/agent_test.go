@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestWaitSeesForceRemoveAfterRead: a wait has no watch of its info, only the agent's watch of the
@@ -317,5 +319,42 @@ func TestWaitOnChangedInfoReads(t *testing.T) {
 	got, err := a.WaitOperation(ctx, info)
 	if err != nil || got.Source != "s1" || !sameDDLs(got.DDLs, op.DDLs) {
 		t.Fatalf("wait on a changed info: %+v %v", got, err)
+	}
+}
+
+// TestWaitSeesTaskRemoved: stop-task (DeleteTask) while a source waits on a lock with no operation
+// ends the wait with ErrLockRemoved through the task's removal mark, which is gone afterwards with every
+// other key of the task.
+func TestWaitSeesTaskRemoved(t *testing.T) {
+	cli := etcdClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	layout := testLayout(t)
+	if err := PutTaskSources(ctx, cli, layout, "task", []string{"s1", "s2"}); err != nil {
+		t.Fatal(err)
+	}
+	a := NewAgent(cli, layout, "task", "s1", nil)
+	waiting := make(chan struct{})
+	var once sync.Once
+	a.onWait = func(bool) { once.Do(func() { close(waiting) }) }
+	info, err := a.PutInfo(ctx, "`db`.`t`", []string{d1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { _, err := a.WaitOperation(ctx, info); errc <- err }()
+	<-waiting
+	if err := DeleteTask(ctx, cli, layout, "task"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; !errors.Is(err, ErrLockRemoved) {
+		t.Fatalf("wait after stop-task: %v", err)
+	}
+	if started, err := a.TaskStarted(ctx); err != nil || started {
+		t.Fatalf("task started after DeleteTask: %v %v", started, err)
+	}
+	resp, err := cli.Get(ctx, layout.Root(), clientv3.WithPrefix())
+	if err != nil || len(resp.Kvs) != 0 {
+		t.Fatalf("keys left after DeleteTask: %v %v", resp.Kvs, err)
 	}
 }

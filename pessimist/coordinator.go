@@ -230,16 +230,25 @@ func PutTaskSources(ctx context.Context, cli *clientv3.Client, layout Layout, ta
 	return err
 }
 
-// DeleteTask removes every pessimist key of a task (stop-task, start-task --remove-meta).
+// DeleteTask removes every pessimist key of a task (stop-task, start-task --remove-meta). In the same
+// transaction it puts the task's removal mark, which the agents' watches of the task's operations see
+// (a wait on a lock with no operation has nothing else to see), and then deletes it: a mark left by a
+// master that died in between is no lock state to anyone, and the task's next removal takes it.
 func DeleteTask(ctx context.Context, cli *clientv3.Client, layout Layout, task string) error {
-	_, err := cli.Txn(ctx).Then(
+	mark := layout.TaskRemovedKey(task)
+	ops := layout.taskPrefix(kindOp, task)
+	if _, err := cli.Txn(ctx).Then(
 		clientv3.OpDelete(layout.TaskKey(task)),
 		clientv3.OpDelete(layout.taskPrefix(kindInfo, task), clientv3.WithPrefix()),
-		clientv3.OpDelete(layout.taskPrefix(kindOp, task), clientv3.WithPrefix()),
+		clientv3.OpDelete(mark+"\x00", clientv3.WithRange(clientv3.GetPrefixRangeEnd(ops))), // all but the mark
 		clientv3.OpDelete(layout.taskPrefix(kindUnlock, task), clientv3.WithPrefix()),
 		clientv3.OpDelete(layout.taskPrefix(kindAgent, task), clientv3.WithPrefix()),
 		clientv3.OpDelete(layout.taskPrefix(kindDone, task), clientv3.WithPrefix()),
 		clientv3.OpDelete(layout.taskPrefix(kindRound, task), clientv3.WithPrefix()),
-	).Commit()
+		clientv3.OpPut(mark, encode(removal{Reason: "task removed"})),
+	).Commit(); err != nil {
+		return err
+	}
+	_, err := cli.Delete(ctx, mark)
 	return err
 }

@@ -123,6 +123,7 @@ type removal struct {
 //	<root>op/<task>/<target>               the lock's removal mark: put by every master transaction that
 //	                                       deletes infos (unlock --force-remove), so a waiting agent sees
 //	                                       the removal through its one watch of the task's operations
+//	<root>op/<task>/                       the task's removal mark, put and deleted again by DeleteTask
 //	<root>unlock/<task>/<target>           Unlock
 //	<root>agent/<task>/<source>            generation of the source's current agent
 //	<root>round/<task>/<target>            Round (the participants of the exec operation)
@@ -184,7 +185,11 @@ func (l Layout) UnlockKey(task, target string) string { return l.key(kindUnlock,
 // (lockPrefix ends with '/'), so no reader of operations takes it for one; it stays until the task's
 // keys are removed, one key per target whose lock was ever force-removed.
 func (l Layout) RemovedKey(task, target string) string { return l.key(kindOp, task, target) }
-func (l Layout) RoundKey(task, target string) string   { return l.key(kindRound, task, target) }
+
+// TaskRemovedKey is the task's removal mark (DeleteTask): the first key under the task's operations,
+// seen by every agent's watch of them. It parses as a lock's removal mark with an empty target.
+func (l Layout) TaskRemovedKey(task string) string   { return l.taskPrefix(kindOp, task) }
+func (l Layout) RoundKey(task, target string) string { return l.key(kindRound, task, target) }
 
 // AgentKey is rewritten by every new agent (worker incarnation) of a source: its revision fences the
 // info puts of older incarnations whose requests land late.
