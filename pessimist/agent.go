@@ -551,7 +551,7 @@ func (a *Agent) Operations(ctx context.Context) ([]Operation, error) {
 	ops := make([]Operation, len(resp.Kvs))
 	for n, kv := range resp.Kvs {
 		if p, err := a.layout.parse(string(kv.Key)); err == nil && p.removed {
-			continue // a lock's removal mark
+			continue // a removal mark, the lock's or the task's
 		}
 		if err := decodeOp(kv, &ops[n]); err != nil {
 			return nil, err

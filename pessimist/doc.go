@@ -69,7 +69,8 @@
 //
 // Keeper.Unlock (dmctl shard-ddl-lock unlock) works in every state. --force-remove deletes every key of
 // that lock and nothing else, and puts its removal mark (which ends its sources' waits; one key per
-// target that was ever force-removed, until the task's keys are removed). Otherwise it writes one Unlock request naming the owner and the sources
-// still missing; the normal decisions then run the lock without waiting for them and send each a skip
-// when it arrives, so an unlock interrupted by a restart simply continues.
+// target that was ever force-removed, until the task's keys are removed). Otherwise it writes one
+// Unlock request naming the owner and the sources still missing; the normal decisions then run the
+// lock without waiting for them and send each a skip when it arrives, so an unlock interrupted by a
+// restart simply continues.
 package pessimist

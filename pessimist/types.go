@@ -110,7 +110,7 @@ type TaskSources struct {
 	ModRevision int64 `json:"-"`
 }
 
-// removal is the value of a lock's removal mark (Layout.RemovedKey).
+// removal is the value of a removal mark (Layout.RemovedKey, Layout.TaskRemovedKey).
 type removal struct {
 	Reason string `json:"reason"`
 }
