@@ -317,7 +317,6 @@ var opsStreams atomic.Int64
 // and a client creates the watches of a stream one after another (N agents on one client, 2N round
 // trips in a row for each lock when every wait made its own).
 type opsWatch struct {
-	stream string        // the gRPC stream's watchStreamKey value
 	ready  chan struct{} // closed once etcd has created the watch
 	start  int64         // the revision it was created at (events after it come); set before ready closes
 	handed int64         // the highest revision of an event handed to the subscriptions (a.wmu)
@@ -385,7 +384,7 @@ func (a *Agent) unsubscribeOps(w *opsWatch, sub *opsSub) {
 func (a *Agent) startOpsWatch() *opsWatch {
 	stream := fmt.Sprintf("agent-%d", opsStreams.Add(1))
 	wctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(context.Background()), watchStreamKey, stream))
-	w := &opsWatch{stream: stream, ready: make(chan struct{}), failed: make(chan struct{}), cancel: cancel, subs: map[*opsSub]struct{}{}}
+	w := &opsWatch{ready: make(chan struct{}), failed: make(chan struct{}), cancel: cancel, subs: map[*opsSub]struct{}{}}
 	a.ops = w
 	wch := a.cli.Watch(wctx, a.layout.taskPrefix(kindOp, a.task), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
 	go func() {

@@ -11,26 +11,52 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
+// taskEnv is an agent test's etcd client, a context that ends with the test (or after timeout), and a
+// layout of its own in which task "task" has sources (none: the task is not started).
+func taskEnv(t *testing.T, timeout time.Duration, sources ...string) (*clientv3.Client, context.Context, Layout) {
+	t.Helper()
+	cli := etcdClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	layout := testLayout(t)
+	if len(sources) > 0 {
+		if err := PutTaskSources(ctx, cli, layout, "task", sources); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cli, ctx, layout
+}
+
+// firstWait returns a channel closed once the first of a's waits is in place.
+func firstWait(a *Agent) <-chan struct{} {
+	ch := make(chan struct{})
+	var once sync.Once
+	a.onWait = func(bool) { once.Do(func() { close(ch) }) }
+	return ch
+}
+
+// handedPast waits until a's operations watch has handed out an event of a revision above rev.
+func handedPast(t *testing.T, a *Agent, rev int64) {
+	t.Helper()
+	waitFor(t, "the operations watch to hand out an event after the info", func() bool {
+		a.wmu.Lock()
+		defer a.wmu.Unlock()
+		return a.ops != nil && a.ops.handed > rev
+	})
+}
+
 // TestWaitSeesForceRemoveAfterRead: a wait has no watch of its info, only the agent's watch of the
 // task's operations; unlock --force-remove of a lock with no operation after the wait read it (so no
 // operation key ever changes) still ends the wait with ErrLockRemoved at once, through the lock's
 // removal mark. The mark is no operation to anyone: the agent's list of operations skips it, and the
 // next lock of the same target is decided as usual.
 func TestWaitSeesForceRemoveAfterRead(t *testing.T) {
-	cli := etcdClient(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	layout := testLayout(t)
-	if err := PutTaskSources(ctx, cli, layout, "task", []string{"s1", "s2"}); err != nil {
-		t.Fatal(err)
-	}
+	cli, ctx, layout := taskEnv(t, 20*time.Second, "s1", "s2")
 	c := NewCoordinator(cli, layout)
 	run := start(ctx, func(ctx context.Context) { c.Run(ctx) })
 	defer run.stop()
 	a1, a2 := NewAgent(cli, layout, "task", "s1", nil), NewAgent(cli, layout, "task", "s2", nil)
-	read := make(chan struct{})
-	var once sync.Once
-	a1.onWait = func(bool) { once.Do(func() { close(read) }) }
+	read := firstWait(a1)
 	const target = "`db`.`t`"
 	info, err := a1.PutInfo(ctx, target, []string{d1})
 	if err != nil {
@@ -70,13 +96,7 @@ func TestWaitSeesForceRemoveAfterRead(t *testing.T) {
 // between locks (no watch to create on the owner's path); an exec of another lock with the same DDLs
 // is not taken as this lock's skip; a failed watch is replaced by the next wait; an idle one ends.
 func TestOpsWatchSharedBetweenLocks(t *testing.T) {
-	cli := etcdClient(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	layout := testLayout(t)
-	if err := PutTaskSources(ctx, cli, layout, "task", []string{"s1", "s2"}); err != nil {
-		t.Fatal(err)
-	}
+	cli, ctx, layout := taskEnv(t, 30*time.Second, "s1", "s2")
 	coord := start(ctx, func(ctx context.Context) { NewCoordinator(cli, layout).Run(ctx) })
 	defer coord.stop()
 	a1, a2 := NewAgent(cli, layout, "task", "s1", nil), NewAgent(cli, layout, "task", "s2", nil)
@@ -191,13 +211,7 @@ func TestOpsWatchSharedBetweenLocks(t *testing.T) {
 // new, or that handed out events after the info before the wait subscribed, reads the lock, and
 // finds there the exec it would otherwise wait for forever.
 func TestWaitReadsOnlyWhenItMayHaveMissedSomething(t *testing.T) {
-	cli := etcdClient(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	layout := testLayout(t)
-	if err := PutTaskSources(ctx, cli, layout, "task", []string{"s1", "s2"}); err != nil {
-		t.Fatal(err)
-	}
+	cli, ctx, layout := taskEnv(t, 20*time.Second, "s1", "s2")
 	run := start(ctx, func(ctx context.Context) { NewCoordinator(cli, layout).Run(ctx) })
 	defer run.stop()
 	a1, a2 := NewAgent(cli, layout, "task", "s1", nil), NewAgent(cli, layout, "task", "s2", nil)
@@ -272,11 +286,7 @@ func TestWaitReadsOnlyWhenItMayHaveMissedSomething(t *testing.T) {
 	if _, err := a1.PutInfo(ctx, "`db`.`c`", []string{d1}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "s2's watch to hand out C's exec", func() bool {
-		a2.wmu.Lock()
-		defer a2.wmu.Unlock()
-		return a2.ops != nil && a2.ops.handed > a2C.ModRevision
-	})
+	handedPast(t, a2, a2C.ModRevision) // C's exec
 	wait(a2, a2C, reads2, true, true)
 }
 
@@ -284,10 +294,7 @@ func TestWaitReadsOnlyWhenItMayHaveMissedSomething(t *testing.T) {
 // have its answer, written before the put: the wait reads the lock although its watch runs since
 // before and handed nothing out after the put.
 func TestWaitOnChangedInfoReads(t *testing.T) {
-	cli := etcdClient(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	layout := testLayout(t)
+	cli, ctx, layout := taskEnv(t, 20*time.Second)
 	a := NewAgent(cli, layout, "task", "s1", nil)
 	// Start the agent's watch with a wait that nobody answers.
 	other, err := a.PutInfo(ctx, "`db`.`other`", []string{d1})
@@ -307,11 +314,7 @@ func TestWaitOnChangedInfoReads(t *testing.T) {
 	if _, err := cli.Put(ctx, layout.OperationKey("task", target, "s1"), encode(op)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the watch to hand out the operation", func() bool {
-		a.wmu.Lock()
-		defer a.wmu.Unlock()
-		return a.ops != nil && a.ops.handed > other.ModRevision
-	})
+	handedPast(t, a, other.ModRevision)               // the operation
 	info, err := a.PutInfo(ctx, target, []string{d1}) // changed, not created
 	if err != nil {
 		t.Fatal(err)
@@ -326,17 +329,9 @@ func TestWaitOnChangedInfoReads(t *testing.T) {
 // ends the wait with ErrLockRemoved through the task's removal mark, which is gone afterwards with every
 // other key of the task.
 func TestWaitSeesTaskRemoved(t *testing.T) {
-	cli := etcdClient(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	layout := testLayout(t)
-	if err := PutTaskSources(ctx, cli, layout, "task", []string{"s1", "s2"}); err != nil {
-		t.Fatal(err)
-	}
+	cli, ctx, layout := taskEnv(t, 20*time.Second, "s1", "s2")
 	a := NewAgent(cli, layout, "task", "s1", nil)
-	waiting := make(chan struct{})
-	var once sync.Once
-	a.onWait = func(bool) { once.Do(func() { close(waiting) }) }
+	waiting := firstWait(a)
 	info, err := a.PutInfo(ctx, "`db`.`t`", []string{d1})
 	if err != nil {
 		t.Fatal(err)
