@@ -113,7 +113,13 @@ func lfOptions(o e2e.Options) e2e.Options {
 }
 
 func lfCell(t *testing.T, step lfStep, victim string, gtid bool, seed int64) {
-	c := startWith(t, lfOptions(e2e.Options{GTID: gtid, Failpoints: []string{step.failpoint}}), false)
+	fps := []string{step.failpoint}
+	if step.failpoint == "master-before-exec" {
+		// Only the coordinator's path has this step: the workers leave the exec to it (otherwise the
+		// info that completes the cut-over lock writes the exec itself).
+		fps = append(fps, "agent-coordinated")
+	}
+	c := startWith(t, lfOptions(e2e.Options{GTID: gtid, Failpoints: fps}), false)
 	shards := []lfShard{{0, "db_1.t_1"}, {0, "db_1.t_2"}, {1, "db_2.t_1"}, {1, "db_2.t_2"}}
 	w := newLFWriters(c, shards, seed)
 	target := loader.TableName{Schema: "db", Name: "t"}

@@ -437,7 +437,9 @@ func checkLockLogs(t *testing.T, c *e2eCluster, id string) {
 		ok   func(l line) bool
 	}{
 		{"a source's info put", func(l line) bool { return l.m["msg"] == "info put" }},
-		{"the owner chosen (exec put)", func(l line) bool { return strings.HasPrefix(fmt.Sprint(l.m["reason"]), "exec by owner") }},
+		{"the owner chosen (exec put: by the info that completed the lock, or by the master)", func(l line) bool {
+			return l.m["msg"] == "info put" && l.m["exec"] == true || strings.HasPrefix(fmt.Sprint(l.m["reason"]), "exec by owner")
+		}},
 		{"the owner's exec of the DDLs", func(l line) bool { return l.m["msg"] == "sharding DDL resolved" && l.m["exec"] == true }},
 		{"the owner's done", func(l line) bool { return l.m["msg"] == "operation done" && l.m["exec"] == true }},
 		{"a non-owner's skip (the owner's done) done", func(l line) bool {

@@ -67,6 +67,9 @@ func TestLeaderFailoverResolvesLock(t *testing.T) {
 
 	a1 := pessimist.NewAgent(cli, layout, "task", "s1", nil)
 	a2 := pessimist.NewAgent(cli, layout, "task", "s2", nil)
+	// The new leader must decide this lock: s2's info does not write the exec itself.
+	a1.LeaveExecToCoordinator()
+	a2.LeaveExecToCoordinator()
 	ddls := []string{"ALTER TABLE `db`.`t` ADD COLUMN `c` INT"}
 	info1, err := a1.PutInfo(ctx, "`db`.`t`", ddls)
 	if err != nil {

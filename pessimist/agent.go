@@ -2,14 +2,19 @@ package pessimist
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -30,6 +35,10 @@ type Agent struct {
 	retry  time.Duration
 	gen    int64 // revision of this agent's AgentKey write; 0 until the first PutInfo
 
+	tmu      sync.Mutex
+	tv       taskView // the task's sources as last read (PutInfo)
+	fastExec bool     // an info that completes its lock writes the exec (PutInfo); see LeaveExecToCoordinator
+
 	wmu sync.Mutex
 	ops *opsWatch // the watch of the task's operations, nil when none runs
 
@@ -46,36 +55,48 @@ func NewAgent(cli *clientv3.Client, layout Layout, task, source string, log *zap
 		log = zap.NewNop()
 	}
 	return &Agent{cli: cli, layout: layout, task: task, source: source, retry: 100 * time.Millisecond,
-		opsIdle: time.Minute,
-		log:     log.With(zap.String("task", task), zap.String("source", source))}
+		opsIdle: time.Minute, fastExec: true,
+		log: log.With(zap.String("task", task), zap.String("source", source))}
 }
 
 // PutInfo tells the master that every shard table of this source routed to target has reached ddls.
 // Putting the same info again (a worker that re-read its binlog) writes nothing.
+//
+// The info whose creation completes the lock is its exec: each info created counts itself on the
+// lock's ArriveKey in the same transaction, while the infos agree (same DDLs, same source set of the
+// task), and the put that finds every other source of the task counted, with no round, operation or
+// unlock request of the lock in etcd, writes the exec operation for its own source and the round
+// (the other sources are its participants) in that transaction too: no master round trip lies
+// between the last shard's DDL and its execution, and a lock costs 2N writes. Infos that disagree,
+// a changed info or a source set this agent has not read poison the count; an unlock request, a
+// round or an operation of the lock keeps it from completing. The coordinator then decides as
+// before. See arrival for why the count is exact.
 func (a *Agent) PutInfo(ctx context.Context, target string, ddls []string) (Info, error) {
 	info := Info{Task: a.task, Source: a.source, Target: target, DDLs: ddls}
 	key, val := a.layout.InfoKey(a.task, target, a.source), encode(info)
 	genKey := a.layout.AgentKey(a.task, a.source)
-	put := clientv3.OpTxn(
-		[]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", val)},
-		[]clientv3.Op{clientv3.OpGet(key)},
-		[]clientv3.Op{clientv3.OpPut(key, val), clientv3.OpGet(key)})
 	// Only while this agent is the source's newest: a put from an older incarnation whose request
 	// lands after the newer one finished the lock would leave an info nobody answers. The first put
 	// claims the generation in the same transaction (one revision).
 	txn := a.cli.Txn(ctx)
 	claiming := a.gen == 0
+	var seenRev int64
 	if claiming {
 		// Claim only if no other agent claimed since we looked: an older incarnation's first put that
-		// lands late must not take the source back.
-		seen, err := a.cli.Get(ctx, genKey)
+		// lands late must not take the source back. The task's sources are read in the same request.
+		seen, err := a.cli.Txn(ctx).Then(clientv3.OpGet(genKey), clientv3.OpGet(a.layout.TaskKey(a.task))).Commit()
 		if err != nil {
 			return Info{}, fmt.Errorf("read agent generation of source %s: %w", a.source, err)
 		}
-		txn = txn.If(clientv3.Compare(clientv3.ModRevision(genKey), "<", seen.Header.Revision+1)).
-			Then(clientv3.OpPut(genKey, time.Now().UTC().Format(time.RFC3339Nano)), put)
+		a.setTaskSources(seen.Responses[1].GetResponseRange())
+		seenRev = seen.Header.Revision
+	}
+	arrive, n := a.arrival(info, key, val)
+	if claiming {
+		txn = txn.If(clientv3.Compare(clientv3.ModRevision(genKey), "<", seenRev+1)).
+			Then(clientv3.OpPut(genKey, time.Now().UTC().Format(time.RFC3339Nano)), arrive)
 	} else {
-		txn = txn.If(clientv3.Compare(clientv3.ModRevision(genKey), "=", a.gen)).Then(put)
+		txn = txn.If(clientv3.Compare(clientv3.ModRevision(genKey), "=", a.gen)).Then(arrive)
 	}
 	resp, err := txn.Commit()
 	if err != nil {
@@ -94,8 +115,145 @@ func (a *Agent) PutInfo(ctx context.Context, target string, ddls []string) (Info
 	}
 	info.CreateRevision, info.ModRevision = rs.Kvs[0].CreateRevision, rs.Kvs[0].ModRevision
 	info.created = !inner.Succeeded && info.CreateRevision == info.ModRevision
-	a.log.Info("info put", zap.String("lock", info.LockID()), zap.Strings("ddls", ddls), zap.Bool("new", !inner.Succeeded))
+	if !inner.Succeeded {
+		info.exec = a.arrived(inner.Responses[0].GetResponseTxn(), info, n, resp.Header.Revision)
+	}
+	a.log.Info("info put", zap.String("lock", info.LockID()), zap.Strings("ddls", ddls), zap.Bool("new", !inner.Succeeded),
+		zap.Bool("exec", info.exec != nil))
 	return info, nil
+}
+
+// LeaveExecToCoordinator makes the agent's infos never write an exec themselves (each poisons the
+// count of arrivals instead): every lock this agent takes part in is decided by the coordinator. For
+// tests of the coordinator's decisions, and for the fault matrix's step between the last info and
+// the exec, which only the coordinator's path has.
+func (a *Agent) LeaveExecToCoordinator() { a.fastExec = false }
+
+// arrivePoison is the ArriveKey's value once an info did not agree with the ones counted: no put
+// counts on it or completes the lock until a new round (or the lock's removal) deletes it.
+const arrivePoison = "poison"
+
+// taskView is what an agent knows of its task's source set: the TaskKey's revision and sources.
+type taskView struct {
+	rev     int64
+	sources []string // sorted
+	in      bool     // this agent's source is one of them
+}
+
+func (a *Agent) setTaskSources(rr *etcdserverpb.RangeResponse) {
+	var tv taskView
+	if rr != nil && len(rr.Kvs) == 1 {
+		var ts TaskSources
+		if decodeKV(rr.Kvs[0], &ts) == nil {
+			tv.rev, tv.sources = rr.Kvs[0].ModRevision, slices.Sorted(slices.Values(ts.Sources))
+			tv.in = slices.Contains(tv.sources, a.source)
+		}
+	}
+	a.tmu.Lock()
+	a.tv = tv
+	a.tmu.Unlock()
+}
+
+// arrival is the transaction that puts info (under the generation's condition), counts it on the
+// lock's ArriveKey if it is created, and writes the exec if it completes the lock. Its last response
+// is the info's key, read back; when the info was not there already, its first is the counting
+// transaction (see arrived).
+//
+// Why the count is exact when the exec is written: only the creation of an info counts (putting the
+// same info again writes nothing; changing it poisons), by an agent of a source of the task as of the
+// TaskKey's revision that the transaction compares and that the count's value names; a count with
+// another value is poisoned, not added to. A counted info is deleted only after an exec was written
+// (the exec deletes the count: infos counted after it are of the next round), by the removal of a
+// source (poisons) or of the lock (deletes); a skip of its own poisons on its done. So when the count
+// reads N-1, N-1 distinct sources of the task have an info with these DDLs, and this one is the N-th;
+// the lock has no round, operation or unlock request. Any info of a source outside the task would
+// have poisoned the count (or been deleted with it by a new round, which waits for such infos to go).
+func (a *Agent) arrival(info Info, key, val string) (op clientv3.Op, sources int) {
+	a.tmu.Lock()
+	tv := a.tv
+	a.tmu.Unlock()
+	arrive, taskKey := a.layout.ArriveKey(a.task, info.Target), a.layout.TaskKey(a.task)
+	poison := clientv3.OpPut(arrive, arrivePoison)
+	var count clientv3.Op
+	if !a.fastExec {
+		count = clientv3.OpTxn(nil, []clientv3.Op{poison}, nil)
+	} else if !tv.in {
+		// Not a source of the task as far as this agent knows: do not count, and read the sources.
+		count = clientv3.OpTxn(nil, []clientv3.Op{poison, clientv3.OpGet(taskKey)}, nil)
+	} else {
+		mine := arriveValue(info.DDLs, tv.rev)
+		n := len(tv.sources)
+		last := []clientv3.Cmp{
+			clientv3.Compare(clientv3.Version(a.layout.RoundKey(a.task, info.Target)), "=", 0),
+			clientv3.Compare(clientv3.Version(a.layout.UnlockKey(a.task, info.Target)), "=", 0),
+			clientv3.Compare(clientv3.CreateRevision(a.layout.lockPrefix(kindOp, a.task, info.Target)), "=", 0).WithPrefix(),
+			clientv3.Compare(clientv3.Version(arrive), "=", n-1),
+		}
+		if n > 1 {
+			last = append(last, clientv3.Compare(clientv3.Value(arrive), "=", mine))
+		}
+		var parts []string
+		for _, s := range tv.sources {
+			if s != a.source {
+				parts = append(parts, s)
+			}
+		}
+		exec := []clientv3.Op{
+			clientv3.OpPut(a.layout.OperationKey(a.task, info.Target, a.source), encode(Operation{
+				Task: a.task, Source: a.source, Target: info.Target, DDLs: info.DDLs, Exec: true, Sources: n})),
+			clientv3.OpPut(a.layout.RoundKey(a.task, info.Target), encode(Round{Task: a.task, Target: info.Target, Owner: a.source, Participants: parts})),
+			clientv3.OpDelete(arrive),
+		}
+		add := clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.Version(arrive), "=", 0)},
+			[]clientv3.Op{clientv3.OpPut(arrive, mine)},
+			[]clientv3.Op{clientv3.OpTxn(
+				[]clientv3.Cmp{clientv3.Compare(clientv3.Value(arrive), "=", mine)},
+				[]clientv3.Op{clientv3.OpPut(arrive, mine)},
+				[]clientv3.Op{poison})})
+		count = clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(taskKey), "=", tv.rev)},
+			[]clientv3.Op{clientv3.OpTxn(last, exec, []clientv3.Op{add})},
+			[]clientv3.Op{poison, clientv3.OpGet(taskKey)}) // the sources changed: read them
+	}
+	create := clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
+		[]clientv3.Op{clientv3.OpPut(key, val), count},
+		[]clientv3.Op{clientv3.OpPut(key, val), poison}) // a changed info: the count no longer holds
+	return clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", val)},
+		[]clientv3.Op{clientv3.OpGet(key)},
+		[]clientv3.Op{create, clientv3.OpGet(key)}), len(tv.sources)
+}
+
+// arriveValue is the ArriveKey's value while the arrivals agree: their DDLs and the revision of the
+// task's source set they were counted against.
+func arriveValue(ddls []string, taskRev int64) string {
+	sum := sha256.Sum256([]byte(encode(ddls)))
+	return hex.EncodeToString(sum[:16]) + "@" + strconv.FormatInt(taskRev, 10)
+}
+
+// arrived reads the response of arrival's create transaction: it returns the exec operation if the
+// put wrote it, and takes a fresh read of the task's sources.
+func (a *Agent) arrived(create *etcdserverpb.TxnResponse, info Info, n int, rev int64) *Operation {
+	if create == nil || !create.Succeeded {
+		return nil // a changed info
+	}
+	count := create.Responses[1].GetResponseTxn()
+	if count == nil {
+		return nil
+	}
+	if !count.Succeeded || len(count.Responses) == 2 && count.Responses[1].GetResponseRange() != nil {
+		// Not counted: the task's sources are in the response.
+		a.setTaskSources(count.Responses[len(count.Responses)-1].GetResponseRange())
+		return nil
+	}
+	last := count.Responses[0].GetResponseTxn()
+	if last == nil || !last.Succeeded {
+		return nil
+	}
+	return &Operation{Task: a.task, Source: a.source, Target: info.Target, DDLs: info.DDLs, Exec: true, Sources: n,
+		CreateRevision: rev, ModRevision: rev}
 }
 
 // lockView is what an agent reads of one lock: its own operation, the lock's exec operation (which
@@ -207,6 +365,9 @@ func (a *Agent) WaitOperation(ctx context.Context, info Info) (Operation, error)
 // again. The wait makes no watch of its own: with the operations watch kept between locks, nothing on
 // its path waits for a watch's creation.
 func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error) {
+	if info.exec != nil {
+		return *info.exec, nil // the put wrote it
+	}
 	changed := make(chan error, 1)
 	notify := func(err error) {
 		select {
@@ -517,8 +678,9 @@ func (a *Agent) doneTxn(ctx context.Context, op Operation, info Info) clientv3.T
 	}
 	if !op.Exec && !op.Implicit() || op.CreateRevision == 0 || op.Sources == 0 {
 		// A skip operation of its own (a source that came late or was overruled): not counted in the
-		// round; the coordinator clears the lock.
-		return txn.Then(notLast...)
+		// round; the coordinator clears the lock. Its info may have been counted as an arrival: the
+		// count is poisoned until the next new round (PutInfo).
+		return txn.Then(append(notLast, clientv3.OpPut(a.layout.ArriveKey(a.task, op.Target), arrivePoison))...)
 	}
 	counter := a.layout.DoneKey(a.task, op.Target, op.CreateRevision)
 	opPrefix := a.layout.lockPrefix(kindOp, a.task, op.Target)

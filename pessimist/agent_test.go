@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +27,13 @@ func taskEnv(t *testing.T, timeout time.Duration, sources ...string) (*clientv3.
 		}
 	}
 	return cli, ctx, layout
+}
+
+// coordinated makes a leave every exec to the coordinator (LeaveExecToCoordinator), for tests of the
+// coordinator's path.
+func coordinated(a *Agent) *Agent {
+	a.LeaveExecToCoordinator()
+	return a
 }
 
 // firstWait returns a channel closed once the first of a's waits is in place.
@@ -55,7 +64,7 @@ func TestWaitSeesForceRemoveAfterRead(t *testing.T) {
 	c := NewCoordinator(cli, layout)
 	run := start(ctx, func(ctx context.Context) { c.Run(ctx) })
 	defer run.stop()
-	a1, a2 := NewAgent(cli, layout, "task", "s1", nil), NewAgent(cli, layout, "task", "s2", nil)
+	a1, a2 := coordinated(NewAgent(cli, layout, "task", "s1", nil)), coordinated(NewAgent(cli, layout, "task", "s2", nil))
 	read := firstWait(a1)
 	const target = "`db`.`t`"
 	info, err := a1.PutInfo(ctx, target, []string{d1})
@@ -99,7 +108,7 @@ func TestOpsWatchSharedBetweenLocks(t *testing.T) {
 	cli, ctx, layout := taskEnv(t, 30*time.Second, "s1", "s2")
 	coord := start(ctx, func(ctx context.Context) { NewCoordinator(cli, layout).Run(ctx) })
 	defer coord.stop()
-	a1, a2 := NewAgent(cli, layout, "task", "s1", nil), NewAgent(cli, layout, "task", "s2", nil)
+	a1, a2 := coordinated(NewAgent(cli, layout, "task", "s1", nil)), coordinated(NewAgent(cli, layout, "task", "s2", nil))
 	watchOf := func(a *Agent) *opsWatch {
 		a.wmu.Lock()
 		defer a.wmu.Unlock()
@@ -214,7 +223,7 @@ func TestWaitReadsOnlyWhenItMayHaveMissedSomething(t *testing.T) {
 	cli, ctx, layout := taskEnv(t, 20*time.Second, "s1", "s2")
 	run := start(ctx, func(ctx context.Context) { NewCoordinator(cli, layout).Run(ctx) })
 	defer run.stop()
-	a1, a2 := NewAgent(cli, layout, "task", "s1", nil), NewAgent(cli, layout, "task", "s2", nil)
+	a1, a2 := coordinated(NewAgent(cli, layout, "task", "s1", nil)), coordinated(NewAgent(cli, layout, "task", "s2", nil))
 	reads1, reads2 := make(chan bool, 10), make(chan bool, 10)
 	a1.onWait = func(read bool) { reads1 <- read }
 	a2.onWait = func(read bool) { reads2 <- read }
@@ -351,5 +360,128 @@ func TestWaitSeesTaskRemoved(t *testing.T) {
 	resp, err := cli.Get(ctx, layout.Root(), clientv3.WithPrefix())
 	if err != nil || len(resp.Kvs) != 0 {
 		t.Fatalf("keys left after DeleteTask: %v %v", resp.Kvs, err)
+	}
+}
+
+// TestFastExecOnlyWhenTheCountHolds: an info completes its lock (writes the exec itself) only when the
+// count of arrivals shows every other source of the task with the same DDLs, against the source set
+// the agent read, and the lock has no round, operation or unlock request; anything else poisons the
+// count and leaves the lock to the coordinator (none runs here, so nothing else writes an exec).
+func TestFastExecOnlyWhenTheCountHolds(t *testing.T) {
+	cli, ctx, layout := taskEnv(t, 30*time.Second, "s1", "s2", "s3")
+	agents := map[string]*Agent{}
+	for _, s := range []string{"s1", "s2", "s3", "s4"} {
+		agents[s] = NewAgent(cli, layout, "task", s, nil)
+	}
+	type put struct{ source, ddl string }
+	for _, c := range []struct {
+		name   string
+		before func(target string) // what else is in etcd before the puts
+		puts   []put
+		exec   string // the source whose put writes the exec ("": none)
+		poison bool   // the count ends poisoned
+	}{
+		{name: "agree", puts: []put{{"s1", d1}, {"s2", d1}, {"s3", d1}}, exec: "s3"},
+		{name: "agree in another order", puts: []put{{"s3", d1}, {"s1", d1}, {"s2", d1}}, exec: "s2"},
+		{name: "put again", puts: []put{{"s1", d1}, {"s1", d1}, {"s2", d1}, {"s2", d1}, {"s3", d1}}, exec: "s3"},
+		{name: "conflict", puts: []put{{"s1", d1}, {"s2", d2}, {"s3", d1}}, poison: true},
+		{name: "changed info", puts: []put{{"s1", d1}, {"s1", d2}, {"s2", d2}, {"s3", d2}}, poison: true},
+		{name: "source outside the task", puts: []put{{"s4", d1}, {"s1", d1}, {"s2", d1}, {"s3", d1}}, poison: true},
+		{name: "unlock request", before: func(target string) {
+			if _, err := cli.Put(ctx, layout.UnlockKey("task", target), encode(Unlock{Task: "task", Target: target, DDLs: []string{d1}, Owner: "s1"})); err != nil {
+				t.Fatal(err)
+			}
+		}, puts: []put{{"s1", d1}, {"s2", d1}, {"s3", d1}}},
+		{name: "round in progress", before: func(target string) {
+			if _, err := cli.Put(ctx, layout.RoundKey("task", target), encode(Round{Task: "task", Target: target, Owner: "s1"})); err != nil {
+				t.Fatal(err)
+			}
+		}, puts: []put{{"s1", d1}, {"s2", d1}, {"s3", d1}}},
+		{name: "operation left", before: func(target string) {
+			if _, err := cli.Put(ctx, layout.OperationKey("task", target, "s2"), encode(Operation{Task: "task", Source: "s2", Target: target, DDLs: []string{d1}, Done: true})); err != nil {
+				t.Fatal(err)
+			}
+		}, puts: []put{{"s1", d1}, {"s2", d1}, {"s3", d1}}},
+		{name: "source set rewritten", before: func(string) {
+			// The same sources at a new revision: the agents' reads are stale until a put tells them.
+			if err := PutTaskSources(ctx, cli, layout, "task", []string{"s1", "s2", "s3"}); err != nil {
+				t.Fatal(err)
+			}
+		}, puts: []put{{"s1", d1}, {"s2", d1}, {"s3", d1}}, poison: true},
+		{name: "after the sources were read again", puts: []put{{"s1", d1}, {"s2", d1}, {"s3", d1}}, exec: "s3"},
+	} {
+		target := "`db`.`" + strings.ReplaceAll(c.name, " ", "_") + "`"
+		if c.before != nil {
+			c.before(target)
+		}
+		got := ""
+		for _, p := range c.puts {
+			info, err := agents[p.source].PutInfo(ctx, target, []string{p.ddl})
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			if info.exec != nil {
+				if got != "" {
+					t.Fatalf("%s: %s wrote an exec after %s did", c.name, p.source, got)
+				}
+				got = p.source
+				if !info.exec.Exec || info.exec.Sources != 3 || info.exec.CreateRevision != info.CreateRevision {
+					t.Fatalf("%s: exec %+v of info %+v", c.name, *info.exec, info)
+				}
+			}
+		}
+		if got != c.exec {
+			t.Fatalf("%s: exec written by %q, want %q", c.name, got, c.exec)
+		}
+		resp, err := cli.Get(ctx, layout.lockPrefix(kindOp, "task", target), clientv3.WithPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var execs []string
+		for _, kv := range resp.Kvs {
+			var o Operation
+			if decodeKV(kv, &o) == nil && o.Exec {
+				execs = append(execs, o.Source)
+			}
+		}
+		if want := []string{c.exec}; c.exec == "" && len(execs) != 0 || c.exec != "" && !slices.Equal(execs, want) {
+			t.Fatalf("%s: exec operations in etcd %v, want %q", c.name, execs, c.exec)
+		}
+		arrive, err := cli.Get(ctx, layout.ArriveKey("task", target))
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch poisoned := len(arrive.Kvs) == 1 && string(arrive.Kvs[0].Value) == arrivePoison; {
+		case c.exec != "" && len(arrive.Kvs) != 0:
+			t.Fatalf("%s: the exec must delete the count, found %q", c.name, arrive.Kvs[0].Value)
+		case poisoned != c.poison:
+			t.Fatalf("%s: count %v, want poisoned %t", c.name, arrive.Kvs, c.poison)
+		}
+	}
+}
+
+// TestFastExecOfOneSource: a task of one source has its lock complete at its first info.
+func TestFastExecOfOneSource(t *testing.T) {
+	cli, ctx, layout := taskEnv(t, 30*time.Second, "s1")
+	a := NewAgent(cli, layout, "task", "s1", nil)
+	info, err := a.PutInfo(ctx, "`db`.`t`", []string{d1})
+	if err != nil || info.exec == nil || info.exec.Sources != 1 {
+		t.Fatalf("info %+v, %v: want its exec", info, err)
+	}
+	op, err := a.WaitOperation(ctx, info)
+	if err != nil || !op.Exec {
+		t.Fatalf("wait: %+v %v", op, err)
+	}
+	if err := a.DoneOperationDeleteInfo(ctx, op, info); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cli.Get(ctx, layout.Root(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range resp.Kvs {
+		if k := string(kv.Key); k != layout.TaskKey("task") && !strings.HasPrefix(k, layout.Root()+kindAgent+"/") {
+			t.Errorf("key left behind: %s", k)
+		}
 	}
 }

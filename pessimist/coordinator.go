@@ -245,6 +245,7 @@ func DeleteTask(ctx context.Context, cli *clientv3.Client, layout Layout, task s
 		clientv3.OpDelete(layout.taskPrefix(kindAgent, task), clientv3.WithPrefix()),
 		clientv3.OpDelete(layout.taskPrefix(kindDone, task), clientv3.WithPrefix()),
 		clientv3.OpDelete(layout.taskPrefix(kindRound, task), clientv3.WithPrefix()),
+		clientv3.OpDelete(layout.taskPrefix(kindArrive, task), clientv3.WithPrefix()),
 		clientv3.OpPut(mark, encode(removal{Reason: "task removed"})),
 	).Commit(); err != nil {
 		return err

@@ -37,7 +37,7 @@ func TestCoordinatorRebuildsAfterCompaction(t *testing.T) {
 	if err := PutTaskSources(ctx, cli, layout, "task", []string{"s1", "s2"}); err != nil {
 		t.Fatal(err)
 	}
-	a1, a2 := NewAgent(cli, layout, "task", "s1", nil), NewAgent(cli, layout, "task", "s2", nil)
+	a1, a2 := coordinated(NewAgent(cli, layout, "task", "s1", nil)), coordinated(NewAgent(cli, layout, "task", "s2", nil))
 	loads := 0
 	c := NewCoordinator(cli, layout, WithRetryInterval(10*time.Millisecond))
 	c.afterLoad = func() {
@@ -103,7 +103,7 @@ func TestCoordinatorFence(t *testing.T) {
 	if _, err := cli.Put(ctx, leaderKey, "other"); err != nil {
 		t.Fatal(err)
 	}
-	a := NewAgent(cli, layout, "task", "s1", nil)
+	a := coordinated(NewAgent(cli, layout, "task", "s1", nil))
 	if _, err := a.PutInfo(ctx, "`db`.`t`", []string{d1}); err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestCoordinatorUnlockAndLocks(t *testing.T) {
 	}
 	run := start(ctx, func(ctx context.Context) { c.Run(ctx) })
 	defer run.stop()
-	a1 := NewAgent(cli, layout, "task", "s1", nil)
+	a1 := coordinated(NewAgent(cli, layout, "task", "s1", nil))
 	info, err := a1.PutInfo(ctx, "`db`.`t`", []string{d1})
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +164,7 @@ func TestCoordinatorUnlockAndLocks(t *testing.T) {
 		l, err := c.Locks()
 		return err == nil && len(l) == 1 && l[0].Stage == "unlocked"
 	})
-	a2 := NewAgent(cli, layout, "task", "s2", nil)
+	a2 := coordinated(NewAgent(cli, layout, "task", "s2", nil))
 	info2, err := a2.PutInfo(ctx, "`db`.`t`", []string{d1})
 	if err != nil {
 		t.Fatal(err)
@@ -201,7 +201,7 @@ func TestAgentPutInfoIsIdempotent(t *testing.T) {
 	cli := etcdClient(t)
 	ctx := context.Background()
 	layout := testLayout(t)
-	a := NewAgent(cli, layout, "task", "s1", nil)
+	a := coordinated(NewAgent(cli, layout, "task", "s1", nil))
 	i1, err := a.PutInfo(ctx, "`db`.`t`", []string{d1})
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +219,7 @@ func TestAgentPutInfoIsIdempotent(t *testing.T) {
 	}
 	// A newer incarnation of the source takes over: the old one can no longer put infos (a late
 	// request of a dead worker must not leave an info nobody answers).
-	b := NewAgent(cli, layout, "task", "s1", nil)
+	b := coordinated(NewAgent(cli, layout, "task", "s1", nil))
 	if _, err := b.PutInfo(ctx, "`db`.`t`", []string{d2}); err != nil {
 		t.Fatal(err)
 	}
@@ -235,6 +235,14 @@ func TestAgentPutInfoIsIdempotent(t *testing.T) {
 // operation key of their own), a restarted participant finds it with Operations, and the last source
 // to finish clears the lock itself, with no coordinator running: 2N+1 writes for N sources.
 func TestImplicitSkipsAndLastDone(t *testing.T) {
+	// fast: the last info writes the exec (Agent.PutInfo), with no coordinator running at all: 2N
+	// writes. coordinated: the coordinator writes it for the first source: 2N+1.
+	for _, fast := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fast=%t", fast), func(t *testing.T) { implicitSkipsAndLastDone(t, fast) })
+	}
+}
+
+func implicitSkipsAndLastDone(t *testing.T, fast bool) {
 	cli := etcdClient(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -243,7 +251,10 @@ func TestImplicitSkipsAndLastDone(t *testing.T) {
 	if err := PutTaskSources(ctx, cli, layout, "task", sources); err != nil {
 		t.Fatal(err)
 	}
-	coord := start(ctx, func(ctx context.Context) { NewCoordinator(cli, layout).Run(ctx) })
+	var coord *runner
+	if !fast {
+		coord = start(ctx, func(ctx context.Context) { NewCoordinator(cli, layout).Run(ctx) })
+	}
 	before, err := cli.Get(ctx, "/test/revision-probe")
 	if err != nil {
 		t.Fatal(err)
@@ -252,26 +263,42 @@ func TestImplicitSkipsAndLastDone(t *testing.T) {
 	infos := map[string]Info{}
 	for _, s := range sources {
 		agents[s] = NewAgent(cli, layout, "task", s, nil)
+		if !fast {
+			agents[s].LeaveExecToCoordinator()
+		}
 		if infos[s], err = agents[s].PutInfo(ctx, "`db`.`t`", []string{d1}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	exec, err := agents["s1"].WaitOperation(ctx, infos["s1"])
-	if err != nil || !exec.Exec || exec.Sources != 3 {
+	owner, others := "s1", []string{"s2", "s3"}
+	if fast {
+		owner, others = "s3", []string{"s1", "s2"}
+		if infos["s3"].exec == nil || infos["s1"].exec != nil || infos["s2"].exec != nil {
+			t.Fatalf("only the last info writes the exec: %+v %+v %+v", infos["s1"].exec, infos["s2"].exec, infos["s3"].exec)
+		}
+	}
+	exec, err := agents[owner].WaitOperation(ctx, infos[owner])
+	if err != nil || !exec.Exec || exec.Sources != 3 || exec.Source != owner {
 		t.Fatalf("owner's operation %+v, %v", exec, err)
 	}
-	coord.stop() // from here on the agents alone finish the lock
-	if err := agents["s1"].DoneOperationDeleteInfo(ctx, exec, infos["s1"]); err != nil {
+	if r, err := cli.Get(ctx, layout.RoundKey("task", "`db`.`t`")); err != nil || len(r.Kvs) != 1 ||
+		string(r.Kvs[0].Value) != encode(Round{Task: "task", Target: "`db`.`t`", Owner: owner, Participants: others}) || r.Kvs[0].ModRevision != exec.CreateRevision {
+		t.Fatalf("the round: %v %v", r, err)
+	}
+	if coord != nil {
+		coord.stop() // from here on the agents alone finish the lock
+	}
+	if err := agents[owner].DoneOperationDeleteInfo(ctx, exec, infos[owner]); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"s2", "s3"} {
+	for _, s := range others {
 		skip, err := agents[s].WaitOperation(ctx, infos[s])
-		if err != nil || skip.Exec || skip.Owner != "s1" || !eqStrings(skip.DDLs, []string{d1}) {
+		if err != nil || skip.Exec || skip.Owner != owner || !eqStrings(skip.DDLs, []string{d1}) {
 			t.Fatalf("%s: skip %+v, %v", s, skip, err)
 		}
 		// A restarted worker finds the same skip among its operations.
 		ops, err := NewAgent(cli, layout, "task", s, nil).Operations(ctx)
-		if err != nil || len(ops) != 1 || ops[0].Owner != "s1" || ops[0].ModRevision != skip.ModRevision {
+		if err != nil || len(ops) != 1 || ops[0].Owner != owner || ops[0].ModRevision != skip.ModRevision {
 			t.Fatalf("%s: operations %+v, %v", s, ops, err)
 		}
 		if own, err := cli.Get(ctx, layout.OperationKey("task", "`db`.`t`", s)); err != nil || len(own.Kvs) != 0 {
@@ -290,7 +317,67 @@ func TestImplicitSkipsAndLastDone(t *testing.T) {
 			t.Errorf("key left behind: %s", k)
 		}
 	}
-	if writes := resp.Header.Revision - before.Header.Revision; writes != 2*int64(len(sources))+1 {
-		t.Errorf("%d writes for %d sources, want %d", writes, len(sources), 2*len(sources)+1)
+	want := 2*len(sources) + 1
+	if fast {
+		want = 2 * len(sources)
+	}
+	if writes := resp.Header.Revision - before.Header.Revision; writes != int64(want) {
+		t.Errorf("%d writes for %d sources, want %d", writes, len(sources), want)
+	}
+}
+
+// TestOwnSkipPoisonsTheCount: a source sent a skip of its own (missing at an unlock) was counted as an
+// arrival; its done deletes its info, so it poisons the count. Otherwise the next lock with the same
+// DDLs would count the deleted info and complete without that source.
+func TestOwnSkipPoisonsTheCount(t *testing.T) {
+	cli, ctx, layout := taskEnv(t, 30*time.Second, "s1", "s2")
+	c := NewCoordinator(cli, layout)
+	run := start(ctx, func(ctx context.Context) { c.Run(ctx) })
+	defer run.stop()
+	a1, a2 := NewAgent(cli, layout, "task", "s1", nil), NewAgent(cli, layout, "task", "s2", nil)
+	const target = "`db`.`t`"
+	info, err := a1.PutInfo(ctx, target, []string{d1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := LockID("task", target)
+	waitFor(t, "the lock to show", func() bool { l, err := c.Locks(); return err == nil && len(l) == 1 })
+	if _, err := c.UnlockLock(ctx, id, "", false); err != nil {
+		t.Fatal(err)
+	}
+	op, err := a1.WaitOperation(ctx, info)
+	if err != nil || !op.Exec {
+		t.Fatalf("owner after unlock: %+v %v", op, err)
+	}
+	if err := a1.DoneOperationDeleteInfo(ctx, op, info); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the unlocked stage", func() bool { l, err := c.Locks(); return err == nil && len(l) == 1 && l[0].Stage == "unlocked" })
+	info2, err := a2.PutInfo(ctx, target, []string{d1})
+	if err != nil || info2.exec != nil {
+		t.Fatalf("the missing source's info: %+v %v", info2, err)
+	}
+	op2, err := a2.WaitOperation(ctx, info2)
+	if err != nil || op2.Exec || op2.Implicit() {
+		t.Fatalf("missing source after unlock: %+v %v", op2, err)
+	}
+	if err := a2.DoneOperationDeleteInfo(ctx, op2, info2); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "no lock", func() bool { l, err := c.Locks(); return err == nil && len(l) == 0 })
+	if r, err := cli.Get(ctx, layout.ArriveKey("task", target)); err != nil || len(r.Kvs) != 1 || string(r.Kvs[0].Value) != arrivePoison {
+		t.Fatalf("the count after a skip of its own: %v %v", r, err)
+	}
+	// The next lock of the target, with the same DDLs: s1 alone must not complete it.
+	info, err = a1.PutInfo(ctx, target, []string{d1})
+	if err != nil || info.exec != nil {
+		t.Fatalf("s1's next info completed the lock without s2: %+v %v", info, err)
+	}
+	info2, err = a2.PutInfo(ctx, target, []string{d1})
+	if err != nil || info2.exec != nil {
+		t.Fatalf("s2's next info on a poisoned count: %+v %v", info2, err)
+	}
+	if op, err = a1.WaitOperation(ctx, info); err != nil || !op.Exec || op.Source != "s1" {
+		t.Fatalf("the coordinator's exec: %+v %v", op, err)
 	}
 }

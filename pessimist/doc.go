@@ -26,7 +26,16 @@
 //     writes nothing; an operation already waiting for it is returned by WaitOperation at once. Each
 //     Agent claims its source's generation key with its first put, and later puts require it: a put
 //     of a dead incarnation that reaches etcd late fails instead of leaving an info nobody answers.
-//  2. The coordinator waits until every source of the task has an info for the lock with the same DDLs
+//  2. The info that completes the lock writes the exec itself, for its own source, with the round,
+//     in the transaction that creates it: each info created counts itself on the lock's arrival
+//     counter (Layout.ArriveKey, O(1) in etcd), and the put that finds every other source of the task
+//     counted with the same DDLs against the source set it read, and the lock without a round, an
+//     operation or an unlock request, is the last (see Agent.PutInfo for why the count is exact).
+//     Nothing else counts: a conflict, a changed info, a source outside the task, a source set the
+//     agent has not read yet, a source removed from the task or a skip of its own poisons the counter
+//     until the coordinator's next new round deletes it. A lock that does not complete itself so (an
+//     unlock, a conflict, a poisoned count) is the coordinator's:
+//     it waits until every source of the task has an info for the lock with the same DDLs
 //     (different DDLs are a conflict: shown by Locks, nothing executed). It writes an exec operation for
 //     the owner, the source whose info was created first, and in the same transaction the lock's
 //     Round: the other sources with those DDLs, the participants (the exec holds only their number).
@@ -62,8 +71,9 @@
 //     the same target: a participant's info created after the exec, like an info of a source whose
 //     operation is done, belongs to the next round and waits.
 //
-// Writes per lock of N sources: N infos, the exec (with its Round), the owner's done and N-1
-// participants' dones, the last of which clears the lock: 2N+1.
+// Writes per lock of N sources: N infos, the last of which carries the exec (with its Round), the
+// owner's done and N-1 participants' dones, the last of which clears the lock: 2N. When the
+// coordinator writes the exec, 2N+1.
 //
 // # Unlock
 //

@@ -391,8 +391,8 @@ func (k *Keeper) ApplyKV(key string, value []byte, createRev, modRev int64, dele
 		return nil
 	}
 	switch p.kind {
-	case kindAgent, kindDone:
-		return nil // fencing for agents, counters of dones for agents: no lock state
+	case kindAgent, kindDone, kindArrive:
+		return nil // fencing for agents, counters of dones and arrivals for agents: no lock state
 	case kindTask:
 		if deleted {
 			k.DeleteTaskSources(p.task)
@@ -629,14 +629,17 @@ func (k *Keeper) dropRemovedSources(v view) *Txn {
 	t := &Txn{Reason: "drop keys of sources removed from the task"}
 	k.guard(t, l)
 	for _, src := range sortedKeys(l.infos) {
-		if v.inTask[src] || k.room(t) <= 1 {
+		if v.inTask[src] || k.room(t) <= 2 {
 			continue
 		}
 		if o, has := l.ops[src]; has && o.Exec && !o.Done {
 			continue
 		}
 		if len(t.Puts) == 0 {
-			t.Puts = append(t.Puts, k.removalMark(l, "source removed from the task"))
+			// The arrivals counted so far may include the deleted infos: the count is poisoned
+			// until the next new round (Agent.PutInfo).
+			t.Puts = append(t.Puts, k.removalMark(l, "source removed from the task"),
+				KV{k.layout.ArriveKey(l.task, l.target), arrivePoison})
 		}
 		t.Deletes = append(t.Deletes, k.layout.InfoKey(l.task, l.target, src))
 	}
@@ -897,6 +900,10 @@ func (k *Keeper) decideNewRound(v view) *Txn {
 	t := &Txn{Reason: "exec by owner " + owner}
 	k.guard(t, l)
 	k.putExec(t, l, byName[owner], parts)
+	// A new round starts the count of arrivals again (see Agent.PutInfo): every info there now takes
+	// part in this round (or is answered with it: a skip, an overruled source), so none is left
+	// uncounted for the next one.
+	t.Deletes = append(t.Deletes, k.layout.ArriveKey(l.task, l.target))
 	return t
 }
 

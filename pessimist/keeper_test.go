@@ -491,12 +491,26 @@ func TestParticipantRemovedAfterExec(t *testing.T) {
 	if !h.marked(h.target) {
 		t.Fatal("dropping s3's info must put the lock's removal mark (s3 may still wait on it)")
 	}
+	arrive := h.layout.ArriveKey(h.task, h.target)
+	if got := h.kv.kv[arrive].val; got != arrivePoison {
+		t.Fatalf("dropping s3's info must poison the count of arrivals (Agent.PutInfo), got %q", got)
+	}
 	h.done("s2")
 	if got := h.settle(); len(got) != 1 || got[0] != "clean up resolved round" {
 		t.Fatalf("applied %v, want the cleanup", got)
 	}
-	h.expectNoKeys()
+	if k := h.keys(); len(k) != 1 || h.layout.Root()+k[0] != arrive {
+		t.Fatalf("keys left behind: %v, want only the poisoned count of arrivals", k)
+	}
 	if l := h.k.Locks(); len(l) != 0 {
 		t.Fatalf("locks left: %+v", l)
+	}
+	// The next new round deletes the count: the round after it may complete itself again.
+	h.info("s1", d2)
+	h.info("s2", d2)
+	h.settle()
+	h.expectOps("s1:exec")
+	if _, ok := h.kv.kv[arrive]; ok {
+		t.Fatal("a new round must delete the count of arrivals")
 	}
 }

@@ -150,7 +150,7 @@ func (k *Keeper) Unlock(lockID, owner string, forceRemove bool) (Txn, Unlock, er
 				k.layout.lockPrefix(kindOp, l.task, l.target),
 				k.layout.lockPrefix(kindDone, l.task, l.target),
 			},
-			Deletes: []string{k.layout.UnlockKey(l.task, l.target), k.layout.RoundKey(l.task, l.target)},
+			Deletes: []string{k.layout.UnlockKey(l.task, l.target), k.layout.RoundKey(l.task, l.target), k.layout.ArriveKey(l.task, l.target)},
 			Puts:    []KV{k.removalMark(l, "unlock --force-remove")},
 		}, Unlock{}, nil
 	}

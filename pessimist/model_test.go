@@ -275,6 +275,11 @@ func (m *model) workerProcess(ctx context.Context, s int) {
 func (m *model) worker(ctx context.Context, s int, rng *rand.Rand) (completed bool) {
 	src := m.source(s)
 	agent := NewAgent(m.cli, m.layout, m.task, src, nil)
+	// Every third run leaves every exec to the coordinator, every third has the odd sources do so
+	// (the others may complete a lock themselves), and the rest let each last info write the exec.
+	if mode := m.seed % 3; mode == 1 || mode == 2 && s%2 == 1 {
+		agent.LeaveExecToCoordinator()
+	}
 	agent.retry = 5 * time.Millisecond
 	m.mu.Lock()
 	ck := m.checkpoint[s]

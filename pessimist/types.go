@@ -27,6 +27,8 @@ type Info struct {
 	// that can answer such an info is written after it, so a wait whose watch delivers everything
 	// after it needs no read of the lock.
 	created bool
+	// exec: the put completed the lock and wrote this exec operation for its source (Agent.PutInfo).
+	exec *Operation
 }
 
 // LockID is the ID of the lock the info belongs to.
@@ -129,6 +131,9 @@ type removal struct {
 //	<root>round/<task>/<target>            Round (the participants of the exec operation)
 //	<root>done/<task>/<target>/<rev>       counts (by its version) the dones of the round whose exec
 //	                                       operation was created at rev
+//	<root>arrive/<task>/<target>           counts (by its version) the infos created since the lock's last
+//	                                       new round, while they agree (value: their DDLs and the task's
+//	                                       source set); "poison" once one does not (Agent.PutInfo)
 //
 // Every segment is path-escaped, so names holding '/' cannot collide. The target is part of the key:
 // locks of different target tables of one source are independent.
@@ -157,6 +162,7 @@ const (
 	kindAgent  = "agent"
 	kindDone   = "done"
 	kindRound  = "round"
+	kindArrive = "arrive"
 )
 
 func (l Layout) Root() string { return l.root }
@@ -190,6 +196,10 @@ func (l Layout) RemovedKey(task, target string) string { return l.key(kindOp, ta
 // seen by every agent's watch of them. It parses as a lock's removal mark with an empty target.
 func (l Layout) TaskRemovedKey(task string) string   { return l.taskPrefix(kindOp, task) }
 func (l Layout) RoundKey(task, target string) string { return l.key(kindRound, task, target) }
+
+// ArriveKey counts the arrivals of a lock (see Agent.PutInfo): each info created puts it, so its
+// version tells the agent whose info completes the lock that it does, without reading the others.
+func (l Layout) ArriveKey(task, target string) string { return l.key(kindArrive, task, target) }
 
 // AgentKey is rewritten by every new agent (worker incarnation) of a source: its revision fences the
 // info puts of older incarnations whose requests land late.
@@ -229,7 +239,7 @@ func (l Layout) parse(key string) (parsedKey, error) {
 		}
 		segs[i] = s
 	}
-	want := map[string]int{kindTask: 2, kindInfo: 4, kindOp: 4, kindUnlock: 3, kindAgent: 3, kindDone: 4, kindRound: 3}[segs[0]]
+	want := map[string]int{kindTask: 2, kindInfo: 4, kindOp: 4, kindUnlock: 3, kindAgent: 3, kindDone: 4, kindRound: 3, kindArrive: 3}[segs[0]]
 	if segs[0] == kindOp && len(segs) == 3 {
 		return parsedKey{kind: kindOp, task: segs[1], target: segs[2], removed: true}, nil
 	}

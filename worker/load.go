@@ -76,7 +76,7 @@ type loadParams struct {
 func (t *subtask) load(ctx context.Context, sp spec, router *Router, down *sql.DB) error {
 	return runLoad(ctx, loadParams{
 		Task: sp.task.Name, Source: sp.inst.SourceID, MetaSchema: sp.task.MetaSchema, Upstream: sp.source.From, Down: down,
-		Router: router, Epoch: sp.epoch, Agent: pessimist.NewAgent(t.cfg.Client, t.cfg.Layout, sp.task.Name, sp.inst.SourceID, t.log),
+		Router: router, Epoch: sp.epoch, Agent: t.agent(sp),
 		EnableGTID: sp.source.EnableGTID, Dump: sp.task.DumpOf(sp.inst), Load: sp.task.LoadOf(sp.inst), Log: t.log,
 		onUnit: func(u *loader.Unit) {
 			t.mu.Lock()

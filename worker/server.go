@@ -18,6 +18,7 @@ import (
 
 	"github.com/tributary-db/tributary/config"
 	"github.com/tributary-db/tributary/ha"
+	"github.com/tributary-db/tributary/internal/failpoint"
 	"github.com/tributary-db/tributary/loader"
 	"github.com/tributary-db/tributary/onlineddl"
 	"github.com/tributary-db/tributary/pessimist"
@@ -387,7 +388,7 @@ func (t *subtask) runOnce(ctx context.Context) error {
 		Task: sp.task.Name, Source: sp.inst.SourceID, Flavor: flavor,
 		Host: sp.source.From.Host, Port: uint16(sp.source.From.Port), User: sp.source.From.User, Password: sp.source.From.PlainPassword(), TLS: upTLS,
 		ServerID: sp.source.ServerID, EnableGTID: sp.source.EnableGTID, Router: router, Filter: filter, Online: online, Downstream: down, DDLDownstream: ddlDown, GroupStatements: true,
-		MetaSchema: sp.task.MetaSchema, Agent: pessimist.NewAgent(t.cfg.Client, t.cfg.Layout, sp.task.Name, sp.inst.SourceID, t.log),
+		MetaSchema: sp.task.MetaSchema, Agent: t.agent(sp),
 		BatchRows: sc.Batch, WorkerCount: sc.WorkerCount, Epoch: sp.epoch, Log: t.log,
 		Operators: t.ops, SafeMode: sc.SafeMode, SafeModeDuration: sc.SafeModeFor(), SpreadHotTables: sc.SpreadHotTables,
 	}
@@ -521,4 +522,15 @@ func (t *subtask) masterStatus(ctx context.Context) (Position, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	return SourcePosition(ctx, db)
+}
+
+// agent is the pessimist agent of a subtask's source. With the fault matrix's "agent-coordinated"
+// switch (failpoint builds only) it leaves every exec to the coordinator, whose step between the last
+// info and the exec the matrix kills processes at.
+func (t *subtask) agent(sp spec) *pessimist.Agent {
+	a := pessimist.NewAgent(t.cfg.Client, t.cfg.Layout, sp.task.Name, sp.inst.SourceID, t.log)
+	if failpoint.Active("agent-coordinated") {
+		a.LeaveExecToCoordinator()
+	}
+	return a
 }

@@ -10,3 +10,6 @@ func Inject(name string) {}
 
 // Enabled reports whether the build honours failpoints.
 const Enabled = false
+
+// Active reports whether a switch is on: never in a normal build.
+func Active(name string) bool { return false }

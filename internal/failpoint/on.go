@@ -23,6 +23,10 @@ var (
 	dir   = os.Getenv("TRIBUTARY_FAILPOINT_DIR")
 )
 
+// Active reports whether name is in TRIBUTARY_FAILPOINTS: a switch rather than a pause (for example
+// "agent-coordinated", which leaves every exec to the coordinator).
+func Active(name string) bool { return slices.Contains(names, name) }
+
 // Inject pauses here if name is enabled and was not reached before.
 func Inject(name string) {
 	if dir == "" || !slices.Contains(names, name) {
