@@ -29,6 +29,22 @@ func taskEnv(t *testing.T, timeout time.Duration, sources ...string) (*clientv3.
 	return cli, ctx, layout
 }
 
+// onlyTaskKeysLeft fails t for every key of the layout other than task "task"'s sources and its
+// agents' generations, which live as long as the task, and returns the read (its revision counts writes).
+func onlyTaskKeysLeft(t *testing.T, ctx context.Context, cli *clientv3.Client, layout Layout) *clientv3.GetResponse {
+	t.Helper()
+	resp, err := cli.Get(ctx, layout.Root(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range resp.Kvs {
+		if k := string(kv.Key); k != layout.TaskKey("task") && !strings.HasPrefix(k, layout.Root()+kindAgent+"/") {
+			t.Errorf("key left behind: %s", k)
+		}
+	}
+	return resp
+}
+
 // coordinated makes a leave every exec to the coordinator (LeaveExecToCoordinator), for tests of the
 // coordinator's path.
 func coordinated(a *Agent) *Agent {
@@ -475,13 +491,5 @@ func TestFastExecOfOneSource(t *testing.T) {
 	if err := a.DoneOperationDeleteInfo(ctx, op, info); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := cli.Get(ctx, layout.Root(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, kv := range resp.Kvs {
-		if k := string(kv.Key); k != layout.TaskKey("task") && !strings.HasPrefix(k, layout.Root()+kindAgent+"/") {
-			t.Errorf("key left behind: %s", k)
-		}
-	}
+	onlyTaskKeysLeft(t, ctx, cli, layout)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -308,15 +307,7 @@ func implicitSkipsAndLastDone(t *testing.T, fast bool) {
 			t.Fatal(err)
 		}
 	}
-	resp, err := cli.Get(ctx, layout.Root(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, kv := range resp.Kvs {
-		if k := string(kv.Key); k != layout.TaskKey("task") && !strings.HasPrefix(k, layout.Root()+kindAgent+"/") {
-			t.Errorf("key left behind: %s", k)
-		}
-	}
+	resp := onlyTaskKeysLeft(t, ctx, cli, layout)
 	want := 2*len(sources) + 1
 	if fast {
 		want = 2 * len(sources)
