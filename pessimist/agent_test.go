@@ -301,7 +301,10 @@ func TestWaitReadsOnlyWhenItMayHaveMissedSomething(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
-	wait(a2, a2B, reads2, true, false) // s1's done exec was handed out before s2 waited: s2 reads
+	// s1's exec and done were handed out before s2 waits: s2 reads. (Without waiting for s2's watch
+	// to hand them out, the wait could start before their events arrive and, rightly, not read.)
+	handedPast(t, a2, a2B.ModRevision)
+	wait(a2, a2B, reads2, true, false)
 	// Lock C: s2 is first, so it owns C; its watch hands out the exec before s2 waits on C. That wait
 	// must read the lock: the exec's event is gone.
 	a2C, err := a2.PutInfo(ctx, "`db`.`c`", []string{d1})
