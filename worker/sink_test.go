@@ -186,6 +186,109 @@ func TestDDLRunsOnlyAfterItsMarker(t *testing.T) {
 	}
 }
 
+// TestReadAheadIsCheckedInTheDDLsQuery: a lock's DDL run on the read made ahead of its exec
+// (Prefetch) goes downstream without reading again, with the definition read ahead as its marker's
+// "before"; but if the fence or the marker moved since, nothing of that query runs, and the DDL is
+// decided on a fresh read: a marker written meanwhile (the DDL ran) skips it, a newer binding or a
+// checkpoint owner row that is gone stops it.
+func TestReadAheadIsCheckedInTheDDLsQuery(t *testing.T) {
+	s := mariadbtest.Start(t)
+	db := s.DB(t)
+	ctx := context.Background()
+	open := func(epoch int64) *Sink {
+		sink := NewSink(workerDB(t, s.Port, nil), "meta", "task", "s1")
+		sink.SetDDLDB(workerDB(t, s.Port, nil, multiStatements))
+		sink.SetEpoch(epoch)
+		if err := sink.Init(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return sink
+	}
+	sink := open(5)
+	s.Exec(t, db, "CREATE DATABASE d", "CREATE TABLE d.t (id INT PRIMARY KEY, a INT, b INT, c INT)")
+	columns := func() string {
+		var cols string
+		if err := db.QueryRow("SELECT GROUP_CONCAT(COLUMN_NAME ORDER BY ORDINAL_POSITION) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'd' AND TABLE_NAME = 't'").Scan(&cols); err != nil {
+			t.Fatal(err)
+		}
+		return cols
+	}
+	marker := func(lock string) (state, before string) {
+		err := db.QueryRow("SELECT state, before_def FROM meta.task_ddl_marker WHERE lock_id = ?", lock).Scan(&state, &before)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			t.Fatal(err)
+		}
+		return state, before
+	}
+	// CHANGE fails when it runs twice (unknown column): a second run shows.
+	ddl := func(from, to string) []string {
+		return []string{"ALTER TABLE `d`.`t` CHANGE `" + from + "` `" + to + "` INT"}
+	}
+
+	// Read ahead, then a DDL not of the lock changes the table: the lock's DDL runs without a fresh
+	// read, its marker's "before" is the definition read ahead (what the fresh read narrows, not rules out).
+	pre := sink.Prefetch(ctx, "L1", ddl("a", "a1"))
+	if pre == nil {
+		t.Fatal("Prefetch: nothing read ahead for a DDL with a table and no marker")
+	}
+	s.Exec(t, db, "ALTER TABLE d.t ADD COLUMN other INT")
+	if err := sink.ExecDDLOnceAfter(ctx, "L1", ddl("a", "a1"), CheckpointUpdate{}, pre); err != nil {
+		t.Fatal(err)
+	}
+	if st, before := marker("L1"); st != "done" || before != pre.cur.hash {
+		t.Fatalf("L1's marker: %q with before %q, want done with the definition read ahead %q", st, before, pre.cur.hash)
+	}
+	if got := columns(); got != "id,a1,b,c,other" {
+		t.Fatalf("columns after L1: %s", got)
+	}
+
+	// Read ahead; then the DDL runs to its end marker (another incarnation of the owner): the run
+	// on the read ahead finds the marker in its query, reads afresh, and skips the DDL.
+	pre = sink.Prefetch(ctx, "L2", ddl("b", "b1"))
+	if pre == nil {
+		t.Fatal("Prefetch for L2: nothing")
+	}
+	if err := open(5).ExecDDLOnce(ctx, "L2", ddl("b", "b1"), CheckpointUpdate{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.ExecDDLOnceAfter(ctx, "L2", ddl("b", "b1"), CheckpointUpdate{}, pre); err != nil {
+		t.Fatalf("L2 run again on a read ahead of its first run: %v", err)
+	}
+	if got := columns(); got != "id,a1,b1,c,other" {
+		t.Fatalf("columns after L2: %s", got)
+	}
+
+	// Read ahead; then a newer binding claims the checkpoint: the DDL does not run, and the error says
+	// why.
+	pre = sink.Prefetch(ctx, "L3", ddl("c", "c1"))
+	if pre == nil {
+		t.Fatal("Prefetch for L3: nothing")
+	}
+	newer := open(6)
+	if err := sink.ExecDDLOnceAfter(ctx, "L3", ddl("c", "c1"), CheckpointUpdate{}, pre); !errors.Is(err, ErrFenced) {
+		t.Fatalf("L3 after a newer binding's claim: %v, want ErrFenced", err)
+	}
+	if st, _ := marker("L3"); st != "" || columns() != "id,a1,b1,c,other" {
+		t.Fatalf("L3 fenced, but its marker is %q and the columns are %s", st, columns())
+	}
+	// Read ahead by the newer binding; then the row that says who owns the checkpoint is gone.
+	pre = newer.Prefetch(ctx, "L3", ddl("c", "c1"))
+	if pre == nil {
+		t.Fatal("Prefetch for L3 by the newer binding: nothing")
+	}
+	s.Exec(t, db, "DELETE FROM "+meta.CheckpointTable("meta", "task").String()+" WHERE source = 's1' AND id = '"+meta.EpochID+"'")
+	if err := newer.ExecDDLOnceAfter(ctx, "L3", ddl("c", "c1"), CheckpointUpdate{}, pre); err == nil || !strings.Contains(err.Error(), "checkpoint owner") {
+		t.Fatalf("L3 with the checkpoint's owner row gone: %v, want it named", err)
+	}
+	if st, _ := marker("L3"); st != "" || columns() != "id,a1,b1,c,other" {
+		t.Fatalf("L3 without an owner row, but its marker is %q and the columns are %s", st, columns())
+	}
+	// Nothing is read ahead for a DDL without a table or with a marker.
+	if pre := newer.Prefetch(ctx, "L2", ddl("b", "b1")); pre != nil {
+		t.Fatal("Prefetch read ahead for a DDL with a marker")
+	}
+}
+
 // TestBeforeInOneQuery: what the owner reads before a lock's DDL (epoch fence, marker, definitions)
 // in one multi-statement query on the DDL connection is what the reads one by one give: the same
 // definition (a crash's re-run compares it with one read the other way), tables that do not exist in
