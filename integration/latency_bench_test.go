@@ -449,7 +449,7 @@ func (lb *latencyBench) report(rs []round) {
 	}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	// The path of a lock, each segment from the previous mark: names and values per round.
-	segments := []string{"upstream alter", "binlog->ddl read", "->info putting", "->info put", "->info seen", "->exec op seen", "->op received", "->op applying", "->flushed", "->before reading",
+	segments := []string{"upstream alter", "binlog->ddl read", "->info putting", "->info put", "->info seen", "->exec op seen", "->op received", "->op applying", "->flushed",
 		"->ddl prepared", "alter", "->visible (poll)", "done put after alter", "skips seen after done", "lock gone after alter", "re-sync started after alter", "alter (twin)"}
 	values := map[string][]float64{}
 	var lat, over, alters, twins, overTwin []float64
@@ -490,7 +490,6 @@ func (lb *latencyBench) report(rs []round) {
 		applying, _ := at(owner, "op applying", rd.start, end)
 		flushed, _ := at(owner, "flushed", rd.start, end)
 		prepared, _ := at(owner, "ddl prepared", rd.start, end)
-		beforeReading, _ := at(owner, "before reading", rd.start, end)
 		executed, ok := at(owner, "ddl executed", rd.start, end)
 		done, _ := at(owner, "done", rd.start, end)
 		var resync time.Time
@@ -505,7 +504,7 @@ func (lb *latencyBench) report(rs []round) {
 			maps.Copy(seg, map[string]float64{
 				"binlog->ddl read": ms(read.Sub(rd.committed)), "->info putting": ms(putting.Sub(read)), "->info put": ms(put.Sub(putting)), "->info seen": ms(infoSeen.Sub(put)),
 				"->exec op seen": ms(execSeen.Sub(infoSeen)), "->op received": ms(recv.Sub(execSeen)), "->op applying": ms(applying.Sub(recv)),
-				"->flushed": ms(flushed.Sub(applying)), "->before reading": ms(beforeReading.Sub(flushed)), "->ddl prepared": ms(prepared.Sub(beforeReading)), "alter": ms(executed.Sub(prepared)),
+				"->flushed": ms(flushed.Sub(applying)), "->ddl prepared": ms(prepared.Sub(flushed)), "alter": ms(executed.Sub(prepared)),
 				"->visible (poll)": ms(rd.visible.Sub(executed)), "done put after alter": ms(done.Sub(executed)),
 				"lock gone after alter": ms(goneAt.Sub(executed)),
 			})

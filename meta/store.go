@@ -473,26 +473,6 @@ func (s *Store) Marker(ctx context.Context, lockID, ddl string) (Marker, bool, e
 	return m, true, nil
 }
 
-// ErrMovedSQL is the MySQL error number (ER_SUBQUERY_NO_1_ROW) that UnmovedSQL fails with.
-const ErrMovedSQL = 1242
-
-// UnmovedSQL is a statement that fails, with error ErrMovedSQL, when the checkpoint is no longer
-// owned by this store's epoch or an older one (CheckEpoch would fail), or when lockID's marker of
-// ddl is there; otherwise it returns one row of NULL. Sent in one multi-statement query ahead of a
-// DDL it stops the DDL (the server stops at the first error): so a DDL can run on an epoch check and
-// marker read made earlier, while they still hold. The error is a scalar subquery that gives two rows:
-// the only way to fail a statement on a condition that MariaDB and MySQL share outside stored code.
-// Its values are literals, as in EpochSQL and MarkerSQL.
-func (s *Store) UnmovedSQL(lockID, ddl string) string {
-	var moved []string
-	if s.epoch != 0 {
-		moved = append(moved, "NOT EXISTS (SELECT 1 FROM "+s.ckptQ+" WHERE source = "+hexText(s.source)+" AND id_hash = '"+epochHash+"'"+
-			" AND binlog_pos <= "+strconv.FormatInt(s.epoch, 10)+")")
-	}
-	moved = append(moved, "EXISTS (SELECT 1 FROM "+s.markerQ+" WHERE lock_hash = '"+Hash(lockID)+"' AND ddl_hash = '"+Hash(ddl)+"')")
-	return "SELECT (SELECT 1 FROM (SELECT 1 UNION ALL SELECT 2) two WHERE " + strings.Join(moved, " OR ") + ") AS unmoved"
-}
-
 // MarkerSQL is the query Marker reads with, its values in it as literals (a statement of a
 // multi-statement query); ScanMarker reads its row.
 func (s *Store) MarkerSQL(lockID, ddl string) string {

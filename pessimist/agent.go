@@ -129,10 +129,6 @@ func (a *Agent) PutInfo(ctx context.Context, target string, ddls []string) (Info
 // the exec, which only the coordinator's path has.
 func (a *Agent) LeaveExecToCoordinator() { a.fastExec = false }
 
-// ExecOnPut reports whether PutInfo may return the lock's exec for this source (the put completed
-// the lock), rather than only the coordinator deciding it.
-func (a *Agent) ExecOnPut() bool { return a.fastExec }
-
 // arrivePoison is the ArriveKey's value once an info did not agree with the ones counted: no put
 // counts on it or completes the lock until a new round (or the lock's removal) deletes it.
 const arrivePoison = "poison"

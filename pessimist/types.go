@@ -31,10 +31,6 @@ type Info struct {
 	exec *Operation
 }
 
-// ExecWithPut reports whether the put of this info completed its lock and wrote the source's exec
-// (WaitOperation returns it at once).
-func (i Info) ExecWithPut() bool { return i.exec != nil }
-
 // LockID is the ID of the lock the info belongs to.
 func (i Info) LockID() string { return LockID(i.Task, i.Target) }
 

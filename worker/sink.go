@@ -646,17 +646,8 @@ func (s *Sink) ExecDDL(ctx context.Context, ddls []string, up CheckpointUpdate) 
 // lock is held. "Already applied" errors are still accepted as a last resort. An empty lockID runs
 // the DDLs without markers.
 func (s *Sink) ExecDDLOnce(ctx context.Context, lockID string, ddls []string, up CheckpointUpdate) error {
-	return s.ExecDDLOnceAfter(ctx, lockID, ddls, up, nil)
-}
-
-// ExecDDLOnceAfter is ExecDDLOnce with pre, the read its first DDL starts with made ahead (see
-// Prefetch); nil reads afresh.
-func (s *Sink) ExecDDLOnceAfter(ctx context.Context, lockID string, ddls []string, up CheckpointUpdate, pre *Prefetched) error {
-	for i, q := range ddls {
-		if i > 0 {
-			pre = nil
-		}
-		if err := s.execOnce(ctx, lockID, q, pre); err != nil {
+	for _, q := range ddls {
+		if err := s.execOnce(ctx, lockID, q); err != nil {
 			return err
 		}
 	}
@@ -664,43 +655,7 @@ func (s *Sink) ExecDDLOnceAfter(ctx context.Context, lockID string, ddls []strin
 	return s.Flush(ctx, nil, up)
 }
 
-// Prefetched is what execOnce reads before a lock's DDL (its tables' definition; the epoch fence and
-// the DDL's marker, found to hold and to be absent), read ahead of the lock's exec: see Prefetch.
-type Prefetched struct {
-	lockID, q string
-	cur       definition
-}
-
-// Prefetch reads what execOnce checks lockID's first DDL against, for a worker to do while it puts
-// the info that may make it the lock's owner: with the answer at hand, the owner's DDL goes downstream
-// right after the put returns its exec, one query (1 to 2 ms on a VM whose downstream connection was
-// idle) earlier. Only the common case is read ahead: a DDL with tables and no marker, a
-// multi-statement connection, a fence that holds. Otherwise, or on any error, it returns nil and the
-// owner reads afresh (the error is the fresh read's to report).
-//
-// What makes a read ahead safe: the fence and the marker are checked again in the DDL's own query
-// (meta.UnmovedSQL), so only the definition is older than it would be, by the put's round trip. The
-// definition is the "before" of the DDL's marker, which a re-run after a crash compares with; it can
-// have changed since only by a DDL that was not the lock owner's (only the owner changes the tables
-// while the lock is held, and a lock completed by a put had no owner before it), which the fresh
-// read does not rule out either: it only narrows the window.
-func (s *Sink) Prefetch(ctx context.Context, lockID string, ddls []string) *Prefetched {
-	if s.ddlDB == nil || lockID == "" || len(ddls) == 0 || strings.Contains(ddls[0], ";") {
-		return nil
-	}
-	q := ddls[0]
-	tables, err := shardgroup.TablesOf(q, "")
-	if err != nil || len(tables) == 0 {
-		return nil
-	}
-	cur, _, marked, err := s.before(ctx, lockID, q, tables)
-	if err != nil || marked {
-		return nil
-	}
-	return &Prefetched{lockID: lockID, q: q, cur: cur}
-}
-
-func (s *Sink) execOnce(ctx context.Context, lockID, q string, pre *Prefetched) error {
+func (s *Sink) execOnce(ctx context.Context, lockID, q string) error {
 	var tables []TableName
 	if lockID != "" {
 		var err error
@@ -708,18 +663,9 @@ func (s *Sink) execOnce(ctx context.Context, lockID, q string, pre *Prefetched) 
 			return fmt.Errorf("DDL %q: %w", q, err)
 		}
 	}
-	ahead := pre != nil && pre.lockID == lockID && pre.q == q && len(tables) > 0 && s.ddlDB != nil && !strings.Contains(q, ";")
-	var cur definition
-	var m meta.Marker
-	var ok bool
-	traceStep(ctx, "before reading")
-	if ahead {
-		cur = pre.cur
-	} else {
-		var err error
-		if cur, m, ok, err = s.before(ctx, lockID, q, tables); err != nil {
-			return err
-		}
+	cur, m, ok, err := s.before(ctx, lockID, q, tables)
+	if err != nil {
+		return err
 	}
 	if len(tables) > 0 {
 		switch {
@@ -741,24 +687,16 @@ func (s *Sink) execOnce(ctx context.Context, lockID, q string, pre *Prefetched) 
 		}
 	}
 	traceStep(ctx, "ddl prepared")
-	var err error
-	switch {
-	case ahead:
-		_, err = s.ddlDB.ExecContext(ctx, s.meta.UnmovedSQL(lockID, q)+";\n"+s.meta.MarkSQL(lockID, q, meta.Marker{State: "started", Before: cur.hash})+";\n"+q)
-		if me := (*mysql.MySQLError)(nil); errors.As(err, &me) && me.Number == meta.ErrMovedSQL {
-			// The fence or the marker moved since the read ahead: nothing ran. Decide afresh.
-			return s.execOnce(ctx, lockID, q, nil)
-		}
-	case together:
+	if together {
 		_, err = s.ddlDB.ExecContext(ctx, s.meta.MarkSQL(lockID, q, meta.Marker{State: "started", Before: cur.hash})+";\n"+q)
-	default:
+	} else {
 		_, err = s.db.ExecContext(ctx, q)
 	}
 	if err != nil {
 		// An "already applied" error is q's: the marker's INSERT has none of those.
 		var me *mysql.MySQLError
 		if !errors.As(err, &me) || !alreadyApplied[me.Number] {
-			if together || ahead {
+			if together {
 				return fmt.Errorf("write the started marker of lock %s and execute DDL %q downstream: %w", lockID, q, err)
 			}
 			return fmt.Errorf("execute DDL %q downstream: %w", q, err)

@@ -102,7 +102,6 @@ type Syncer struct {
 	groups   map[TableName]*shardgroup.ShardingGroup // by target
 	ddlStart map[TableName]map[Position]Position     // per target: DDL item (end) position -> event group start
 	pending  map[TableName]bool                      // targets whose info is posted and operation awaited
-	prefetch map[TableName]*prefetching              // targets whose owner's read is made while their info is put
 	opCh     chan opResult
 
 	file          string
@@ -432,7 +431,6 @@ func (s *Syncer) init(ctx context.Context) error {
 	s.ddlStart = map[TableName]map[Position]Position{}
 	s.gtidAt = map[Position]string{}
 	s.pending = map[TableName]bool{}
-	s.prefetch = map[TableName]*prefetching{}
 	s.heldBack = map[TableName]bool{}
 	s.opCh = make(chan opResult, 16)
 	s.resetBatch()
@@ -1750,12 +1748,6 @@ func (s *Syncer) setTables(tables map[TableName]Position) {
 	}
 }
 
-// prefetching is a Sink.Prefetch running; pre is set when done is closed.
-type prefetching struct {
-	done chan struct{}
-	pre  *Prefetched
-}
-
 // postInfo tells the master the group of target is synced and waits for the operation in the
 // background, so other targets keep flowing.
 func (s *Syncer) postInfo(ctx context.Context, target TableName) error {
@@ -1763,17 +1755,6 @@ func (s *Syncer) postInfo(ctx context.Context, target TableName) error {
 	lock := pessimist.LockID(s.cfg.Task, target.String())
 	s.trace(lock, "ddl read", s.ddlReadAt)
 	s.trace(lock, "info putting", time.Now())
-	if s.cfg.Agent.ExecOnPut() {
-		// The put may make this source the owner: read what its DDL is checked against meanwhile.
-		p := &prefetching{done: make(chan struct{})}
-		s.prefetch[target] = p
-		go func() {
-			defer close(p.done)
-			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			p.pre = s.sink.Prefetch(pctx, lock, ddls)
-		}()
-	}
 	info, err := s.cfg.Agent.PutInfo(ctx, target.String(), ddls)
 	if err != nil {
 		return err
@@ -1890,20 +1871,7 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 		global, globalGTID = s.persisted, s.persistedGTID // see flushRows above
 	}
 	up := CheckpointUpdate{Global: global, GlobalGTID: globalGTID, Resolved: resolution.Positions, ResolvedTarget: &target, ResolvedDDLs: res.op.DDLs}
-	p := s.prefetch[res.target]
-	delete(s.prefetch, res.target)
 	if res.op.Exec {
-		var pre *Prefetched
-		if p != nil { // also when it is not used: the DDL's query would otherwise open a second connection
-			select {
-			case <-p.done:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			if res.info.ExecWithPut() { // read while the exec was written, not before a wait
-				pre = p.pre
-			}
-		}
 		failpoint.Inject("worker-before-exec") // the owner has its exec operation, nothing ran yet
 		ddls := res.op.DDLs
 		if op, ok := s.cfg.Operators.find(true, starts...); ok {
@@ -1911,7 +1879,7 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 				zap.Strings("ddls", ddls), zap.Strings("instead", op.SQLs))
 			ddls = op.SQLs // skip: none
 		}
-		err = s.sink.ExecDDLOnceAfter(ctx, res.info.LockID(), ddls, up, pre)
+		err = s.sink.ExecDDLOnce(ctx, res.info.LockID(), ddls, up)
 		if err != nil && downstreamPermanent(err) && len(starts) > 0 {
 			err = &StatementError{Task: s.cfg.Task, Source: s.cfg.Source, Table: first, Pos: starts[0],
 				Stmt: strings.Join(ddls, "; "), Lock: res.info.LockID(), Cause: err}

@@ -23,7 +23,6 @@ import (
 	"github.com/tributary-db/tributary/internal/etcdtest"
 	"github.com/tributary-db/tributary/internal/mariadbtest"
 	"github.com/tributary-db/tributary/internal/netutil"
-	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/onlineddl"
 	"github.com/tributary-db/tributary/pessimist"
 )
@@ -414,47 +413,6 @@ func TestShardMergeAddColumn(t *testing.T) {
 	var cols int
 	if err := c.downDB.QueryRow("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA='db' AND TABLE_NAME='t' AND COLUMN_NAME='c'").Scan(&cols); err != nil || cols != 1 {
 		t.Fatalf("downstream column c: %d %v", cols, err)
-	}
-}
-
-// TestOwnerReadsAfreshWhenTheMasterDecided: a worker reads what its DDL is checked against while it
-// puts its info (Sink.Prefetch), but uses that read only if the put itself completed the lock. Here the
-// count of arrivals is poisoned, so the master decides the lock after the second source's info, with
-// the first source as the owner; meanwhile the target's definition changed downstream. The owner's
-// marker holds the definition as it was when the DDL ran, not as read when the info was put.
-func TestOwnerReadsAfreshWhenTheMasterDecided(t *testing.T) {
-	c := newCluster(t)
-	c.startSyncer(0)
-	c.startSyncer(1)
-	c.up(0, insert("db_1.t_1", 1, 11), insert("db_1.t_2", 1001, 1011))
-	c.up(1, insert("db_2.t_1", 2001, 2011), insert("db_2.t_2", 3001, 3011))
-	c.converge("id, v")
-	ctx := context.Background()
-	target := TableName{Schema: "db", Name: "t"}
-	if _, err := c.cli.Put(ctx, c.layout.ArriveKey(c.task, target.String()), "poison"); err != nil {
-		t.Fatal(err)
-	}
-	c.up(0, "ALTER TABLE db_1.t_1 ADD COLUMN c INT", "ALTER TABLE db_1.t_2 ADD COLUMN c INT")
-	infoKey := c.layout.InfoKey(c.task, target.String(), "s1")
-	eventually(t, 30*time.Second, func() bool {
-		r, err := c.cli.Get(ctx, infoKey)
-		return err == nil && len(r.Kvs) == 1
-	}, func() string { return "s1's info is not in etcd" })
-	c.down.Exec(t, c.downDB, "ALTER TABLE db.t ADD COLUMN downstream_only INT")
-	defs := NewSink(c.downDB, "dm_meta", c.task, "s1")
-	now, err := defs.definition(ctx, []TableName{target})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.up(1, "ALTER TABLE db_2.t_1 ADD COLUMN c INT", "ALTER TABLE db_2.t_2 ADD COLUMN c INT", "INSERT INTO db_2.t_1 (id, v, c) VALUES (2100, 'after', 1)")
-	c.converge("id, v, c")
-	var source, before string
-	if err := c.downDB.QueryRow("SELECT source, before_def FROM "+meta.MarkerTable("dm_meta", c.task).String()+" WHERE lock_id = ?",
-		pessimist.LockID(c.task, target.String())).Scan(&source, &before); err != nil {
-		t.Fatal(err)
-	}
-	if source != "s1" || before != now.hash {
-		t.Fatalf("the lock's marker: written by %s with before %s; want s1 (the first source: the master decided) with the definition as the DDL found it, %s", source, before, now.hash)
 	}
 }
 

@@ -18,8 +18,6 @@ import (
 //	op received     the operation's watch event arrived (exec or skip)
 //	op applying     the event loop took it
 //	flushed         batched DML before the DDL committed
-//	before reading  the owner starts reading what its DDL is checked against (nothing to read when its own
-//	                info's put completed the lock: it was read while the put was in flight, Sink.Prefetch)
 //	ddl prepared    epoch, definition and marker checked (owner); the "started" marker goes in one query
 //	                with the DDL (else it is written here)
 //	ddl executed    the DDL returned downstream (owner)
