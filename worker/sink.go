@@ -240,7 +240,12 @@ func (s *Sink) sendPending(ctx context.Context, tx *sql.Tx) error {
 		return nil
 	}
 	n, fenced := s.pendingN, s.fenced
-	q := string(s.pending[:len(s.pending)-2]) // without the last ";\n"
+	// The query without the last ";\n", over s.pending's bytes, not a copy of them (a tenth of the
+	// worker's CPU in a catch-up: the driver copies the query into its packet buffer anyway). Neither
+	// database/sql nor the driver keeps the query past the call, and s.pending is not written again
+	// before this function returns (its rows are read to the end here).
+	body := s.pending[:len(s.pending)-2]
+	q := unsafe.String(unsafe.SliceData(body), len(body))
 	s.pending, s.pendingN, s.fenced = s.pending[:0], 0, false
 	if !fenced {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
