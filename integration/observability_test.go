@@ -48,6 +48,22 @@ func TestObservability(t *testing.T) {
 		}
 	})
 
+	t.Run("pprof", func(t *testing.T) {
+		// Go's profiles beside gRPC, as DM's master and worker serve them: the index, a named profile
+		// under it, and a CPU profile of a second.
+		for _, b := range append([]string{base}, "http://"+c.Workers[0].Addr, "http://"+c.Workers[1].Addr) {
+			if status, body := httpGet(t, b+"/debug/pprof/"); status != 200 || !strings.Contains(string(body), "goroutine") {
+				t.Fatalf("%s/debug/pprof/: %d %.200s", b, status, body)
+			}
+			if status, body := httpGet(t, b+"/debug/pprof/goroutine?debug=1"); status != 200 || !strings.Contains(string(body), "goroutine profile: total") {
+				t.Fatalf("%s/debug/pprof/goroutine: %d %.200s", b, status, body)
+			}
+			if status, body := httpGet(t, b+"/debug/pprof/profile?seconds=1"); status != 200 || len(body) == 0 {
+				t.Fatalf("%s/debug/pprof/profile: %d, %d bytes", b, status, len(body))
+			}
+		}
+	})
+
 	t.Run("metrics", func(t *testing.T) {
 		m := scrape(t, base)
 		if v := m.value(`dm_master_ddl_state_number{task="shard",type="Un-synced"}`); v != 1 {

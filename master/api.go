@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"maps"
 	"net/http"
 	"sort"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tributary-db/tributary/ha"
+	"github.com/tributary-db/tributary/internal/serve"
 	pb "github.com/tributary-db/tributary/proto"
 )
 
@@ -28,11 +30,13 @@ var OpenAPI []byte
 //go:embed dashboard
 var dashboardFS embed.FS
 
-// HTTPHandlers are the master's HTTP paths, served on --master-addr beside gRPC: /metrics always,
+// HTTPHandlers are the master's HTTP paths, served on --master-addr beside gRPC: /metrics and Go's
+// profiles under /debug/pprof/ (as DM's) always,
 // the JSON API under /api/v1/ and the web page under /dashboard/ when openapi is true (DM's
 // --openapi). With embedded etcd they go into etcd's UserHandlers; otherwise onto a mux.
 func (s *Service) HTTPHandlers(openapi bool) map[string]http.Handler {
 	h := map[string]http.Handler{"/metrics": promhttp.Handler()}
+	maps.Copy(h, serve.Pprof())
 	if !openapi {
 		return h
 	}

@@ -89,7 +89,10 @@ func run(args []string) error {
 	prometheus.MustRegister(srv.Collector())
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.Handler())
-	web := serve.New(lis, g, mux, serverTLS) // /metrics beside gRPC, as DM's worker
+	for path, h := range serve.Pprof() {
+		mux.Handle(path, h)
+	}
+	web := serve.New(lis, g, mux, serverTLS) // /metrics and /debug/pprof/ beside gRPC, as DM's worker
 	go web.Serve()
 	defer web.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

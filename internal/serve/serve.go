@@ -13,6 +13,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"slices"
 	"sync"
 	"time"
@@ -133,3 +134,17 @@ func (m *merged) Close() error {
 }
 
 func (m *merged) Addr() net.Addr { return m.ls[0].Addr() }
+
+// Pprof are Go's profiling endpoints under /debug/pprof/ (the index, each named profile under it,
+// cmdline, profile, symbol and trace), which DM's master and worker also serve on their addresses.
+// They show the process's stacks and code, never its configuration or data; like /metrics they are
+// behind the listener's TLS, when there is TLS.
+func Pprof() map[string]http.Handler {
+	return map[string]http.Handler{
+		"/debug/pprof/":        http.HandlerFunc(pprof.Index),
+		"/debug/pprof/cmdline": http.HandlerFunc(pprof.Cmdline),
+		"/debug/pprof/profile": http.HandlerFunc(pprof.Profile),
+		"/debug/pprof/symbol":  http.HandlerFunc(pprof.Symbol),
+		"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
+	}
+}
