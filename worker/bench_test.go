@@ -61,7 +61,7 @@ func catchUp(b *testing.B, tables, perTable, workers, batch int) {
 	total := tables * perTable
 
 	b.ResetTimer()
-	start, cpu := time.Now(), processCPU()
+	start, cpu, downCPU := time.Now(), processCPU(), c.down.CPU()
 	for i := range c.ups {
 		c.startSyncer(i)
 	}
@@ -70,6 +70,7 @@ func catchUp(b *testing.B, tables, perTable, workers, batch int) {
 	}
 	syncRate := float64(total) / time.Since(start).Seconds()
 	cpuPerRow := float64(processCPU()-cpu) / float64(total)
+	downPerRow := float64(c.down.CPU()-downCPU) / float64(total)
 	b.StopTimer()
 	var n int
 	if err := c.downDB.QueryRow("SELECT COUNT(*) FROM db.t").Scan(&n); err != nil || n != total {
@@ -83,7 +84,10 @@ func catchUp(b *testing.B, tables, perTable, workers, batch int) {
 	for shard := range ranges {
 		ranges[shard] = [2]int{shard * perTable, (shard + 1) * perTable}
 	}
+	downCPU = c.down.CPU()
 	limitRate := insertLimit(b, c.downDB, "db.t_limit", ranges)
+	b.ReportMetric(float64(c.down.CPU()-downCPU)/float64(total), "limit-downstream-cpu-ns/row")
+	b.ReportMetric(downPerRow, "downstream-cpu-ns/row")
 	b.ReportMetric(syncRate, "sync-rows/s")
 	b.ReportMetric(cpuPerRow, "worker-cpu-ns/row")
 	b.ReportMetric(limitRate, "limit-rows/s")

@@ -8,11 +8,14 @@
 package mariadbtest
 
 import (
+	"bytes"
 	"database/sql"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -130,6 +133,25 @@ func Launch(extra ...string) (*Server, error) { return start(extra) }
 
 // Remove deletes the instance's directory (after Stop).
 func (s *Server) Remove() error { return os.RemoveAll(s.Dir) }
+
+// CPU is the server process's CPU time so far (user and system), from /proc; 0 where there is none.
+func (s *Server) CPU() time.Duration {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+}
 
 // RemoveTemplate deletes the template datadir of this process (after the last Launch).
 func RemoveTemplate() {
