@@ -103,6 +103,10 @@ func (r result) row() string {
 		if c, ok := m["worker-cpu-ns/row"]; ok {
 			extra = fmt.Sprintf("worker CPU %.0f ns/row", c)
 		}
+		if d, ok := m["downstream-cpu-ns/row"]; ok {
+			// What the downstream server spent a row: on the syncers' transactions, and on the limit's.
+			extra += fmt.Sprintf(", downstream CPU %.0f ns/row (limit %.0f)", d, m["limit-downstream-cpu-ns/row"])
+		}
 		if rt, ok := m["rtt-ms"]; ok {
 			// The downstream behind a delaying proxy: its round trip as measured, and the limit is over
 			// the same link.

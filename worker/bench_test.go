@@ -18,7 +18,9 @@ import (
 // one connection per shard table), measured in the same run. Each table count runs with DM's default
 // syncer settings (worker-count 16, batch 100: what DM users' task files say) and with Tributary's
 // (worker-count 4, batch 1024). worker-cpu-ns/row is the CPU time of the test process (the syncers)
-// per row during the catch-up: less noisy than the rates on a shared machine. Run with -benchtime 1x.
+// per row during the catch-up: less noisy than the rates on a shared machine; downstream-cpu-ns/row and
+// limit-downstream-cpu-ns/row are the downstream server's CPU per row (from /proc) during the catch-up and
+// during the limit: what the syncers' statements cost the server beside plain INSERTs. Run with -benchtime 1x.
 func BenchmarkCatchUp(b *testing.B) {
 	total := benchEnv("TRIBUTARY_BENCH_ROWS", 1000000)
 	for _, tables := range []int{4, 16} {
