@@ -649,6 +649,10 @@ func (r *reader) stop() {
 	r.syncer.Close()
 }
 
+// readAheadEvents is how many binlog events the reader decodes ahead of the event loop (go-mysql's
+// EventCacheCount), besides the reader's own channel.
+const readAheadEvents = 512
+
 func (s *Syncer) startReader(ctx context.Context, from resumePoint) (*reader, error) {
 	bs := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID: s.cfg.ServerID, Flavor: s.cfg.Flavor,
@@ -659,6 +663,10 @@ func (s *Syncer) startReader(ctx context.Context, from resumePoint) (*reader, er
 		// TIMESTAMP values as UTC text; the downstream session's time_zone is +00:00 (OpenDB).
 		TimestampStringLocation: time.UTC,
 		RowsEventDecodeFunc:     decodeRows, // DATETIME values with a zero month or day read exactly
+		// Events decoded ahead of the event loop. go-mysql's default, 10240, decoded a whole backlog of
+		// hundreds of thousands of rows into memory while the loop waited on the downstream: a worker's
+		// RSS, the GC's work over it, and page faults on a first catch-up. 512 keeps the loop fed.
+		EventCacheCount: readAheadEvents,
 	})
 	var streamer *replication.BinlogStreamer
 	var err error
