@@ -4,10 +4,11 @@ PKGS := ./...
 
 .PHONY: build test test-faults bench fuzz proto vet demo
 
-# Binaries into bin/.
+# Binaries into bin/; -V prints the commit they were built from (also where -buildvcs=false is set).
+GIT_HASH := $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo " (modified)")
 build:
 	$(GO) build $(PKGS)
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -ldflags '-X "github.com/tributary-db/tributary/internal/cli.GitHash=$(GIT_HASH)"' -o bin/ ./cmd/...
 
 vet:
 	$(GO) vet $(PKGS)

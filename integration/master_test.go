@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -294,5 +295,97 @@ func TestThreeMastersFailover(t *testing.T) {
 	os.WriteFile(bad, []byte("name = \"x\"\nmaster-adr = \"127.0.0.1:1\"\n"), 0o644)
 	if out, err := exec.Command(filepath.Join(bin, "dm-master"), "--config", bad).CombinedOutput(); err == nil || !strings.Contains(string(out), "master-adr") {
 		t.Fatalf("bad --config: %v %s", err, out)
+	}
+}
+
+// TestDMConfigFiles: dm-master and dm-worker start from configuration files shaped as DM's
+// documentation gives them: listen addresses as ":port" with an advertise-addr, URLs without a scheme,
+// join with "http://", dm-master's [experimental] openapi, keys DM defines that mean nothing here
+// (rpc-timeout, relay-keepalive-ttl, relay-dir: accepted and logged), and a worker without a name
+// (named after its advertise-addr, as DM does). dmctl takes "http://" and a list of masters; -V prints
+// the version. A listen address of every interface without an advertise-addr is refused, naming both.
+func TestDMConfigFiles(t *testing.T) {
+	bin := binaries(t)
+	dir := t.TempDir()
+	c, _ := netutil.FreePort()
+	p, _ := netutil.FreePort()
+	w, _ := netutil.FreePort()
+	addr := fmt.Sprintf("127.0.0.1:%d", c)
+	mcfg := filepath.Join(dir, "dm-master.toml")
+	os.WriteFile(mcfg, []byte(fmt.Sprintf(`name = "master1"
+log-level = "info"
+log-file = %q
+master-addr = ":%d"
+advertise-addr = %q
+peer-urls = "127.0.0.1:%d"
+advertise-peer-urls = "http://127.0.0.1:%d"
+initial-cluster = "master1=127.0.0.1:%d"
+join = ""
+data-dir = %q
+rpc-timeout = "30s"
+auto-compaction-retention = "1h"
+[experimental]
+openapi = true
+`, filepath.Join(dir, "dm-master.log"), c, addr, p, p, p, filepath.Join(dir, "m1"))), 0o644)
+	m := exec.Command(filepath.Join(bin, "dm-master"), "--config", mcfg)
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Process.Kill(); m.Wait() })
+	waitLeader(t, bin, addr)
+
+	wcfg := filepath.Join(dir, "dm-worker.toml")
+	os.WriteFile(wcfg, []byte(fmt.Sprintf(`log-level = "info"
+log-file = %q
+worker-addr = ":%d"
+advertise-addr = "127.0.0.1:%d"
+join = "http://%s"
+keepalive-ttl = 60
+relay-keepalive-ttl = 1800
+relay-dir = "relay_log"
+`, filepath.Join(dir, "dm-worker.log"), w, w, addr)), 0o644)
+	wk := exec.Command(filepath.Join(bin, "dm-worker"), "--config", wcfg)
+	wk.Dir = dir
+	if err := wk.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wk.Process.Kill(); wk.Wait() })
+	// An address that refuses connections first: dmctl asks the first master that accepts one.
+	dead, _ := netutil.FreePort()
+	masters := fmt.Sprintf("http://127.0.0.1:%d,http://%s", dead, addr)
+	dmctlUntilOut(t, bin, masters, 30*time.Second, func(out string) bool {
+		return strings.Contains(out, fmt.Sprintf(`"name": "127.0.0.1:%d"`, w)) && strings.Contains(out, `"stage": "free"`)
+	}, "the worker named after its advertise-addr", "list-member", "--worker")
+
+	resp, err := http.Get("http://" + addr + "/api/v1/sources")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("[experimental] openapi: GET /api/v1/sources answered %s", resp.Status)
+	}
+	for file, want := range map[string]string{"dm-master.log": "rpc-timeout=30s", "dm-worker.log": "relay-keepalive-ttl=1800"} {
+		data, _ := os.ReadFile(filepath.Join(dir, file))
+		if !strings.Contains(string(data), "DM settings accepted with no effect") || !strings.Contains(string(data), want) {
+			t.Errorf("%s does not list %s as accepted with no effect", file, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "relay_log")); err == nil {
+		t.Error("relay-dir was created")
+	}
+
+	for _, cmd := range []string{"dm-master", "dm-worker", "dmctl"} {
+		out, err := exec.Command(filepath.Join(bin, cmd), "-V").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "Git Commit Hash:") || !strings.Contains(string(out), "Go Version:") {
+			t.Errorf("%s -V: %v %s", cmd, err, out)
+		}
+	}
+	out, err := exec.Command(filepath.Join(bin, "dm-master"), "--master-addr", ":1", "--data-dir", filepath.Join(dir, "never")).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `--master-addr ":1" listens on every interface: set --advertise-addr`) {
+		t.Errorf("--master-addr :1 without --advertise-addr: %v %s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "never")); err == nil {
+		t.Error("the refused master created its data directory")
 	}
 }

@@ -1,6 +1,7 @@
 package master
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -39,8 +40,43 @@ type EtcdConfig struct {
 	// HTTP are extra HTTP paths served on the client URL beside etcd's and gRPC (the master's metrics,
 	// API and web page; etcd's UserHandlers, as DM does).
 	HTTP map[string]http.Handler
+	// Storage is the member's compaction and size limits, DM's flags of the same names; zero fields
+	// take DM's defaults (DefaultEtcdStorage).
+	Storage EtcdStorage
 	// Logger, when set, is etcd's logger (instead of LogFile), at LogLevel (default warn).
 	Logger *zap.Logger
+}
+
+// EtcdStorage are the embedded etcd's settings that DM exposes: how its history is compacted, how
+// large its database may grow and how large a request or a transaction may be.
+type EtcdStorage struct {
+	AutoCompactionMode      string // periodic or revision
+	AutoCompactionRetention string // periodic: a duration ("1h", or "5" for hours); revision: revisions to keep
+	QuotaBackendBytes       int64
+	MaxTxnOps               uint
+	MaxRequestBytes         uint
+}
+
+// DefaultEtcdStorage is DM's: the history older than an hour compacted, a 2 GiB database, 2048
+// operations a transaction, etcd's 1.5 MiB request.
+var DefaultEtcdStorage = EtcdStorage{AutoCompactionMode: "periodic", AutoCompactionRetention: "1h", QuotaBackendBytes: 2 << 30,
+	MaxTxnOps: 2048, MaxRequestBytes: embed.DefaultMaxRequestBytes}
+
+// minQuotaBackendBytes is DM's lower bound of --quota-backend-bytes (500 MiB).
+const minQuotaBackendBytes = 500 << 20
+
+// apply sets st on cfg, each zero field at DM's default; an invalid mode is an error naming its flag.
+func (st EtcdStorage) apply(cfg *embed.Config) error {
+	d := DefaultEtcdStorage
+	mode := strings.ToLower(cmp.Or(st.AutoCompactionMode, d.AutoCompactionMode))
+	if mode != "periodic" && mode != "revision" {
+		return fmt.Errorf("--auto-compaction-mode %q: use periodic or revision", st.AutoCompactionMode)
+	}
+	cfg.AutoCompactionMode, cfg.AutoCompactionRetention = mode, cmp.Or(st.AutoCompactionRetention, d.AutoCompactionRetention)
+	cfg.QuotaBackendBytes = max(cmp.Or(st.QuotaBackendBytes, d.QuotaBackendBytes), minQuotaBackendBytes)
+	cfg.MaxTxnOps = cmp.Or(st.MaxTxnOps, d.MaxTxnOps)
+	cfg.MaxRequestBytes = cmp.Or(st.MaxRequestBytes, d.MaxRequestBytes)
+	return nil
 }
 
 // StartEtcd starts the embedded etcd member and waits until it serves.
@@ -86,6 +122,9 @@ func StartEtcd(c EtcdConfig) (*embed.Etcd, error) {
 		cfg.ClientTLSInfo, cfg.PeerTLSInfo = *c.TLS, *c.TLS
 	}
 	cfg.WarningUnaryRequestDuration = embed.DefaultWarningUnaryRequestDuration
+	if err := c.Storage.apply(cfg); err != nil {
+		return nil, err
+	}
 	if c.LogFile != "" {
 		cfg.LogOutputs = []string{c.LogFile}
 	}

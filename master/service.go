@@ -43,6 +43,10 @@ type Service struct {
 	// workers; nil: no TLS.
 	TLS *tls.Config
 
+	// MaxTxnOps is the most operations the pessimist coordinator puts in one etcd transaction (0:
+	// pessimist.DefaultMaxTxnOps, etcd's own default limit).
+	MaxTxnOps int
+
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
 }
@@ -124,7 +128,7 @@ func LeaderRun(cli *clientv3.Client, layout pessimist.Layout, svc *Service, log 
 	return func(ctx context.Context, fence clientv3.Cmp) error {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		c := pessimist.NewCoordinator(cli, layout, pessimist.WithFence(fence), pessimist.WithLogger(log))
+		c := pessimist.NewCoordinator(cli, layout, pessimist.WithFence(fence), pessimist.WithLogger(log), pessimist.WithMaxTxnOps(svc.MaxTxnOps))
 		st := &leaderState{coord: c, fence: fence}
 		svc.lead.Store(st)
 		defer svc.lead.CompareAndSwap(st, nil)

@@ -49,39 +49,84 @@ func run(args []string) error {
 	join := fs.String("join", "", "master addresses of a running cluster to join as a new member")
 	dataDir := fs.String("data-dir", "", "directory of the embedded etcd (default: default.<name>)")
 	etcdEndpoints := fs.String("etcd-endpoints", "", "client URLs of an external etcd cluster to use instead of the embedded one")
+	clusterState := fs.String("initial-cluster-state", "new", "new, or existing: this member joins the running cluster of --initial-cluster (as --join does)")
+	st := master.DefaultEtcdStorage
+	fs.StringVar(&st.AutoCompactionMode, "auto-compaction-mode", st.AutoCompactionMode, "the embedded etcd's compaction of its history: periodic or revision")
+	fs.StringVar(&st.AutoCompactionRetention, "auto-compaction-retention", st.AutoCompactionRetention, "history kept: a duration (\"1h\", \"5\" for hours) in periodic mode, revisions in revision mode")
+	fs.Int64Var(&st.QuotaBackendBytes, "quota-backend-bytes", st.QuotaBackendBytes, "the embedded etcd's database size limit in bytes (at least 500 MiB)")
+	fs.UintVar(&st.MaxRequestBytes, "max-request-bytes", st.MaxRequestBytes, "the embedded etcd's limit on a request's size in bytes")
+	maxTxnOps := fs.Uint("max-txn-ops", st.MaxTxnOps, "the embedded etcd's limit on a transaction's operations; when given, also the most the master puts in one (default 128, etcd's own default, which an external etcd may have)")
+	v1Sources := fs.String("v1-sources-path", "", "DM's upgrade from DM 1.0: not supported")
+	noEffect := cli.NoEffectFlags(fs, map[string]string{
+		"rpc-timeout":    "each dmctl command has its own time limit",
+		"rpc-rate-limit": "the master's RPCs are not rate-limited",
+		"rpc-rate-burst": "the master's RPCs are not rate-limited",
+		"log-rotate":     "logs rotate by size, see --log-max-size",
+	})
 	logCfg := cli.LogFlags(fs)
 	openapi := fs.Bool("openapi", false, "serve the HTTP API (/api/v1/) and the web page (/dashboard/) on --master-addr, as DM's openapi")
 	secretKeyPath := fs.String("secret-key-path", "", "file holding the 64-hex-character key of the passwords (dmctl encrypt); default: a key generated once and kept in etcd")
 	security := cli.TLSFlags(fs, true)
 	if err := cli.Parse(fs, args); err != nil {
+		if errors.Is(err, cli.ErrVersionPrinted) {
+			return nil
+		}
 		return err
 	}
 	serverTLS, clientTLS, err := security.Configs()
 	if err != nil {
 		return err
 	}
+	if *v1Sources != "" {
+		return fmt.Errorf("--v1-sources-path %s: upgrading from DM 1.0 is not supported; create the sources with dmctl operate-source create", *v1Sources)
+	}
+	// DM's files write addresses with or without a scheme, and ":8261" for every interface.
+	if *masterAddr, err = cli.ListenAddr("master-addr", *masterAddr); err != nil {
+		return err
+	}
+	if *advAddr, err = cli.AdvertiseAddr("master-addr", *masterAddr, "advertise-addr", *advAddr); err != nil {
+		return err
+	}
+	*peerURLs, *advPeer, *initial = cli.WrapURLs(*peerURLs), cli.WrapURLs(*advPeer), cli.WrapCluster(*initial)
 	if security.Enabled() { // DM's way: with TLS every URL of the cluster is https
 		for _, u := range []*string{peerURLs, advPeer, initial} {
 			*u = strings.ReplaceAll(*u, "http://", "https://")
 		}
 	}
-	if *join != "" && *initial != "" {
-		return errors.New("--join and --initial-cluster are exclusive: a new member learns the cluster from --join")
+	var joinAddrs []string
+	if *join != "" {
+		if *initial != "" {
+			return errors.New("--join and --initial-cluster are exclusive: a new member learns the cluster from --join")
+		}
+		if joinAddrs, err = cli.Endpoints("join", *join); err != nil {
+			return err
+		}
 	}
+	switch strings.ToLower(*clusterState) {
+	case "new", "existing":
+	default:
+		return fmt.Errorf("--initial-cluster-state %q: use new or existing", *clusterState)
+	}
+	st.MaxTxnOps = *maxTxnOps
 	log, err := logCfg.Build()
 	if err != nil {
 		return err
 	}
 	defer log.Sync()
+	if given := noEffect.Given(); len(given) > 0 {
+		log.Warn("DM settings accepted with no effect", zap.Strings("settings", given))
+	}
 	if *dataDir == "" {
 		*dataDir = "default." + *name
-	}
-	if *advAddr == "" {
-		*advAddr = *masterAddr
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	svc := &master.Service{Name: *name, Election: master.ElectionKey, Log: log, TLS: clientTLS}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "max-txn-ops" {
+			svc.MaxTxnOps = int(*maxTxnOps)
+		}
+	})
 	defer svc.Close()
 
 	var client *clientv3.Client
@@ -101,7 +146,7 @@ func run(args []string) error {
 		go s.Serve()
 		defer s.Close()
 	} else {
-		existing := false
+		existing := strings.EqualFold(*clusterState, "existing")
 		if *join != "" {
 			if _, err := os.Stat(filepath.Join(*dataDir, "member")); err == nil {
 				log.Info("data directory exists: restarting as a member, --join ignored", zap.String("data-dir", *dataDir))
@@ -110,14 +155,14 @@ func run(args []string) error {
 				if peer == "" {
 					peer = *peerURLs
 				}
-				if *initial, err = master.Join(ctx, strings.Split(*join, ","), *name, peer, clientTLS); err != nil {
+				if *initial, err = master.Join(ctx, joinAddrs, *name, peer, clientTLS); err != nil {
 					return err
 				}
 				existing = true
 			}
 		}
 		e, err := master.StartEtcd(master.EtcdConfig{
-			Name: *name, DataDir: *dataDir, ClientURL: security.Scheme() + "://" + *masterAddr, AdvertiseClientURL: security.Scheme() + "://" + *advAddr, PeerURL: *peerURLs,
+			Name: *name, DataDir: *dataDir, ClientURL: security.Scheme() + "://" + cli.BindHost(*masterAddr), Storage: st, AdvertiseClientURL: security.Scheme() + "://" + *advAddr, PeerURL: *peerURLs,
 			TLS:              security.EtcdTLSInfo(),
 			AdvertisePeerURL: *advPeer, InitialCluster: *initial, Existing: existing, Logger: log,
 			Register: func(s *grpc.Server) { pb.RegisterMasterServer(s, svc) }, HTTP: svc.HTTPHandlers(*openapi),

@@ -4,13 +4,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -37,36 +37,55 @@ func main() {
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("dm-worker", flag.ContinueOnError)
-	name := fs.String("name", "", "name of this worker (unique in the cluster)")
+	name := fs.String("name", "", "name of this worker (unique in the cluster; default: --advertise-addr, as DM)")
 	workerAddr := fs.String("worker-addr", "127.0.0.1:8262", "address serving the masters")
 	advAddr := fs.String("advertise-addr", "", "address the masters reach this worker at (default: --worker-addr)")
-	join := fs.String("join", "127.0.0.1:8261", "master addresses (host:port,...)")
+	join := fs.String("join", "127.0.0.1:8261", "master addresses (host:port,..., an http:// in front allowed)")
 	ttl := fs.Int("keepalive-ttl", 60, "seconds after this worker's death its source moves to another worker")
 	logCfg := cli.LogFlags(fs)
 	secretKeyPath := fs.String("secret-key-path", "", "file holding the 64-hex-character key of the passwords (the masters' secret-key-path); default: the key kept in etcd")
 	security := cli.TLSFlags(fs, true)
+	noEffect := cli.NoEffectFlags(fs, map[string]string{
+		"relay-keepalive-ttl": "relay log is not supported (enable-relay: false)",
+		"relay-dir":           "relay log is not supported (enable-relay: false)",
+		"log-rotate":          "logs rotate by size, see --log-max-size",
+	})
 	if err := cli.Parse(fs, args); err != nil {
+		if errors.Is(err, cli.ErrVersionPrinted) {
+			return nil
+		}
 		return err
 	}
 	serverTLS, clientTLS, err := security.Configs()
 	if err != nil {
 		return err
 	}
-	if *name == "" {
-		return fmt.Errorf("--name is required")
-	}
 	if *ttl < 1 {
 		return fmt.Errorf("--keepalive-ttl %d must be at least 1 second", *ttl)
 	}
-	if *advAddr == "" {
-		*advAddr = *workerAddr
+	// DM's files write addresses with or without "http://", and ":8262" for every interface.
+	if *workerAddr, err = cli.ListenAddr("worker-addr", *workerAddr); err != nil {
+		return err
+	}
+	if *advAddr, err = cli.AdvertiseAddr("worker-addr", *workerAddr, "advertise-addr", *advAddr); err != nil {
+		return err
+	}
+	if *name == "" {
+		*name = *advAddr
+	}
+	endpoints, err := cli.Endpoints("join", *join)
+	if err != nil {
+		return err
 	}
 	log, err := logCfg.Build()
 	if err != nil {
 		return err
 	}
 	defer log.Sync()
-	client, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(*join, ","), DialTimeout: 10 * time.Second,
+	if given := noEffect.Given(); len(given) > 0 {
+		log.Warn("DM settings accepted with no effect", zap.Strings("settings", given))
+	}
+	client, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 10 * time.Second,
 		DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 5 * time.Second, Logger: log.Named("etcd-client"), TLS: clientTLS})
 	if err != nil {
 		return fmt.Errorf("--join %s: %w", *join, err)

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -61,8 +62,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	addr := fs.String("master-addr", "", "address of a dm-master")
 	timeout := fs.Duration("rpc-timeout", 10*time.Minute, "timeout of one call")
 	security := cli.TLSFlags(fs, false)
+	version := fs.Bool("V", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *version {
+		fmt.Fprint(stdout, cli.VersionInfo())
+		return 0
 	}
 	if err := security.Check(); err != nil {
 		fmt.Fprintln(stderr, "dmctl:", err)
@@ -80,6 +86,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, usageText)
 		return 2
 	}
+	// As DM's dmctl: "http://" in front is allowed, and a list of masters is tried in order (the first
+	// that accepts a connection is asked; any master forwards to the leader).
+	addrs, err := cli.Endpoints("master-addr", *addr)
+	if err != nil {
+		fmt.Fprintln(stderr, "dmctl:", err)
+		return 2
+	}
+	*addr = firstReachable(addrs)
 	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		fmt.Fprintf(stderr, "dmctl: --master-addr %q: %v\n", *addr, err)
@@ -113,6 +127,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, out.String())
 	return 0
+}
+
+// firstReachable is the first of addrs that accepts a TCP connection within a second, else the first.
+func firstReachable(addrs []string) string {
+	if len(addrs) > 1 {
+		for _, a := range addrs {
+			if c, err := net.DialTimeout("tcp", a, time.Second); err == nil {
+				c.Close()
+				return a
+			}
+		}
+	}
+	return addrs[0]
 }
 
 // parse parses a command's flags, which may come before or after its positional arguments.

@@ -25,6 +25,7 @@ type LogConfig struct {
 func LogFlags(fs *flag.FlagSet) *LogConfig {
 	c := &LogConfig{}
 	fs.StringVar(&c.Level, "log-level", "info", "debug, info, warn or error")
+	fs.Func("L", "the same as --log-level (DM's short form)", func(s string) error { c.Level = s; return nil })
 	fs.StringVar(&c.Format, "log-format", "json", "json or text")
 	fs.StringVar(&c.File, "log-file", "", "log file (default: stderr); rotated by size")
 	fs.IntVar(&c.MaxSize, "log-max-size", 300, "megabytes the --log-file grows to before it is rotated")

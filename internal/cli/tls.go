@@ -49,8 +49,20 @@ func (t *TLS) Enabled() bool { return t != nil && t.CA != "" }
 // Check reads the files now, so that a missing or bad one is an error at start naming its flag.
 func (t *TLS) Check() error {
 	if t.CA == "" {
-		if t.Cert != "" || t.Key != "" || len(t.AllowedCN) > 0 {
-			return errors.New("--ssl-cert, --ssl-key and --cert-allowed-cn need --ssl-ca")
+		// DM starts without TLS then; a process that would silently serve in plain text what its file
+		// says is protected is refused instead, naming what is set.
+		var set []string
+		for _, f := range []struct {
+			name string
+			on   bool
+		}{{"ssl-cert", t.Cert != ""}, {"ssl-key", t.Key != ""}, {"cert-allowed-cn", len(t.AllowedCN) > 0}} {
+			if f.on {
+				set = append(set, "--"+f.name)
+			}
+		}
+		if len(set) > 0 {
+			return fmt.Errorf("%s set without --ssl-ca: TLS is on only with --ssl-ca (the CA of the cluster's certificates); set it, or remove %s",
+				strings.Join(set, ", "), strings.Join(set, ", "))
 		}
 		return nil
 	}
