@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tributary-db/tributary/internal/e2e"
 	"github.com/tributary-db/tributary/meta"
 )
 
@@ -184,4 +185,54 @@ func downColumnsNamed(t *testing.T, c *e2eCluster, col string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestE2EDmctlDMForms: the dmctl forms DM's documentation uses beside the ones the other tests use.
+// -s/--source (repeated or comma-separated) filters query-status and operate-source show; on a task
+// command it is accepted when it names every source of the task, and refused, changing nothing, when
+// it names a part of them or a source the task does not have. config task|source (and DM's
+// get-config) prints the file as stored, its password encrypted. DM commands Tributary lacks are refused,
+// saying why.
+func TestE2EDmctlDMForms(t *testing.T) {
+	c := startE2E(t, 2)
+	s1, s2 := e2e.SourceID(0), e2e.SourceID(1)
+	r := c.ok("query-status", "-s", s2, c.task)
+	if srcs := r.List("sources"); len(srcs) != 1 || srcs[0].Get("sourceStatus").Str("source") != s2 {
+		t.Fatalf("query-status -s %s: %v", s2, r)
+	}
+	r = c.ok("operate-source", "show", "--source", s1)
+	if srcs := r.List("sources"); len(srcs) != 1 || srcs[0].Str("source") != s1 {
+		t.Fatalf("operate-source show --source %s: %v", s1, r)
+	}
+	contains(t, c.fails("query-status", "-s", "mysql-replica-09", c.task), "mysql-replica-09: not a source of task "+c.task)
+	contains(t, c.fails("pause-task", "-s", s1, c.task), "pause-task for some sources only (-s "+s1+") is not supported yet")
+	contains(t, c.fails("stop-task", "-s", s1+",mysql-replica-09", c.task), "stop-task -s mysql-replica-09: not a source of task")
+	c.waitStage("Running") // nothing was paused or stopped
+	c.ok("pause-task", "-s", s1, "-s", s2, c.task)
+	c.waitStage("Paused")
+	c.ok("resume-task", "--source", s1+","+s2, c.task)
+	c.waitStage("Running")
+
+	// The task file as stored: the password was encrypted before it went into etcd.
+	c.up(0, "CREATE USER 'tr_cfg'@'%' IDENTIFIED BY 'Pl4in-Secret'", "GRANT ALL ON *.* TO 'tr_cfg'@'%'")
+	f, err := c.SourceFile(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(f)
+	body := strings.Replace(strings.Replace(string(data), `password: ""`, `password: "Pl4in-Secret"`, 1), "user: root", "user: tr_cfg", 1)
+	body = strings.Replace(body, "source-id: "+s1, "source-id: cfg-src", 1)
+	c.ok("operate-source", "create", c.writeFile("cfg-src.yaml", body))
+	for _, cmd := range []string{"config", "get-config"} {
+		cfg := c.ok(cmd, "source", "cfg-src").Str("cfg")
+		if !strings.Contains(cfg, "cfg-src") || !strings.Contains(cfg, "tr_cfg") || strings.Contains(cfg, "Pl4in-Secret") {
+			t.Fatalf("%s source cfg-src printed:\n%s", cmd, cfg)
+		}
+	}
+	if cfg := c.ok("config", "task", c.task).Str("cfg"); !strings.Contains(cfg, "name: "+c.task) && !strings.Contains(cfg, `name: "`+c.task+`"`) {
+		t.Fatalf("config task %s printed:\n%s", c.task, cfg)
+	}
+	contains(t, c.fails("config", "source", "nope"), "source nope not found")
+	contains(t, c.fails("config", "worker", "w1"), "config needs task TASK-NAME or source SOURCE-ID")
+	contains(t, c.fails("transfer-source", s1, "worker2"), "transfer-source is a DM command Tributary does not support yet")
 }

@@ -3,8 +3,11 @@ package master
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/tributary-db/tributary/config"
+	"github.com/tributary-db/tributary/ha"
 	pb "github.com/tributary-db/tributary/proto"
 )
 
@@ -36,4 +39,28 @@ func (s *Service) encryptPasswords(data string, path []string) (string, error) {
 		return "", errors.New("the file is not valid YAML")
 	}
 	return string(out), nil
+}
+
+// GetConfig implements dmctl config task|source NAME (DM's get-config): the file as stored in etcd, with
+// its passwords encrypted. It reads etcd, so any master answers.
+func (s *Service) GetConfig(ctx context.Context, req *pb.GetConfigRequest) (*pb.GetConfigResponse, error) {
+	st, err := ha.Load(ctx, s.Client)
+	if err != nil {
+		return &pb.GetConfigResponse{Msg: err.Error()}, nil
+	}
+	switch strings.ToLower(req.Type) {
+	case "task":
+		t, ok := st.Tasks[req.Name]
+		if !ok {
+			return &pb.GetConfigResponse{Msg: errNoTask(req.Name).Error()}, nil
+		}
+		return &pb.GetConfigResponse{Result: true, Cfg: t.Config}, nil
+	case "source":
+		src, ok := st.Sources[req.Name]
+		if !ok {
+			return &pb.GetConfigResponse{Msg: fmt.Sprintf("source %s not found (operate-source show lists the sources)", req.Name)}, nil
+		}
+		return &pb.GetConfigResponse{Result: true, Cfg: src.Config}, nil
+	}
+	return &pb.GetConfigResponse{Msg: fmt.Sprintf("config of %q is not supported: use task or source", req.Type)}, nil
 }

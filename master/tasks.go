@@ -230,8 +230,12 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 	if err != nil {
 		return nil, err
 	}
-	if len(req.Sources) > 0 {
-		return nil, errors.New("start-task for some sources only is not supported yet: the task starts on all its mysql-instances")
+	var all []string
+	for _, inst := range task.MySQLInstances {
+		all = append(all, inst.SourceID)
+	}
+	if err := wholeTask("start-task", task.Name, req.Sources, all); err != nil {
+		return nil, err
 	}
 	st, err := ha.Load(ctx, s.Client)
 	if err != nil {
@@ -502,9 +506,6 @@ func (s *Service) OperateTask(ctx context.Context, req *pb.OperateTaskRequest) (
 }
 
 func (s *Service) operateTask(ctx context.Context, l *leaderState, req *pb.OperateTaskRequest) (*pb.OperateTaskResponse, error) {
-	if len(req.Sources) > 0 {
-		return nil, errors.New("operating a task on some sources only is not supported yet")
-	}
 	st, err := ha.Load(ctx, s.Client)
 	if err != nil {
 		return nil, err
@@ -514,6 +515,9 @@ func (s *Service) operateTask(ctx context.Context, l *leaderState, req *pb.Opera
 		return nil, errNoTask(req.Name)
 	}
 	sources := t.Sources()
+	if err := wholeTask(strings.ToLower(req.Op)+"-task", t.Name, req.Sources, sources); err != nil {
+		return nil, err
+	}
 	var cond func(*pb.SubTaskStatus) bool
 	key := ha.TaskKey(t.Name)
 	guard := []clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", ha.Encode(t))}
@@ -555,6 +559,25 @@ func (s *Service) operateTask(ctx context.Context, l *leaderState, req *pb.Opera
 	return resp, nil
 }
 
+// wholeTask accepts DM's -s of a task command when it names every source of the task (or none): a
+// shard-merge task's lock waits for all its sources, so a task is started, paused, resumed and
+// stopped as a whole.
+func wholeTask(cmd, task string, asked, all []string) error {
+	if len(asked) == 0 {
+		return nil
+	}
+	if unknown := slices.DeleteFunc(slices.Clone(asked), func(s string) bool { return slices.Contains(all, s) }); len(unknown) > 0 {
+		return fmt.Errorf("%s -s %s: not a source of task %s (its sources: %s)", cmd, strings.Join(unknown, ","), task, strings.Join(all, ", "))
+	}
+	for _, s := range all {
+		if !slices.Contains(asked, s) {
+			return fmt.Errorf("%s for some sources only (-s %s) is not supported yet: task %s runs on all of %s together; give all of them, or no -s",
+				cmd, strings.Join(asked, ","), task, strings.Join(all, ", "))
+		}
+	}
+	return nil
+}
+
 func errConcurrent(ok bool, task string) error {
 	if ok {
 		return nil
@@ -591,6 +614,12 @@ func (s *Service) queryStatus(ctx context.Context, req *pb.QueryStatusListReques
 		sources = st.SortedSources()
 	}
 	if len(req.Sources) > 0 {
+		if unknown := slices.DeleteFunc(slices.Clone(req.Sources), func(s string) bool { return slices.Contains(sources, s) }); len(unknown) > 0 {
+			if req.Name != "" {
+				return nil, fmt.Errorf("%s: not a source of task %s (its sources: %s)", strings.Join(unknown, ", "), req.Name, strings.Join(sources, ", "))
+			}
+			return nil, fmt.Errorf("%s: no such source (operate-source show lists them)", strings.Join(unknown, ", "))
+		}
 		sources = slices.DeleteFunc(sources, func(s string) bool { return !slices.Contains(req.Sources, s) })
 	}
 	sort.Strings(sources)

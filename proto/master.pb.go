@@ -2807,6 +2807,118 @@ func (x *EncryptResponse) GetCiphertext() string {
 	return ""
 }
 
+type GetConfigRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"` // task or source
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"` // the task's name or the source's ID
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetConfigRequest) Reset() {
+	*x = GetConfigRequest{}
+	mi := &file_proto_master_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetConfigRequest) ProtoMessage() {}
+
+func (x *GetConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_master_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetConfigRequest.ProtoReflect.Descriptor instead.
+func (*GetConfigRequest) Descriptor() ([]byte, []int) {
+	return file_proto_master_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *GetConfigRequest) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *GetConfigRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type GetConfigResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Result        bool                   `protobuf:"varint,1,opt,name=result,proto3" json:"result,omitempty"`
+	Msg           string                 `protobuf:"bytes,2,opt,name=msg,proto3" json:"msg,omitempty"`
+	Cfg           string                 `protobuf:"bytes,3,opt,name=cfg,proto3" json:"cfg,omitempty"` // the YAML file
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetConfigResponse) Reset() {
+	*x = GetConfigResponse{}
+	mi := &file_proto_master_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetConfigResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetConfigResponse) ProtoMessage() {}
+
+func (x *GetConfigResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_master_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetConfigResponse.ProtoReflect.Descriptor instead.
+func (*GetConfigResponse) Descriptor() ([]byte, []int) {
+	return file_proto_master_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *GetConfigResponse) GetResult() bool {
+	if x != nil {
+		return x.Result
+	}
+	return false
+}
+
+func (x *GetConfigResponse) GetMsg() string {
+	if x != nil {
+		return x.Msg
+	}
+	return ""
+}
+
+func (x *GetConfigResponse) GetCfg() string {
+	if x != nil {
+		return x.Cfg
+	}
+	return ""
+}
+
 var File_proto_master_proto protoreflect.FileDescriptor
 
 const file_proto_master_proto_rawDesc = "" +
@@ -3027,7 +3139,14 @@ const file_proto_master_proto_rawDesc = "" +
 	"\x03msg\x18\x02 \x01(\tR\x03msg\x12\x1e\n" +
 	"\n" +
 	"ciphertext\x18\x03 \x01(\tR\n" +
-	"ciphertext*V\n" +
+	"ciphertext\":\n" +
+	"\x10GetConfigRequest\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"O\n" +
+	"\x11GetConfigResponse\x12\x16\n" +
+	"\x06result\x18\x01 \x01(\bR\x06result\x12\x10\n" +
+	"\x03msg\x18\x02 \x01(\tR\x03msg\x12\x10\n" +
+	"\x03cfg\x18\x03 \x01(\tR\x03cfg*V\n" +
 	"\aErrorOp\x12\x12\n" +
 	"\x0eInvalidErrorOp\x10\x00\x12\b\n" +
 	"\x04Skip\x10\x01\x12\v\n" +
@@ -3036,7 +3155,7 @@ const file_proto_master_proto_rawDesc = "" +
 	"\x06Revert\x10\x03\x12\n" +
 	"\n" +
 	"\x06Inject\x10\x04\x12\b\n" +
-	"\x04List\x10\x052\xe4\x06\n" +
+	"\x04List\x10\x052\xac\a\n" +
 	"\x06Master\x12O\n" +
 	"\fShowDDLLocks\x12\x1e.tributary.ShowDDLLocksRequest\x1a\x1f.tributary.ShowDDLLocksResponse\x12R\n" +
 	"\rUnlockDDLLock\x12\x1f.tributary.UnlockDDLLockRequest\x1a .tributary.UnlockDDLLockResponse\x12R\n" +
@@ -3049,7 +3168,8 @@ const file_proto_master_proto_rawDesc = "" +
 	"\tCheckTask\x12\x1b.tributary.CheckTaskRequest\x1a\x1c.tributary.CheckTaskResponse\x12R\n" +
 	"\rOfflineMember\x12\x1f.tributary.OfflineMemberRequest\x1a .tributary.OfflineMemberResponse\x12L\n" +
 	"\vHandleError\x12\x1d.tributary.HandleErrorRequest\x1a\x1e.tributary.HandleErrorResponse\x12@\n" +
-	"\aEncrypt\x12\x19.tributary.EncryptRequest\x1a\x1a.tributary.EncryptResponse2\xab\x01\n" +
+	"\aEncrypt\x12\x19.tributary.EncryptRequest\x1a\x1a.tributary.EncryptResponse\x12F\n" +
+	"\tGetConfig\x12\x1b.tributary.GetConfigRequest\x1a\x1c.tributary.GetConfigResponse2\xab\x01\n" +
 	"\x06Worker\x12L\n" +
 	"\vQueryStatus\x12\x1d.tributary.QueryStatusRequest\x1a\x1e.tributary.QueryStatusResponse\x12S\n" +
 	"\vHandleError\x12#.tributary.HandleWorkerErrorRequest\x1a\x1f.tributary.CommonWorkerResponseB,Z*github.com/tributary-db/tributary/proto;pbb\x06proto3"
@@ -3067,7 +3187,7 @@ func file_proto_master_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_master_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_proto_master_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_proto_master_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_proto_master_proto_goTypes = []any{
 	(ErrorOp)(0),                     // 0: tributary.ErrorOp
 	(*ShowDDLLocksRequest)(nil),      // 1: tributary.ShowDDLLocksRequest
@@ -3111,6 +3231,8 @@ var file_proto_master_proto_goTypes = []any{
 	(*HandleWorkerErrorRequest)(nil), // 39: tributary.HandleWorkerErrorRequest
 	(*EncryptRequest)(nil),           // 40: tributary.EncryptRequest
 	(*EncryptResponse)(nil),          // 41: tributary.EncryptResponse
+	(*GetConfigRequest)(nil),         // 42: tributary.GetConfigRequest
+	(*GetConfigResponse)(nil),        // 43: tributary.GetConfigResponse
 }
 var file_proto_master_proto_depIdxs = []int32{
 	3,  // 0: tributary.DDLLock.conflict:type_name -> tributary.SourceDDLs
@@ -3149,23 +3271,25 @@ var file_proto_master_proto_depIdxs = []int32{
 	35, // 33: tributary.Master.OfflineMember:input_type -> tributary.OfflineMemberRequest
 	37, // 34: tributary.Master.HandleError:input_type -> tributary.HandleErrorRequest
 	40, // 35: tributary.Master.Encrypt:input_type -> tributary.EncryptRequest
-	16, // 36: tributary.Worker.QueryStatus:input_type -> tributary.QueryStatusRequest
-	39, // 37: tributary.Worker.HandleError:input_type -> tributary.HandleWorkerErrorRequest
-	4,  // 38: tributary.Master.ShowDDLLocks:output_type -> tributary.ShowDDLLocksResponse
-	6,  // 39: tributary.Master.UnlockDDLLock:output_type -> tributary.UnlockDDLLockResponse
-	9,  // 40: tributary.Master.OperateSource:output_type -> tributary.OperateSourceResponse
-	11, // 41: tributary.Master.StartTask:output_type -> tributary.StartTaskResponse
-	13, // 42: tributary.Master.OperateTask:output_type -> tributary.OperateTaskResponse
-	15, // 43: tributary.Master.QueryStatus:output_type -> tributary.QueryStatusListResponse
-	26, // 44: tributary.Master.ListMember:output_type -> tributary.ListMemberResponse
-	34, // 45: tributary.Master.CheckTask:output_type -> tributary.CheckTaskResponse
-	36, // 46: tributary.Master.OfflineMember:output_type -> tributary.OfflineMemberResponse
-	38, // 47: tributary.Master.HandleError:output_type -> tributary.HandleErrorResponse
-	41, // 48: tributary.Master.Encrypt:output_type -> tributary.EncryptResponse
-	17, // 49: tributary.Worker.QueryStatus:output_type -> tributary.QueryStatusResponse
-	7,  // 50: tributary.Worker.HandleError:output_type -> tributary.CommonWorkerResponse
-	38, // [38:51] is the sub-list for method output_type
-	25, // [25:38] is the sub-list for method input_type
+	42, // 36: tributary.Master.GetConfig:input_type -> tributary.GetConfigRequest
+	16, // 37: tributary.Worker.QueryStatus:input_type -> tributary.QueryStatusRequest
+	39, // 38: tributary.Worker.HandleError:input_type -> tributary.HandleWorkerErrorRequest
+	4,  // 39: tributary.Master.ShowDDLLocks:output_type -> tributary.ShowDDLLocksResponse
+	6,  // 40: tributary.Master.UnlockDDLLock:output_type -> tributary.UnlockDDLLockResponse
+	9,  // 41: tributary.Master.OperateSource:output_type -> tributary.OperateSourceResponse
+	11, // 42: tributary.Master.StartTask:output_type -> tributary.StartTaskResponse
+	13, // 43: tributary.Master.OperateTask:output_type -> tributary.OperateTaskResponse
+	15, // 44: tributary.Master.QueryStatus:output_type -> tributary.QueryStatusListResponse
+	26, // 45: tributary.Master.ListMember:output_type -> tributary.ListMemberResponse
+	34, // 46: tributary.Master.CheckTask:output_type -> tributary.CheckTaskResponse
+	36, // 47: tributary.Master.OfflineMember:output_type -> tributary.OfflineMemberResponse
+	38, // 48: tributary.Master.HandleError:output_type -> tributary.HandleErrorResponse
+	41, // 49: tributary.Master.Encrypt:output_type -> tributary.EncryptResponse
+	43, // 50: tributary.Master.GetConfig:output_type -> tributary.GetConfigResponse
+	17, // 51: tributary.Worker.QueryStatus:output_type -> tributary.QueryStatusResponse
+	7,  // 52: tributary.Worker.HandleError:output_type -> tributary.CommonWorkerResponse
+	39, // [39:53] is the sub-list for method output_type
+	25, // [25:39] is the sub-list for method input_type
 	25, // [25:25] is the sub-list for extension type_name
 	25, // [25:25] is the sub-list for extension extendee
 	0,  // [0:25] is the sub-list for field type_name
@@ -3187,7 +3311,7 @@ func file_proto_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_master_proto_rawDesc), len(file_proto_master_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   41,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -33,6 +33,7 @@ const (
 	Master_OfflineMember_FullMethodName = "/tributary.Master/OfflineMember"
 	Master_HandleError_FullMethodName   = "/tributary.Master/HandleError"
 	Master_Encrypt_FullMethodName       = "/tributary.Master/Encrypt"
+	Master_GetConfig_FullMethodName     = "/tributary.Master/GetConfig"
 )
 
 // MasterClient is the client API for Master service.
@@ -62,6 +63,9 @@ type MasterClient interface {
 	HandleError(ctx context.Context, in *HandleErrorRequest, opts ...grpc.CallOption) (*HandleErrorResponse, error)
 	// Encrypt encrypts a password with the cluster's key, for source and task files (dmctl encrypt).
 	Encrypt(ctx context.Context, in *EncryptRequest, opts ...grpc.CallOption) (*EncryptResponse, error)
+	// GetConfig returns a task's or a source's file as stored (dmctl config task|source NAME, DM's
+	// get-config); its passwords are encrypted.
+	GetConfig(ctx context.Context, in *GetConfigRequest, opts ...grpc.CallOption) (*GetConfigResponse, error)
 }
 
 type masterClient struct {
@@ -182,6 +186,16 @@ func (c *masterClient) Encrypt(ctx context.Context, in *EncryptRequest, opts ...
 	return out, nil
 }
 
+func (c *masterClient) GetConfig(ctx context.Context, in *GetConfigRequest, opts ...grpc.CallOption) (*GetConfigResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetConfigResponse)
+	err := c.cc.Invoke(ctx, Master_GetConfig_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MasterServer is the server API for Master service.
 // All implementations must embed UnimplementedMasterServer
 // for forward compatibility.
@@ -209,6 +223,9 @@ type MasterServer interface {
 	HandleError(context.Context, *HandleErrorRequest) (*HandleErrorResponse, error)
 	// Encrypt encrypts a password with the cluster's key, for source and task files (dmctl encrypt).
 	Encrypt(context.Context, *EncryptRequest) (*EncryptResponse, error)
+	// GetConfig returns a task's or a source's file as stored (dmctl config task|source NAME, DM's
+	// get-config); its passwords are encrypted.
+	GetConfig(context.Context, *GetConfigRequest) (*GetConfigResponse, error)
 	mustEmbedUnimplementedMasterServer()
 }
 
@@ -251,6 +268,9 @@ func (UnimplementedMasterServer) HandleError(context.Context, *HandleErrorReques
 }
 func (UnimplementedMasterServer) Encrypt(context.Context, *EncryptRequest) (*EncryptResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Encrypt not implemented")
+}
+func (UnimplementedMasterServer) GetConfig(context.Context, *GetConfigRequest) (*GetConfigResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetConfig not implemented")
 }
 func (UnimplementedMasterServer) mustEmbedUnimplementedMasterServer() {}
 func (UnimplementedMasterServer) testEmbeddedByValue()                {}
@@ -471,6 +491,24 @@ func _Master_Encrypt_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Master_GetConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetConfigRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).GetConfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_GetConfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).GetConfig(ctx, req.(*GetConfigRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Master_ServiceDesc is the grpc.ServiceDesc for Master service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -521,6 +559,10 @@ var Master_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Encrypt",
 			Handler:    _Master_Encrypt_Handler,
+		},
+		{
+			MethodName: "GetConfig",
+			Handler:    _Master_GetConfig_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -40,7 +40,10 @@ commands:
   stop-task TASK-NAME|TASK-FILE                   stop a task and remove its shard DDL locks (checkpoints are kept)
   pause-task TASK-NAME|TASK-FILE                  pause a task
   resume-task TASK-NAME|TASK-FILE                 resume a paused task (also retries one stopped on an error at once)
-  query-status [TASK-NAME]                        status of every source's subtasks
+  query-status [-s SOURCE,...] [TASK-NAME|TASK-FILE]
+                                                  status of every source's subtasks (or of those sources)
+  config task TASK-NAME | config source SOURCE-ID the task's or the source's file as stored (passwords
+                                                  encrypted; get-config also works)
   shard-ddl-lock [TASK-NAME]                      show shard DDL locks
   shard-ddl-lock unlock LOCK-ID [--owner SOURCE] [--force-remove]
                                                   resolve a lock by hand
@@ -170,11 +173,45 @@ func taskName(arg string) (string, error) {
 	return arg, nil
 }
 
+// sourceFlags defines DM's -s/--source (repeated or comma-separated source IDs) on fs.
+func sourceFlags(fs *flag.FlagSet) *[]string {
+	var sources []string
+	add := func(v string) error {
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				sources = append(sources, s)
+			}
+		}
+		return nil
+	}
+	fs.Func("s", "source IDs (repeated or comma-separated)", add)
+	fs.Func("source", "same as -s", add)
+	return &sources
+}
+
+// unsupported are DM's dmctl commands that Tributary does not have, and why.
+var unsupported = map[string]string{
+	"transfer-source": "a source moves to another worker when its worker dies; stop the worker to move it",
+	"start-relay":     "relay log is not supported (enable-relay: false)",
+	"stop-relay":      "relay log is not supported (enable-relay: false)",
+	"pause-relay":     "relay log is not supported (enable-relay: false)",
+	"resume-relay":    "relay log is not supported (enable-relay: false)",
+	"purge-relay":     "relay log is not supported (enable-relay: false)",
+	"operate-schema":  "the tracked schemas are read from the downstream and the binlog",
+	"binlog-schema":   "the tracked schemas are read from the downstream and the binlog",
+	"validation":      "continuous data validation is not supported",
+	"update-task":     "stop-task, then start-task with the changed file (the checkpoint is kept)",
+}
+
 func call(ctx context.Context, c pb.MasterClient, cmd string, args []string, stderr io.Writer) (proto.Message, error) {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	if why, ok := unsupported[cmd]; ok {
+		return nil, usageError(fmt.Sprintf("%s is a DM command Tributary does not support yet: %s", cmd, why))
+	}
 	switch cmd {
 	case "operate-source":
+		sources := sourceFlags(fs)
 		pos, err := parse(fs, args)
 		if err != nil {
 			return nil, err
@@ -209,6 +246,7 @@ func call(ctx context.Context, c pb.MasterClient, cmd string, args []string, std
 				}
 				req.SourceID = append(req.SourceID, a)
 			}
+			req.SourceID = append(req.SourceID, *sources...)
 			if pos[0] == "stop" && len(req.SourceID) == 0 {
 				return nil, usageError("operate-source stop needs source IDs or files")
 			}
@@ -218,6 +256,7 @@ func call(ctx context.Context, c pb.MasterClient, cmd string, args []string, std
 		return c.OperateSource(ctx, req)
 	case "check-task", "start-task":
 		removeMeta := fs.Bool("remove-meta", false, "remove the task's checkpoints and shard DDL locks before starting")
+		sources := sourceFlags(fs)
 		pos, err := parse(fs, args)
 		if err != nil {
 			return nil, err
@@ -235,8 +274,9 @@ func call(ctx context.Context, c pb.MasterClient, cmd string, args []string, std
 		if cmd == "check-task" {
 			return c.CheckTask(ctx, &pb.CheckTaskRequest{Task: string(data)})
 		}
-		return c.StartTask(ctx, &pb.StartTaskRequest{Task: string(data), RemoveMeta: *removeMeta})
+		return c.StartTask(ctx, &pb.StartTaskRequest{Task: string(data), RemoveMeta: *removeMeta, Sources: *sources})
 	case "stop-task", "pause-task", "resume-task":
+		sources := sourceFlags(fs)
 		pos, err := parse(fs, args)
 		if err != nil {
 			return nil, err
@@ -249,8 +289,9 @@ func call(ctx context.Context, c pb.MasterClient, cmd string, args []string, std
 			return nil, err
 		}
 		op := map[string]string{"stop-task": "Stop", "pause-task": "Pause", "resume-task": "Resume"}[cmd]
-		return c.OperateTask(ctx, &pb.OperateTaskRequest{Op: op, Name: name})
+		return c.OperateTask(ctx, &pb.OperateTaskRequest{Op: op, Name: name, Sources: *sources})
 	case "query-status":
+		sources := sourceFlags(fs)
 		pos, err := parse(fs, args)
 		if err != nil {
 			return nil, err
@@ -258,7 +299,7 @@ func call(ctx context.Context, c pb.MasterClient, cmd string, args []string, std
 		if len(pos) > 1 {
 			return nil, usageError("query-status takes at most one task name")
 		}
-		req := &pb.QueryStatusListRequest{}
+		req := &pb.QueryStatusListRequest{Sources: *sources}
 		if len(pos) == 1 {
 			if req.Name, err = taskName(pos[0]); err != nil {
 				return nil, err
@@ -348,6 +389,21 @@ func call(ctx context.Context, c pb.MasterClient, cmd string, args []string, std
 			return nil, usageError("offline-member needs --type master|worker and --name NAME")
 		}
 		return c.OfflineMember(ctx, &pb.OfflineMemberRequest{Type: *typ, Name: *name})
+	case "config", "get-config":
+		pos, err := parse(fs, args)
+		if err != nil {
+			return nil, err
+		}
+		if len(pos) != 2 || (pos[0] != "task" && pos[0] != "source") {
+			return nil, usageError(cmd + " needs task TASK-NAME or source SOURCE-ID")
+		}
+		name := pos[1]
+		if pos[0] == "task" {
+			if name, err = taskName(name); err != nil {
+				return nil, err
+			}
+		}
+		return c.GetConfig(ctx, &pb.GetConfigRequest{Type: pos[0], Name: name})
 	case "encrypt":
 		pos, err := parse(fs, args)
 		if err != nil {
