@@ -12,6 +12,8 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"unicode"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -106,12 +108,61 @@ func SetPasswordKey(k *Key) { passwordKey.Store(k) }
 // with this process's key, else the password as written (plain text is accepted, as in DM). Call it
 // only where a connection is opened.
 func (d Database) PlainPassword() string {
-	if k := passwordKey.Load(); k != nil && d.Password != "" {
+	k := passwordKey.Load()
+	if k != nil && d.Password != "" {
 		if p, err := k.Decrypt(d.Password); err == nil {
 			return p
 		}
 	}
+	if p, ok := DecryptDM(d.Password, k); ok {
+		return p
+	}
 	return d.Password
+}
+
+// dmBuiltinKey is the AES-256 key with which DM before v8.0 encrypted every password (dmctl encrypt,
+// with no secret-key-path); it is public, in DM's source.
+var dmBuiltinKey = [32]byte{0xa5, 0x29, 0xb7, 0x66, 0x59, 0x97, 0xf0, 0x43, 0xa3, 0x0a, 0xc8, 0xfa, 0xdc, 0xb5, 0x1d, 0x6a,
+	0xa0, 0x32, 0xc2, 0x26, 0xab, 0x5b, 0x77, 0x50, 0x53, 0x0b, 0x12, 0xb8, 0xc1, 0xa1, 0x6a, 0x48}
+
+// DecryptDM reads a password encrypted by DM's dmctl encrypt: base64 of a 16-byte IV, "@", and the
+// password in AES-256-CFB, with DM's secret-key-path key (DM v8; the same file given here is k) or, before
+// v8, DM's built-in key. CFB carries no check, so a key is taken as the right one only when the password
+// it gives is printable UTF-8 text; ok is false for anything else (the value is then a plain password).
+func DecryptDM(s string, k *Key) (string, bool) {
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil || len(b) <= aes.BlockSize+1 || b[aes.BlockSize] != '@' {
+		return "", false
+	}
+	keys := [][32]byte{dmBuiltinKey}
+	if k != nil {
+		keys = [][32]byte{*k, dmBuiltinKey}
+	}
+	for _, key := range keys {
+		block, err := aes.NewCipher(key[:])
+		if err != nil {
+			return "", false
+		}
+		plain := make([]byte, len(b)-aes.BlockSize-1)
+		cipher.NewCFBDecrypter(block, b[:aes.BlockSize]).XORKeyStream(plain, b[aes.BlockSize+1:])
+		if printable(plain) {
+			return string(plain), true
+		}
+	}
+	return "", false
+}
+
+// printable reports whether b is UTF-8 text without control characters.
+func printable(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	for _, r := range string(b) {
+		if unicode.IsControl(r) || r == utf8.RuneError {
+			return false
+		}
+	}
+	return true
 }
 
 // EncryptPasswords rewrites the YAML document data so that the password at each path (e.g.
@@ -137,7 +188,11 @@ func EncryptPasswords(data []byte, k Key, paths ...[]string) ([]byte, error) {
 		if _, err := k.Decrypt(n.Value); err == nil {
 			continue
 		}
-		enc, err := k.Encrypt(n.Value)
+		plain := n.Value
+		if p, ok := DecryptDM(plain, &k); ok {
+			plain = p // a DM file's password: stored in this cluster's format
+		}
+		enc, err := k.Encrypt(plain)
 		if err != nil {
 			return nil, err
 		}

@@ -1,6 +1,10 @@
 package config
 
 import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,5 +109,58 @@ func TestSourceSecurity(t *testing.T) {
 	tls, err := (Database{Host: "h", Security: &Security{SSLCA: "/missing/ca.pem"}}).TLSConfig("from")
 	if err == nil || !strings.Contains(err.Error(), "from.security.ssl-ca") {
 		t.Fatalf("want an error naming from.security.ssl-ca, got %v %v", tls, err)
+	}
+}
+
+// dmEncrypt writes plain as DM's dmctl encrypt does with key: base64(IV, "@", AES-256-CFB).
+func dmEncrypt(t *testing.T, key [32]byte, plain string) string {
+	t.Helper()
+	block, err := aes.NewCipher(key[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, aes.BlockSize+1+len(plain))
+	rand.Read(b[:aes.BlockSize])
+	b[aes.BlockSize] = '@'
+	cipher.NewCFBEncrypter(block, b[:aes.BlockSize]).XORKeyStream(b[aes.BlockSize+1:], []byte(plain))
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// Passwords encrypted by DM's dmctl encrypt work as they are: DM's documented example (DM before v8,
+// its built-in key), and DM v8's with a secret-key-path key that is also this cluster's. Stored in
+// etcd, they are re-encrypted in this cluster's format. Plain passwords, also ones that look like
+// base64, stay plain.
+func TestDMEncryptedPasswords(t *testing.T) {
+	k, _ := NewKey()
+	SetPasswordKey(&k)
+	defer SetPasswordKey(nil)
+	const docExample = "MKxn0Qo3m3XOyjCnhEMtsUCm83EhGQDZ/T4=" // DM's docs: dmctl encrypt 'abc!@#123'
+	if p := (Database{Password: docExample}).PlainPassword(); p != "abc!@#123" {
+		t.Errorf("DM's example decrypts to %q", p)
+	}
+	v8 := dmEncrypt(t, k, "s3cret-ü")
+	if p := (Database{Password: v8}).PlainPassword(); p != "s3cret-ü" {
+		t.Errorf("DM v8's ciphertext with the shared key decrypts to %q", p)
+	}
+	other, _ := NewKey()
+	if p, ok := DecryptDM(dmEncrypt(t, other, "a-long-enough-password-1234"), &k); ok {
+		t.Errorf("a ciphertext of an unknown key was taken as %q", p)
+	}
+	for _, plain := range []string{"pl@in: text", "123456", "QUJDREVGR0hJSktMTU5PUFFSU1RVVldY", ""} {
+		if p := (Database{Password: plain}).PlainPassword(); p != plain {
+			t.Errorf("plain password %q read as %q", plain, p)
+		}
+	}
+	src := "source-id: s1\nfrom:\n  host: 127.0.0.1\n  port: 3306\n  user: dm\n  password: \"" + docExample + "\"\n"
+	out, err := EncryptPasswords([]byte(src), k, []string{"from", "password"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ParseSource("s", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := k.Decrypt(s.From.Password); err != nil || p != "abc!@#123" {
+		t.Errorf("DM's ciphertext stored as %q, which decrypts to %q (%v)", s.From.Password, p, err)
 	}
 }

@@ -3,8 +3,13 @@ package integration
 import (
 	"bytes"
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -296,7 +301,9 @@ func TestPasswordsNeverInClear(t *testing.T) {
 			t.Fatalf("operate-source create %s: %v", f, r)
 		}
 	}
-	task := c.taskAs(password, "")
+	// The task's password as DM before v8 encrypted it (dmctl encrypt with DM's built-in key): a DM
+	// user's file works unchanged.
+	task := c.taskAs(dmEncrypted(t, password), "")
 	files = append(files, task)
 	c.replicates(task)
 	dmctl("query-status", c.task)
@@ -357,4 +364,20 @@ func TestPasswordsNeverInClear(t *testing.T) {
 		t.Fatalf("only %d files read under %s", n, c.Dir)
 	}
 	t.Logf("%d etcd keys, %d files and %d dmctl outputs hold no clear-text password", len(resp.Kvs), n, len(outputs))
+}
+
+// dmEncrypted is plain as DM's dmctl encrypt wrote it before DM v8: base64 of an IV, "@" and the text in
+// AES-256-CFB with DM's built-in (public) key.
+func dmEncrypted(t *testing.T, plain string) string {
+	t.Helper()
+	key, _ := hex.DecodeString("a529b7665997f043a30ac8fadcb51d6aa032c226ab5b7750530b12b8c1a16a48")
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, aes.BlockSize+1+len(plain))
+	rand.Read(b[:aes.BlockSize])
+	b[aes.BlockSize] = '@'
+	cipher.NewCFBEncrypter(block, b[:aes.BlockSize]).XORKeyStream(b[aes.BlockSize+1:], []byte(plain))
+	return base64.StdEncoding.EncodeToString(b)
 }
