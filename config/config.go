@@ -120,7 +120,9 @@ type Source struct {
 	CaseSensitive   bool     `yaml:"case-sensitive"`
 	Purge           any      `yaml:"purge"`
 	Checker         any      `yaml:"checker"`
-	Filters         any      `yaml:"filters"`
+	// Filters are binlog event filter rules for every task of the source, after the task's own
+	// (MergeFilters).
+	Filters []FilterRule `yaml:"filters"`
 }
 
 var sourceIDPattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
@@ -150,7 +152,12 @@ func ParseSource(file string, data []byte) (*Source, error) {
 	ns.check("relay-binlog-name", s.RelayBinlogName == "")
 	ns.check("relay-binlog-gtid", s.RelayBinlogGTID == "")
 	ns.check("case-sensitive", !s.CaseSensitive)
-	ns.check("filters", s.Filters == nil)
+	for i := range s.Filters {
+		s.Filters[i].Name = fmt.Sprintf("filters[%d]", i)
+		validateFilter(s.Filters[i], func(format string, args ...any) {
+			errs = append(errs, fmt.Errorf("%s: "+format, append([]any{file}, args...)...))
+		})
+	}
 	if err := errors.Join(append(errs, ns.err())...); err != nil {
 		return nil, err
 	}
@@ -621,34 +628,58 @@ func validatePattern(p string) error {
 	return nil
 }
 
+// validateFilter checks one binlog event filter rule; f.Name names it in the messages.
+func validateFilter(f FilterRule, add func(string, ...any)) {
+	if f.SchemaPattern == "" {
+		add("%s: schema-pattern is empty", f.Name)
+	}
+	for _, p := range []string{f.SchemaPattern, f.TablePattern} {
+		if err := validatePattern(p); err != nil {
+			add("%s: %v", f.Name, err)
+		}
+	}
+	switch strings.ToLower(f.Action) {
+	case "ignore", "do", "error":
+	default:
+		add("%s: action %q must be Ignore, Do or Error", f.Name, f.Action)
+	}
+	for _, e := range f.Events {
+		if !slices.Contains(FilterEvents, strings.ToLower(strings.TrimSpace(e))) {
+			add("%s: unknown event %q (known: %s)", f.Name, e, strings.Join(FilterEvents, ", "))
+		}
+	}
+	for _, p := range f.SQLPattern {
+		if _, err := regexp.Compile("(?i)" + p); err != nil {
+			add("%s: sql-pattern %q: %v", f.Name, p, err)
+		}
+	}
+	if len(f.Events) == 0 && len(f.SQLPattern) == 0 {
+		add("%s: needs events or sql-pattern", f.Name)
+	}
+}
+
+// MergeFilters is the binlog event filter of a task on a source, as DM builds it: the task's rules,
+// then the source file's, except a source rule for the same schema and table patterns as a task rule
+// (the task's wins). skipped lists the source rules left out.
+func MergeFilters(task, source []FilterRule) (rules []FilterRule, skipped []FilterRule) {
+	rules = slices.Clone(task)
+	for _, sr := range source {
+		dup := slices.ContainsFunc(task, func(tr FilterRule) bool {
+			return strings.EqualFold(tr.SchemaPattern, sr.SchemaPattern) && strings.EqualFold(tr.TablePattern, sr.TablePattern)
+		})
+		if dup {
+			skipped = append(skipped, sr)
+			continue
+		}
+		rules = append(rules, sr)
+	}
+	return rules, skipped
+}
+
 func (t *Task) validateRules(add func(string, ...any)) {
 	for name, f := range t.Filters {
-		if f.SchemaPattern == "" {
-			add("filters %s: schema-pattern is empty", name)
-		}
-		for _, p := range []string{f.SchemaPattern, f.TablePattern} {
-			if err := validatePattern(p); err != nil {
-				add("filters %s: %v", name, err)
-			}
-		}
-		switch strings.ToLower(f.Action) {
-		case "ignore", "do", "error":
-		default:
-			add("filters %s: action %q must be Ignore, Do or Error", name, f.Action)
-		}
-		for _, e := range f.Events {
-			if !slices.Contains(FilterEvents, strings.ToLower(strings.TrimSpace(e))) {
-				add("filters %s: unknown event %q (known: %s)", name, e, strings.Join(FilterEvents, ", "))
-			}
-		}
-		for _, p := range f.SQLPattern {
-			if _, err := regexp.Compile("(?i)" + p); err != nil {
-				add("filters %s: sql-pattern %q: %v", name, p, err)
-			}
-		}
-		if len(f.Events) == 0 && len(f.SQLPattern) == 0 {
-			add("filters %s: needs events or sql-pattern", name)
-		}
+		f.Name = "filters " + name
+		validateFilter(f, add)
 	}
 	for name, ba := range t.BlockAllowList {
 		for _, p := range append(append([]string{}, ba.DoDBs...), ba.IgnoreDBs...) {

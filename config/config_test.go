@@ -317,3 +317,37 @@ func TestSpreadHotTables(t *testing.T) {
 		t.Fatal("spread-hot-tables is on without being set")
 	}
 }
+
+// A source file's filters (DM's, a list) are checked like a task's, each named by its index; for a
+// task they come after the task's rules, except one for the same schema and table patterns as a task
+// rule, which the task's replaces (as in DM).
+func TestSourceFilters(t *testing.T) {
+	good := "source-id: s1\nfrom: {host: h, port: 3306, user: u}\nfilters:\n" +
+		"  - schema-pattern: \"db_*\"\n    table-pattern: \"t_*\"\n    events: [\"truncate table\"]\n    action: Ignore\n" +
+		"  - schema-pattern: \"logs\"\n    events: [\"all dml\"]\n    action: Do\n"
+	s, err := ParseSource("s.yaml", []byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Filters) != 2 || s.Filters[1].Name != "filters[1]" || s.Filters[1].Action != "Do" {
+		t.Fatalf("source filters %+v", s.Filters)
+	}
+	for bad, want := range map[string]string{
+		strings.Replace(good, "action: Do", "action: Keep", 1):                  `s.yaml: filters[1]: action "Keep" must be Ignore, Do or Error`,
+		strings.Replace(good, `"truncate table"`, `"truncate"`, 1):              `s.yaml: filters[0]: unknown event "truncate"`,
+		strings.Replace(good, `schema-pattern: "logs"`, `x: 1`, 1):              "field x is not a known key",
+		strings.Replace(good, `table-pattern: "t_*"`, `table-pattern: "~("`, 1): `s.yaml: filters[0]: pattern "~("`,
+	} {
+		if _, err := ParseSource("s.yaml", []byte(bad)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want %q", err, want)
+		}
+	}
+	task := []FilterRule{{Name: "filters mine", SchemaPattern: "DB_*", TablePattern: "T_*", Events: []string{"rename table"}, Action: "Ignore"}}
+	rules, skipped := MergeFilters(task, s.Filters)
+	if len(rules) != 2 || rules[0].Name != "filters mine" || rules[1].Name != "filters[1]" || len(skipped) != 1 || skipped[0].Name != "filters[0]" {
+		t.Fatalf("merged %+v, skipped %+v", rules, skipped)
+	}
+	if rules, skipped := MergeFilters(nil, s.Filters); len(rules) != 2 || len(skipped) != 0 {
+		t.Fatalf("no task rules: merged %+v, skipped %+v", rules, skipped)
+	}
+}

@@ -236,3 +236,39 @@ func TestE2EDmctlDMForms(t *testing.T) {
 	contains(t, c.fails("config", "worker", "w1"), "config needs task TASK-NAME or source SOURCE-ID")
 	contains(t, c.fails("transfer-source", s1, "worker2"), "transfer-source is a DM command Tributary does not support yet")
 }
+
+// TestE2ESourceFilters: a source file's filters (DM's source-level binlog event filter) apply to every
+// task of the source, after the task's own: here a RENAME of one shard, which a task refuses, is
+// ignored, and the task goes on. A bad rule is refused at operate-source create, naming it.
+func TestE2ESourceFilters(t *testing.T) {
+	c := startCluster(t, 2, false)
+	s2 := e2e.SourceID(1)
+	f, err := c.SourceFile(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := c.writeFile("bad-source.yaml", strings.Replace(string(data), "source-id: "+s2, "source-id: bad-src", 1)+
+		"filters:\n  - schema-pattern: \"db_2\"\n    events: [\"rename tables\"]\n    action: Ignore\n")
+	contains(t, c.fails("operate-source", "create", bad), `filters[0]: unknown event "rename tables"`)
+	c.ok("operate-source", "stop", s2)
+	withFilter := c.writeFile("source2-filters.yaml", string(data)+
+		"filters:\n  - schema-pattern: \"db_2\"\n    table-pattern: \"t_2\"\n    events: [\"rename table\"]\n    action: Ignore\n")
+	c.ok("operate-source", "create", withFilter)
+	task, err := c.TaskFile(c.task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ok("start-task", task)
+	c.waitStage("Running")
+	c.up(1, "INSERT INTO db_2.t_2 (id, v) VALUES (1, 'before')", "RENAME TABLE db_2.t_2 TO db_2.t_old",
+		"INSERT INTO db_2.t_1 (id, v) VALUES (901, 'after the rename')")
+	c.waitRow(901)
+	c.waitStage("Running")
+	if cut, other := c.renames(); cut+other != 0 {
+		t.Fatalf("%d RENAME statements downstream", cut+other)
+	}
+}

@@ -336,7 +336,12 @@ func (t *subtask) runOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	filter, err := routepkg.NewFilter(sp.task.FilterRulesOf(sp.inst))
+	filters, skipped := config.MergeFilters(sp.task.FilterRulesOf(sp.inst), sp.source.Filters)
+	for _, r := range skipped {
+		t.log.Warn("a filter of the source file is left out: the task has one for the same tables, which wins",
+			zap.String("filter", r.Name), zap.String("schema-pattern", r.SchemaPattern), zap.String("table-pattern", r.TablePattern))
+	}
+	filter, err := routepkg.NewFilter(filters)
 	if err != nil {
 		return err
 	}
