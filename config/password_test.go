@@ -138,6 +138,10 @@ func TestDMEncryptedPasswords(t *testing.T) {
 	if p := (Database{Password: docExample}).PlainPassword(); p != "abc!@#123" {
 		t.Errorf("DM's example decrypts to %q", p)
 	}
+	// The target-database password of DM's task file template.
+	if p := (Database{Password: "/Q7B9DizNLLTTfiZHv9WoEAKamfpIUs="}).PlainPassword(); p != "123456" {
+		t.Errorf("DM's task template password decrypts to %q", p)
+	}
 	v8 := dmEncrypt(t, k, "s3cret-ü")
 	if p := (Database{Password: v8}).PlainPassword(); p != "s3cret-ü" {
 		t.Errorf("DM v8's ciphertext with the shared key decrypts to %q", p)
