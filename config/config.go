@@ -82,6 +82,9 @@ type Database struct {
 	Password string         `yaml:"password"`
 	Session  map[string]any `yaml:"session"`
 	Security *Security      `yaml:"security"` // TLS (config/security.go)
+	// MaxAllowedPacket is accepted with no effect: DM deprecated it in v2.0 (the server's value is
+	// used), and its template still has it.
+	MaxAllowedPacket *int64 `yaml:"max-allowed-packet"`
 }
 
 func (d Database) validate(file, field string) []error {
@@ -211,6 +214,8 @@ type Instance struct {
 	MydumperThread     int       `yaml:"mydumper-thread"` // overrides threads
 	LoaderThread       int       `yaml:"loader-thread"`   // overrides pool-size
 	SyncerThread       int       `yaml:"syncer-thread"`
+	// ValidatorConfigName names a validators entry; only DM's default mode "none" is accepted.
+	ValidatorConfigName string `yaml:"validator-config-name"`
 }
 
 // MB is a size in MB as DM writes it: a number (64) or a string ("64", or with a unit: "64MiB", "1g").
@@ -364,8 +369,10 @@ func (l *Loader) validate(where string, add func(string, ...any), ns *notSupport
 	ns.because(where+".on-duplicate-physical", isOneOf(l.OnDuplicatePhysical, "none"), physical)
 	ns.because(where+".checksum-physical", isOneOf(l.ChecksumPhysical, "required"), physical)
 	ns.because(where+".analyze", isOneOf(l.Analyze, "optional"), physical)
-	ns.because(where+".sorting-dir-physical", l.SortingDirPhysical == "", physical)
-	ns.because(where+".disk-quota-physical", l.DiskQuotaPhysical == nil || l.DiskQuotaPhysical == 0 || l.DiskQuotaPhysical == "", physical)
+	// DM's defaults, as its task template writes them: the sorting dir is dir's, the quota 0 (none).
+	ns.because(where+".sorting-dir-physical", l.SortingDirPhysical == "" || l.SortingDirPhysical == l.Dir, physical)
+	quota := strings.TrimSpace(fmt.Sprint(l.DiskQuotaPhysical))
+	ns.because(where+".disk-quota-physical", l.DiskQuotaPhysical == nil || quota == "" || quota == "0", physical)
 	ns.because(where+".range-concurrency", l.RangeConcurrency == 0, physical)
 	ns.because(where+".compress-kv-pairs", l.CompressKVPairs == "", physical)
 	ns.because(where+".pd-addr", l.PDAddr == "", physical)
@@ -567,7 +574,21 @@ func ParseTask(file string, data []byte) (*Task, error) {
 	}
 	ns.check("expression-filter", len(t.ExpressionFilter) == 0)
 	ns.check("column-mappings", len(t.ColumnMappings) == 0)
-	ns.check("validators", len(t.Validators) == 0)
+	for _, name := range slices.Sorted(maps.Keys(t.Validators)) {
+		// DM's default is no validation (mode none): such an entry means nothing to do here.
+		mode := "none"
+		if v, ok := t.Validators[name].(map[string]any); ok && v["mode"] != nil {
+			mode = strings.ToLower(fmt.Sprint(v["mode"]))
+		}
+		ns.check("validators."+name+".mode "+mode, mode == "none")
+	}
+	for i, inst := range t.MySQLInstances {
+		if n := inst.ValidatorConfigName; n != "" {
+			if _, ok := t.Validators[n]; !ok {
+				add("mysql-instances[%d].validator-config-name: %q is not defined in validators", i, n)
+			}
+		}
+	}
 	for name, s := range t.Syncers {
 		ns.check("syncers."+name+".compact", !s.Compact)
 		if s.SafeModeDuration != "" {

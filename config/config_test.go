@@ -351,3 +351,56 @@ func TestSourceFilters(t *testing.T) {
 		t.Fatalf("no task rules: merged %+v, skipped %+v", rules, skipped)
 	}
 }
+
+// DM's advanced task file template (DM's documentation, comments left out) parses, except for the four
+// features it turns on that Tributary does not have, each named; without those it is accepted, DM's
+// deprecated and default-valued keys included (max-allowed-packet, validators with mode none,
+// sorting-dir-physical equal to dir, disk-quota-physical "0").
+func TestDMTaskTemplate(t *testing.T) {
+	data, err := os.ReadFile("testdata/dm-task-full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ParseTask("task.yaml", data)
+	want := []string{
+		"task.yaml: mysql-instances[0].expression-filters is not supported yet",
+		"task.yaml: expression-filter is not supported yet",
+		"task.yaml: validators.global.mode full is not supported yet",
+		"task.yaml: mydumpers.global.extra-args is not supported",
+	}
+	if err == nil {
+		t.Fatal("DM's template with expression filters and validation accepted")
+	}
+	lines := strings.Split(strings.TrimSpace(err.Error()), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("errors:\n%v\nwant the %d of %q", err, len(want), want)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("error %d is %q, want %q", i, lines[i], w)
+		}
+	}
+	s := string(data)
+	for _, cut := range []struct{ from, to string }{
+		{"expression-filter:\n  even_c:\n    schema: \"expr_filter\"\n    table: \"tbl\"\n    insert-value-expr: \"c % 2 = 0\"\n", ""},
+		{"    expression-filters: [\"even_c\"]\n", ""},
+		{"    mode: full\n", "    mode: none\n"},
+		{"    extra-args: \"--consistency none\"\n", ""},
+	} {
+		if !strings.Contains(s, cut.from) {
+			t.Fatalf("the template has no %q", cut.from)
+		}
+		s = strings.Replace(s, cut.from, cut.to, 1)
+	}
+	task, err := ParseTask("task.yaml", []byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.Name != "test" || len(task.MySQLInstances) != 2 || task.MySQLInstances[0].ValidatorConfigName != "global" {
+		t.Fatalf("parsed %+v", task)
+	}
+	bad := strings.Replace(s, `validator-config-name: "global"`, `validator-config-name: "nope"`, 1)
+	if _, err := ParseTask("task.yaml", []byte(bad)); err == nil || !strings.Contains(err.Error(), `mysql-instances[0].validator-config-name: "nope" is not defined in validators`) {
+		t.Errorf("an undefined validator: %v", err)
+	}
+}
