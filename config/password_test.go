@@ -142,10 +142,17 @@ func TestDMEncryptedPasswords(t *testing.T) {
 	if p := (Database{Password: "/Q7B9DizNLLTTfiZHv9WoEAKamfpIUs="}).PlainPassword(); p != "123456" {
 		t.Errorf("DM's task template password decrypts to %q", p)
 	}
+	// DM v8's format with a secret-key-path key: tried only when that file was given here too (a key the
+	// cluster generated never encrypted a DM file).
 	v8 := dmEncrypt(t, k, "s3cret-ü")
+	if p := (Database{Password: v8}).PlainPassword(); p != v8 {
+		t.Errorf("without a secret-key-path, a ciphertext of the cluster's key was read as %q", p)
+	}
+	SetDMSecretKey(&k)
 	if p := (Database{Password: v8}).PlainPassword(); p != "s3cret-ü" {
 		t.Errorf("DM v8's ciphertext with the shared key decrypts to %q", p)
 	}
+	SetDMSecretKey(nil) // the rest is DM's built-in key alone (a random k could read 1 in ~10^4 of them)
 	other, _ := NewKey()
 	if p, ok := DecryptDM(dmEncrypt(t, other, "a-long-enough-password-1234"), &k); ok {
 		t.Errorf("a ciphertext of an unknown key was taken as %q", p)

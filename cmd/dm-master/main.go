@@ -181,6 +181,9 @@ func run(args []string) error {
 	}
 	svc.PasswordKey = &key
 	config.SetPasswordKey(&key)
+	if *secretKeyPath != "" {
+		config.SetDMSecretKey(&key) // DM v8 encrypted its files' passwords with this file's key too
+	}
 	if err := master.RegisterMember(ctx, client, *name, *advAddr); err != nil {
 		return fmt.Errorf("register member %s: %w", *name, err)
 	}

@@ -98,6 +98,9 @@ func run(args []string) error {
 		return err
 	}
 	config.SetPasswordKey(&key)
+	if *secretKeyPath != "" {
+		config.SetDMSecretKey(&key) // DM v8 encrypted its files' passwords with this file's key too
+	}
 	lis, err := net.Listen("tcp", *workerAddr)
 	if err != nil {
 		return fmt.Errorf("--worker-addr: %w", err)
