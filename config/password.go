@@ -159,6 +159,23 @@ func DecryptDM(s string, k *Key) (string, bool) {
 	return "", false
 }
 
+// EncryptDM writes plain as DM before v8 did (dmctl encrypt with no master): base64 of a random IV,
+// "@" and the text in AES-256-CFB with DM's built-in key. That key is public: the result hides a password
+// from a glance only. DecryptDM reads it.
+func EncryptDM(plain string) (string, error) {
+	block, err := aes.NewCipher(dmBuiltinKey[:])
+	if err != nil {
+		return "", err
+	}
+	b := make([]byte, aes.BlockSize+1+len(plain))
+	if _, err := rand.Read(b[:aes.BlockSize]); err != nil {
+		return "", err
+	}
+	b[aes.BlockSize] = '@'
+	cipher.NewCFBEncrypter(block, b[:aes.BlockSize]).XORKeyStream(b[aes.BlockSize+1:], []byte(plain))
+	return base64.StdEncoding.EncodeToString(b), nil
+}
+
 // printable reports whether b is UTF-8 text without control characters.
 func printable(b []byte) bool {
 	if !utf8.Valid(b) {

@@ -162,6 +162,14 @@ func TestDMEncryptedPasswords(t *testing.T) {
 			t.Errorf("plain password %q read as %q", plain, p)
 		}
 	}
+	// dmctl encrypt without a master writes DM's format with DM's built-in key.
+	enc, err := EncryptDM("w1th-@-dm's-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := DecryptDM(enc, nil); !ok || p != "w1th-@-dm's-key" || enc == "w1th-@-dm's-key" {
+		t.Errorf("EncryptDM wrote %q, which reads as %q (%v)", enc, p, ok)
+	}
 	src := "source-id: s1\nfrom:\n  host: 127.0.0.1\n  port: 3306\n  user: dm\n  password: \"" + docExample + "\"\n"
 	out, err := EncryptPasswords([]byte(src), k, []string{"from", "password"})
 	if err != nil {

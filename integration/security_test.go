@@ -3,13 +3,8 @@ package integration
 import (
 	"bytes"
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -301,9 +296,18 @@ func TestPasswordsNeverInClear(t *testing.T) {
 			t.Fatalf("operate-source create %s: %v", f, r)
 		}
 	}
-	// The task's password as DM before v8 encrypted it (dmctl encrypt with DM's built-in key): a DM
-	// user's file works unchanged.
-	task := c.taskAs(dmEncrypted(t, password), "")
+	// The task's password as DM before v8 encrypted it: dmctl encrypt without --master-addr writes DM's
+	// format with DM's built-in key, and a DM user's file works unchanged.
+	dmRaw, err := exec.Command(filepath.Join(c.Bin, "dmctl"), "encrypt", password).Output()
+	if err != nil {
+		t.Fatalf("dmctl encrypt without --master-addr: %v", err)
+	}
+	outputs = append(outputs, string(dmRaw))
+	dmCipher := strings.TrimSpace(string(dmRaw))
+	if dmCipher == "" || dmCipher == cipher || strings.Contains(dmCipher, password) {
+		t.Fatalf("dmctl encrypt without --master-addr printed %q", dmRaw)
+	}
+	task := c.taskAs(dmCipher, "")
 	files = append(files, task)
 	c.replicates(task)
 	dmctl("query-status", c.task)
@@ -364,20 +368,4 @@ func TestPasswordsNeverInClear(t *testing.T) {
 		t.Fatalf("only %d files read under %s", n, c.Dir)
 	}
 	t.Logf("%d etcd keys, %d files and %d dmctl outputs hold no clear-text password", len(resp.Kvs), n, len(outputs))
-}
-
-// dmEncrypted is plain as DM's dmctl encrypt wrote it before DM v8: base64 of an IV, "@" and the text in
-// AES-256-CFB with DM's built-in (public) key.
-func dmEncrypted(t *testing.T, plain string) string {
-	t.Helper()
-	key, _ := hex.DecodeString("a529b7665997f043a30ac8fadcb51d6aa032c226ab5b7750530b12b8c1a16a48")
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := make([]byte, aes.BlockSize+1+len(plain))
-	rand.Read(b[:aes.BlockSize])
-	b[aes.BlockSize] = '@'
-	cipher.NewCFBEncrypter(block, b[:aes.BlockSize]).XORKeyStream(b[aes.BlockSize+1:], []byte(plain))
-	return base64.StdEncoding.EncodeToString(b)
 }

@@ -53,7 +53,8 @@ commands:
                                                   (handle-error TASK skip|replace|revert ... also works)
   list-member [--leader] [--master] [--worker] [--name NAME,...]
   offline-member --type master|worker --name NAME remove a dead master or an offline worker
-  encrypt PLAIN-TEXT                              encrypt a password for source and task files`
+  encrypt PLAIN-TEXT                              encrypt a password for source and task files (without
+                                                  --master-addr: with DM's public built-in key, as DM before v8)`
 
 type usageError string
 
@@ -85,6 +86,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		creds = credentials.NewTLS(tlsConfig)
 	}
 	rest := fs.Args()
+	if *addr == "" && len(rest) == 2 && rest[0] == "encrypt" {
+		// DM before v8 encrypts without a master, with its built-in key; so does this, in DM's format,
+		// which every Tributary process reads (and re-encrypts with the cluster's key when it is stored).
+		out, err := config.EncryptDM(rest[1])
+		if err != nil {
+			fmt.Fprintln(stderr, "dmctl:", err)
+			return 1
+		}
+		fmt.Fprintln(stderr, "dmctl: no --master-addr: encrypted with DM's built-in key, which is public (as DM before v8 does); "+
+			"with --master-addr the cluster's own key is used")
+		fmt.Fprintln(stdout, out)
+		return 0
+	}
 	if *addr == "" || len(rest) == 0 {
 		fmt.Fprintln(stderr, usageText)
 		return 2
