@@ -271,9 +271,14 @@ func call(ctx context.Context, c pb.MasterClient, cmd string, args []string, std
 	case "check-task", "start-task":
 		removeMeta := fs.Bool("remove-meta", false, "remove the task's checkpoints and shard DDL locks before starting")
 		sources := sourceFlags(fs)
+		startTime := fs.String("start-time", "", "DM's start from a point in time: not supported yet")
 		pos, err := parse(fs, args)
 		if err != nil {
 			return nil, err
+		}
+		if *startTime != "" {
+			return nil, usageError("--start-time is not supported yet: give each source's position as meta (binlog-name and binlog-pos, " +
+				"or binlog-gtid) in the task's mysql-instances; mysqlbinlog --start-datetime shows the position of a time")
 		}
 		if len(pos) != 1 {
 			return nil, usageError(cmd + " needs one task file")
