@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -208,8 +209,27 @@ func TestE2EDmctlDMForms(t *testing.T) {
 	contains(t, c.fails("pause-task", "-s", s1, c.task), "pause-task for some sources only (-s "+s1+") is not supported yet")
 	contains(t, c.fails("stop-task", "-s", s1+",mysql-replica-09", c.task), "stop-task -s mysql-replica-09: not a source of task")
 	c.waitStage("Running") // nothing was paused or stopped
+	// Without a task name, DM's list of tasks; --more gives every source's subtasks.
+	taskStatus := func() (string, []string) {
+		t.Helper()
+		r := c.ok("query-status")
+		tasks := r.List("tasks")
+		if len(tasks) != 1 || tasks[0].Str("taskName") != c.task || len(r.List("sources")) != 0 {
+			t.Fatalf("query-status without a task: %v", r)
+		}
+		return tasks[0].Str("taskStatus"), tasks[0].Strings("sources")
+	}
+	if st, srcs := taskStatus(); st != "Running" || !slices.Equal(srcs, []string{s1, s2}) {
+		t.Fatalf("query-status: task %s is %q on %q", c.task, st, srcs)
+	}
+	if r := c.ok("query-status", "--more"); len(r.List("sources")) != 2 || len(r.List("tasks")) != 0 {
+		t.Fatalf("query-status --more: %v", r)
+	}
 	c.ok("pause-task", "-s", s1, "-s", s2, c.task)
 	c.waitStage("Paused")
+	if st, _ := taskStatus(); st != "Paused" {
+		t.Fatalf("query-status after pause-task: %q", st)
+	}
 	c.ok("resume-task", "--source", s1+","+s2, c.task)
 	c.waitStage("Running")
 

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,8 +41,10 @@ commands:
   stop-task TASK-NAME|TASK-FILE                   stop a task and remove its shard DDL locks (checkpoints are kept)
   pause-task TASK-NAME|TASK-FILE                  pause a task
   resume-task TASK-NAME|TASK-FILE                 resume a paused task (also retries one stopped on an error at once)
-  query-status [-s SOURCE,...] [TASK-NAME|TASK-FILE]
-                                                  status of every source's subtasks (or of those sources)
+  query-status [-s SOURCE,...] [--more] [TASK-NAME|TASK-FILE]
+                                                  a task's status on each source; without a task name
+                                                  the list of tasks with their status, as DM (--more,
+                                                  -s: every source's subtasks in full)
   config task TASK-NAME | config source SOURCE-ID the task's or the source's file as stored (passwords
                                                   encrypted; get-config also works)
   shard-ddl-lock [TASK-NAME]                      show shard DDL locks
@@ -132,6 +135,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, e.Ciphertext) // DM prints the ciphertext alone, for scripts
 		return 0
 	}
+	if st, ok := resp.(statusSummary); ok && st.Result {
+		out, err := json.MarshalIndent(summarize(st.QueryStatusListResponse), "", "    ")
+		if err != nil {
+			fmt.Fprintln(stderr, "dmctl:", err)
+			return 1
+		}
+		fmt.Fprintln(stdout, string(out))
+		return 0
+	}
+	if st, ok := resp.(statusSummary); ok {
+		resp = st.QueryStatusListResponse
+	}
 	// protojson varies its whitespace on purpose; json.Indent makes the output stable.
 	raw, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(resp)
 	var out bytes.Buffer
@@ -144,6 +159,57 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, out.String())
 	return 0
+}
+
+// statusSummary is query-status without a task name, -s or --more: DM prints then a list of the tasks,
+// each with its status and sources, and details only for one task.
+type statusSummary struct{ *pb.QueryStatusListResponse }
+
+// taskList is DM's output of query-status without a task name.
+type taskList struct {
+	Result bool       `json:"result"`
+	Msg    string     `json:"msg"`
+	Tasks  []taskItem `json:"tasks"`
+}
+
+type taskItem struct {
+	TaskName   string   `json:"taskName"`
+	TaskStatus string   `json:"taskStatus"`
+	Sources    []string `json:"sources"`
+}
+
+// summarize gives each task DM's status from its subtasks: "Error - Some error occurred in subtask..."
+// when one is Paused with an error, else Paused when one is Paused, else the stage all of them share
+// (New, Finished, Stopped, Running), else Running. Tasks are in name order.
+func summarize(resp *pb.QueryStatusListResponse) taskList {
+	out := taskList{Result: resp.Result, Msg: resp.Msg, Tasks: []taskItem{}}
+	index := map[string]int{}
+	for _, src := range resp.Sources {
+		for _, sub := range src.GetSubTaskStatus() {
+			i, ok := index[sub.Name]
+			if !ok {
+				i = len(out.Tasks)
+				index[sub.Name] = i
+				out.Tasks = append(out.Tasks, taskItem{TaskName: sub.Name, Sources: []string{}})
+			}
+			t := &out.Tasks[i]
+			t.Sources = append(t.Sources, src.GetSourceStatus().GetSource())
+			switch {
+			case strings.HasPrefix(t.TaskStatus, "Error"):
+			case sub.Stage == "Paused" && len(sub.GetResult().GetErrors()) > 0:
+				t.TaskStatus = "Error - Some error occurred in subtask. Please run `query-status " + sub.Name + "` to get more details."
+			case t.TaskStatus == "Paused":
+			case sub.Stage == "Paused":
+				t.TaskStatus = "Paused"
+			case t.TaskStatus == "":
+				t.TaskStatus = sub.Stage
+			case t.TaskStatus != sub.Stage:
+				t.TaskStatus = "Running"
+			}
+		}
+	}
+	slices.SortFunc(out.Tasks, func(a, b taskItem) int { return strings.Compare(a.TaskName, b.TaskName) })
+	return out
 }
 
 // firstReachable is the first of addrs that accepts a TCP connection within a second, else the first.
@@ -311,6 +377,7 @@ func call(ctx context.Context, c pb.MasterClient, cmd string, args []string, std
 		return c.OperateTask(ctx, &pb.OperateTaskRequest{Op: op, Name: name, Sources: *sources})
 	case "query-status":
 		sources := sourceFlags(fs)
+		more := fs.Bool("more", false, "without a task name: every source's subtasks in full, not DM's list of tasks")
 		pos, err := parse(fs, args)
 		if err != nil {
 			return nil, err
@@ -324,7 +391,11 @@ func call(ctx context.Context, c pb.MasterClient, cmd string, args []string, std
 				return nil, err
 			}
 		}
-		return c.QueryStatus(ctx, req)
+		resp, err := c.QueryStatus(ctx, req)
+		if err != nil || req.Name != "" || len(req.Sources) > 0 || *more {
+			return resp, err
+		}
+		return statusSummary{resp}, nil
 	case "shard-ddl-lock":
 		owner := fs.String("owner", "", "source that executes the DDLs (default: the lock's owner)")
 		force := fs.Bool("force-remove", false, "remove the lock's keys without executing anything")
