@@ -209,6 +209,24 @@ func TestE2EDmctlDMForms(t *testing.T) {
 	contains(t, c.fails("pause-task", "-s", s1, c.task), "pause-task for some sources only (-s "+s1+") is not supported yet")
 	contains(t, c.fails("stop-task", "-s", s1+",mysql-replica-09", c.task), "stop-task -s mysql-replica-09: not a source of task")
 	c.waitStage("Running") // nothing was paused or stopped
+	// query-status's sync counters, as DM's: rows committed, and no lag once synced.
+	for i := range 10 {
+		c.up(0, fmt.Sprintf("INSERT INTO db_1.t_1 (id, v) VALUES (%d, 'counted')", 5001+i))
+	}
+	c.waitRow(5010)
+	c.waitSynced()
+	rows := 0
+	for _, sub := range subtasks(c.ok("query-status", c.task)) {
+		n, err := strconv.Atoi(sub.Get("sync").Str("totalRows"))
+		if err != nil || sub.Get("sync").Str("secondsBehindMaster") != "0" {
+			t.Fatalf("sync status %v", sub.Get("sync"))
+		}
+		rows += n
+	}
+	if rows < 10 {
+		t.Fatalf("query-status counts %d rows committed, want at least 10", rows)
+	}
+
 	// Without a task name, DM's list of tasks; --more gives every source's subtasks.
 	taskStatus := func() (string, []string) {
 		t.Helper()

@@ -1576,9 +1576,16 @@ type SyncStatus struct {
 	UnresolvedGroups    []*ShardingGroup       `protobuf:"bytes,7,rep,name=unresolvedGroups,proto3" json:"unresolvedGroups,omitempty"`
 	Synced              bool                   `protobuf:"varint,8,opt,name=synced,proto3" json:"synced,omitempty"`
 	BinlogType          string                 `protobuf:"bytes,9,opt,name=binlogType,proto3" json:"binlogType,omitempty"`
-	SecondsBehindMaster int64                  `protobuf:"varint,10,opt,name=secondsBehindMaster,proto3" json:"secondsBehindMaster,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	SecondsBehindMaster int64                  `protobuf:"varint,10,opt,name=secondsBehindMaster,proto3" json:"secondsBehindMaster,omitempty"` // since the last event committed downstream; 0 when synced
+	// DM's rates: rows committed downstream since the sync unit started, and rows and binlog events per
+	// second since then (total) and over the last 30 seconds (recent).
+	TotalRows     int64 `protobuf:"varint,11,opt,name=totalRows,proto3" json:"totalRows,omitempty"`
+	TotalRps      int64 `protobuf:"varint,12,opt,name=totalRps,proto3" json:"totalRps,omitempty"`
+	RecentRps     int64 `protobuf:"varint,13,opt,name=recentRps,proto3" json:"recentRps,omitempty"`
+	TotalTps      int64 `protobuf:"varint,14,opt,name=totalTps,proto3" json:"totalTps,omitempty"`
+	RecentTps     int64 `protobuf:"varint,15,opt,name=recentTps,proto3" json:"recentTps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SyncStatus) Reset() {
@@ -1677,6 +1684,41 @@ func (x *SyncStatus) GetBinlogType() string {
 func (x *SyncStatus) GetSecondsBehindMaster() int64 {
 	if x != nil {
 		return x.SecondsBehindMaster
+	}
+	return 0
+}
+
+func (x *SyncStatus) GetTotalRows() int64 {
+	if x != nil {
+		return x.TotalRows
+	}
+	return 0
+}
+
+func (x *SyncStatus) GetTotalRps() int64 {
+	if x != nil {
+		return x.TotalRps
+	}
+	return 0
+}
+
+func (x *SyncStatus) GetRecentRps() int64 {
+	if x != nil {
+		return x.RecentRps
+	}
+	return 0
+}
+
+func (x *SyncStatus) GetTotalTps() int64 {
+	if x != nil {
+		return x.TotalTps
+	}
+	return 0
+}
+
+func (x *SyncStatus) GetRecentTps() int64 {
+	if x != nil {
+		return x.RecentTps
 	}
 	return 0
 }
@@ -3044,7 +3086,7 @@ const file_proto_master_proto_rawDesc = "" +
 	"\x03rps\x18\t \x01(\tR\x03rps\x12\x10\n" +
 	"\x03eta\x18\n" +
 	" \x01(\tR\x03eta\x12\x14\n" +
-	"\x05state\x18\v \x01(\tR\x05state\"\xa2\x03\n" +
+	"\x05state\x18\v \x01(\tR\x05state\"\xb4\x04\n" +
 	"\n" +
 	"SyncStatus\x12 \n" +
 	"\vtotalEvents\x18\x01 \x01(\x03R\vtotalEvents\x12\"\n" +
@@ -3059,7 +3101,12 @@ const file_proto_master_proto_rawDesc = "" +
 	"binlogType\x18\t \x01(\tR\n" +
 	"binlogType\x120\n" +
 	"\x13secondsBehindMaster\x18\n" +
-	" \x01(\x03R\x13secondsBehindMaster\"\x95\x01\n" +
+	" \x01(\x03R\x13secondsBehindMaster\x12\x1c\n" +
+	"\ttotalRows\x18\v \x01(\x03R\ttotalRows\x12\x1a\n" +
+	"\btotalRps\x18\f \x01(\x03R\btotalRps\x12\x1c\n" +
+	"\trecentRps\x18\r \x01(\x03R\trecentRps\x12\x1a\n" +
+	"\btotalTps\x18\x0e \x01(\x03R\btotalTps\x12\x1c\n" +
+	"\trecentTps\x18\x0f \x01(\x03R\trecentTps\"\x95\x01\n" +
 	"\rShardingGroup\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\x12\x12\n" +
 	"\x04DDLs\x18\x02 \x03(\tR\x04DDLs\x12$\n" +

@@ -48,6 +48,31 @@ var lastEvent sync.Map // "task\x00source" -> *eventTimes
 type eventTimes struct {
 	mu            sync.Mutex
 	read, applied uint32
+	rows          int64 // rows committed downstream by this process (query-status's totalRows)
+}
+
+// appliedRows is how many rows the syncers of task and source have committed downstream in this process.
+func appliedRows(task, source string) int64 {
+	e := eventsOf(task, source)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.rows
+}
+
+// replicationLag is the seconds since the timestamp of the last event of task and source committed
+// downstream, when the committed position is behind the source's (behind); 0 otherwise.
+func replicationLag(task, source string, behind bool) float64 {
+	if !behind {
+		return 0
+	}
+	e := eventsOf(task, source)
+	e.mu.Lock()
+	applied := e.applied
+	e.mu.Unlock()
+	if applied == 0 {
+		return 0
+	}
+	return max(0, time.Since(time.Unix(int64(applied), 0)).Seconds())
 }
 
 func eventsOf(task, source string) *eventTimes {
@@ -78,6 +103,7 @@ func (s *Sink) observeFlush(start time.Time, changes int, kinds *changeKinds, er
 	e := eventsOf(task, source)
 	e.mu.Lock()
 	e.applied = e.read // a flush commits everything read before it (held-back DML aside)
+	e.rows += int64(changes)
 	e.mu.Unlock()
 	if changes == 0 {
 		checkpointFlush.WithLabelValues(task, source).Observe(d)
@@ -158,16 +184,7 @@ func (c workerCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		if sy.MasterBinlog != "" {
-			lag := 0.0
-			if sy.MasterBinlog != sy.SyncerBinlog {
-				e := eventsOf(st.Name, source)
-				e.mu.Lock()
-				applied := e.applied
-				e.mu.Unlock()
-				if applied > 0 {
-					lag = max(0, time.Since(time.Unix(int64(applied), 0)).Seconds())
-				}
-			}
+			lag := replicationLag(st.Name, source, sy.MasterBinlog != sy.SyncerBinlog)
 			ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, lag, st.Name, source, worker)
 		}
 		for _, g := range sy.UnresolvedGroups {

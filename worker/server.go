@@ -488,7 +488,8 @@ func (t *subtask) status(ctx context.Context) *pb.SubTaskStatus {
 	}
 	st := syncer.Status()
 	sync := &pb.SyncStatus{TotalEvents: st.TotalEvents, SyncerBinlog: st.SyncerBinlog.String(), SyncerBinlogGtid: st.SyncerGTID,
-		BlockingDDLs: st.BlockingDDLs, BinlogType: "remote"}
+		BlockingDDLs: st.BlockingDDLs, BinlogType: "remote",
+		TotalRows: st.TotalRows, TotalRps: st.TotalRps, RecentRps: st.RecentRps, TotalTps: st.TotalTps, RecentTps: st.RecentTps}
 	if len(st.LockIDs) > 0 {
 		out.UnresolvedDDLLockID = st.LockIDs[0]
 	}
@@ -505,6 +506,7 @@ func (t *subtask) status(ctx context.Context) *pb.SubTaskStatus {
 	if pos, gtid, err := t.masterStatus(ctx); err == nil {
 		sync.MasterBinlog, sync.MasterBinlogGtid = pos.String(), gtid
 		sync.Synced = len(st.Unresolved) == 0 && pos.Compare(st.SyncerBinlog) == 0
+		sync.SecondsBehindMaster = int64(replicationLag(t.spec.task.Name, t.spec.inst.SourceID, pos.Compare(st.SyncerBinlog) != 0))
 	} else {
 		t.log.Warn("read source position for status", zap.Error(err))
 	}
