@@ -158,7 +158,7 @@ type Syncer struct {
 	// evChanges is the changes of the rows event being handled (reused from event to event).
 	evChanges []Change
 
-	events   atomic.Int64
+	events atomic.Int64
 	// rates are the samples of rows and events the rates of Status are computed from.
 	rates    rateWindow
 	started  chan struct{}
@@ -176,9 +176,9 @@ type Status struct {
 	// name).
 	TotalRows                                int64
 	TotalRps, RecentRps, TotalTps, RecentTps int64
-	BlockingDDLs []string // DDLs of the locks this source has put its info for and waits on
-	LockIDs      []string
-	Unresolved   []shardgroup.Unresolved
+	BlockingDDLs                             []string // DDLs of the locks this source has put its info for and waits on
+	LockIDs                                  []string
+	Unresolved                               []shardgroup.Unresolved
 }
 
 // Started is closed once the syncer has saved where it starts (a first start's position is fixed from
