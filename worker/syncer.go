@@ -158,9 +158,8 @@ type Syncer struct {
 	// evChanges is the changes of the rows event being handled (reused from event to event).
 	evChanges []Change
 
-	events atomic.Int64
-	// rates are the samples of rows and events the rates of Status are computed from.
-	rates    rateWindow
+	events   atomic.Int64
+	rates    rateWindow // samples of rows and events, for the rates of Status
 	started  chan struct{}
 	statusMu sync.Mutex
 	status   Status
@@ -171,14 +170,15 @@ type Status struct {
 	SyncerBinlog Position // committed resume position
 	SyncerGTID   string
 	TotalEvents  int64
+	BlockingDDLs []string // DDLs of the locks this source has put its info for and waits on
+	LockIDs      []string
+	Unresolved   []shardgroup.Unresolved
+
 	// TotalRows are the rows committed downstream since the syncer started; the rates are per second
 	// since then (Total) and over the last 30 seconds (Recent), of rows and of binlog events (Tps, DM's
 	// name).
 	TotalRows                                int64
 	TotalRps, RecentRps, TotalTps, RecentTps int64
-	BlockingDDLs                             []string // DDLs of the locks this source has put its info for and waits on
-	LockIDs                                  []string
-	Unresolved                               []shardgroup.Unresolved
 }
 
 // Started is closed once the syncer has saved where it starts (a first start's position is fixed from
