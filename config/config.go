@@ -748,6 +748,15 @@ func (t *Task) Rules(inst Instance) (*BAList, []RouteRule) {
 	return ba, rules
 }
 
+// SourceIDs returns the source IDs of the task's mysql-instances, in their order.
+func (t *Task) SourceIDs() []string {
+	out := make([]string, 0, len(t.MySQLInstances))
+	for _, inst := range t.MySQLInstances {
+		out = append(out, inst.SourceID)
+	}
+	return out
+}
+
 // FilterRulesOf returns the binlog event filter rules of an instance, in its filter-rules order.
 func (t *Task) FilterRulesOf(inst Instance) []FilterRule {
 	var out []FilterRule

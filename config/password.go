@@ -162,8 +162,11 @@ func DecryptDM(s string, k *Key) (string, bool) {
 // EncryptDM writes plain as DM before v8 did (dmctl encrypt with no master): base64 of a random IV,
 // "@" and the text in AES-256-CFB with DM's built-in key. That key is public: the result hides a password
 // from a glance only. DecryptDM reads it.
-func EncryptDM(plain string) (string, error) {
-	block, err := aes.NewCipher(dmBuiltinKey[:])
+func EncryptDM(plain string) (string, error) { return encryptDM(dmBuiltinKey, plain) }
+
+// encryptDM writes plain in DM's format with key.
+func encryptDM(key [32]byte, plain string) (string, error) {
+	block, err := aes.NewCipher(key[:])
 	if err != nil {
 		return "", err
 	}

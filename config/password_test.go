@@ -1,10 +1,6 @@
 package config
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/rand"
-	"encoding/base64"
 	"os"
 	"path/filepath"
 	"strings"
@@ -115,15 +111,11 @@ func TestSourceSecurity(t *testing.T) {
 // dmEncrypt writes plain as DM's dmctl encrypt does with key: base64(IV, "@", AES-256-CFB).
 func dmEncrypt(t *testing.T, key [32]byte, plain string) string {
 	t.Helper()
-	block, err := aes.NewCipher(key[:])
+	s, err := encryptDM(key, plain)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := make([]byte, aes.BlockSize+1+len(plain))
-	rand.Read(b[:aes.BlockSize])
-	b[aes.BlockSize] = '@'
-	cipher.NewCFBEncrypter(block, b[:aes.BlockSize]).XORKeyStream(b[aes.BlockSize+1:], []byte(plain))
-	return base64.StdEncoding.EncodeToString(b)
+	return s
 }
 
 // Passwords encrypted by DM's dmctl encrypt work as they are: DM's documented example (DM before v8,

@@ -103,11 +103,7 @@ func (t Task) Sources() []string {
 	if err != nil {
 		return nil
 	}
-	var out []string
-	for _, inst := range cfg.MySQLInstances {
-		out = append(out, inst.SourceID)
-	}
-	return out
+	return cfg.SourceIDs()
 }
 
 // Source is a created source.

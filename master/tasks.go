@@ -230,11 +230,8 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 	if err != nil {
 		return nil, err
 	}
-	var all []string
-	for _, inst := range task.MySQLInstances {
-		all = append(all, inst.SourceID)
-	}
-	if err := wholeTask("start-task", task.Name, req.Sources, all); err != nil {
+	sources := task.SourceIDs()
+	if err := wholeTask("start-task", task.Name, req.Sources, sources); err != nil {
 		return nil, err
 	}
 	st, err := ha.Load(ctx, s.Client)
@@ -285,10 +282,6 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 	starts, err := startPositions(ctx, task, srcs, req.RemoveMeta)
 	if err != nil {
 		return nil, err
-	}
-	var sources []string
-	for _, inst := range task.MySQLInstances {
-		sources = append(sources, inst.SourceID)
 	}
 	if err := pessimist.PutTaskSources(ctx, s.Client, s.layout(), task.Name, sources); err != nil {
 		return nil, err
@@ -566,7 +559,7 @@ func wholeTask(cmd, task string, asked, all []string) error {
 	if len(asked) == 0 {
 		return nil
 	}
-	if unknown := slices.DeleteFunc(slices.Clone(asked), func(s string) bool { return slices.Contains(all, s) }); len(unknown) > 0 {
+	if unknown := notIn(asked, all); len(unknown) > 0 {
 		return fmt.Errorf("%s -s %s: not a source of task %s (its sources: %s)", cmd, strings.Join(unknown, ","), task, strings.Join(all, ", "))
 	}
 	for _, s := range all {
@@ -576,6 +569,11 @@ func wholeTask(cmd, task string, asked, all []string) error {
 		}
 	}
 	return nil
+}
+
+// notIn returns the elements of asked that all does not hold.
+func notIn(asked, all []string) []string {
+	return slices.DeleteFunc(slices.Clone(asked), func(s string) bool { return slices.Contains(all, s) })
 }
 
 func errConcurrent(ok bool, task string) error {
@@ -614,7 +612,7 @@ func (s *Service) queryStatus(ctx context.Context, req *pb.QueryStatusListReques
 		sources = st.SortedSources()
 	}
 	if len(req.Sources) > 0 {
-		if unknown := slices.DeleteFunc(slices.Clone(req.Sources), func(s string) bool { return slices.Contains(sources, s) }); len(unknown) > 0 {
+		if unknown := notIn(req.Sources, sources); len(unknown) > 0 {
 			if req.Name != "" {
 				return nil, fmt.Errorf("%s: not a source of task %s (its sources: %s)", strings.Join(unknown, ", "), req.Name, strings.Join(sources, ", "))
 			}

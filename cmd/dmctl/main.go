@@ -135,17 +135,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, e.Ciphertext) // DM prints the ciphertext alone, for scripts
 		return 0
 	}
-	if st, ok := resp.(statusSummary); ok && st.Result {
-		out, err := json.MarshalIndent(summarize(st.QueryStatusListResponse), "", "    ")
-		if err != nil {
-			fmt.Fprintln(stderr, "dmctl:", err)
-			return 1
-		}
-		fmt.Fprintln(stdout, string(out))
-		return 0
-	}
 	if st, ok := resp.(statusSummary); ok {
-		resp = st.QueryStatusListResponse
+		if !st.Result {
+			resp = st.QueryStatusListResponse // a failure prints as any other response
+		} else {
+			out, err := json.MarshalIndent(summarize(st.QueryStatusListResponse), "", "    ")
+			if err != nil {
+				fmt.Fprintln(stderr, "dmctl:", err)
+				return 1
+			}
+			fmt.Fprintln(stdout, string(out))
+			return 0
+		}
 	}
 	// protojson varies its whitespace on purpose; json.Indent makes the output stable.
 	raw, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(resp)

@@ -113,16 +113,15 @@ func flatten(prefix string, m map[string]any, out map[string]any) {
 }
 
 // NoEffect holds the flags (and --config keys) DM defines that mean nothing to Tributary: they are
-// accepted, so DM's files and start scripts work unchanged, and Warn lists the ones given.
+// accepted, so DM's files and start scripts work unchanged, and Given lists the ones given.
 type NoEffect struct {
-	fs   *flag.FlagSet
 	why  map[string]string
 	vals map[string]*string
 }
 
 // NoEffectFlags defines each of names (a flag name and why it has no effect) on fs as a string flag.
 func NoEffectFlags(fs *flag.FlagSet, names map[string]string) *NoEffect {
-	n := &NoEffect{fs: fs, why: names, vals: map[string]*string{}}
+	n := &NoEffect{why: names, vals: map[string]*string{}}
 	for name, why := range names {
 		n.vals[name] = fs.String(name, "", "DM's; accepted with no effect: "+why)
 	}
