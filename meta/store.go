@@ -457,7 +457,7 @@ func tableID(prefix string, t TableName) string {
 
 // Marker is the state of one DDL of a lock in the marker table.
 type Marker struct {
-	State         string // "started" (about to run) or "done" (ran)
+	State         string // "started" (about to run), "running" (MarkRunningSQL) or "done" (ran)
 	Before, After string // definitions of the DDL's tables before and after it ran
 }
 
@@ -508,6 +508,25 @@ func (s *Store) MarkSQL(lockID, ddl string, m Marker) string {
 			hexText(m.Before), hexText(m.After), hexText(s.source)}, ", ") + ") " +
 		"ON DUPLICATE KEY UPDATE ddl = VALUES(ddl), state = VALUES(state), before_def = VALUES(before_def), after_def = VALUES(after_def), source = VALUES(source)"
 }
+
+// MarkRunningSQL is the statement that opens a marker in state "running" (with no definition) for a
+// DDL whose run shows on its table (see the worker's Sink.ExecDDLFirst), to go in one query before the
+// DDL, which the server then runs only if it succeeds. Unlike MarkSQL it is a plain INSERT: it fails
+// (1062) when ddl has a marker of lockID already, and, when the store has an epoch, it fails (1048: a
+// NULL key in a single-row INSERT, an error in every sql_mode) unless the checkpoint's owner is this
+// store's epoch or an older one, as CheckEpoch would.
+func (s *Store) MarkRunningSQL(lockID, ddl string) string {
+	lock := hexText(Hash(lockID))
+	if s.epoch != 0 {
+		lock = "(SELECT " + lock + " FROM " + s.ckptQ + " WHERE source = " + hexText(s.source) + " AND id_hash = '" + epochHash +
+			"' AND binlog_pos <= " + strconv.FormatInt(s.epoch, 10) + ")"
+	}
+	return "INSERT INTO " + s.markerQ + " (lock_hash, ddl_hash, lock_id, ddl, state, before_def, after_def, source) VALUES (" +
+		strings.Join([]string{lock, hexText(Hash(ddl)), hexText(lockID), hexText(ddl), hexText(MarkerRunning), "''", "''", hexText(s.source)}, ", ") + ")"
+}
+
+// MarkerRunning is the state of a marker MarkRunningSQL opened.
+const MarkerRunning = "running"
 
 // hexText is a string literal of v's bytes in utf8mb4: _utf8mb4 X'...' (” when empty).
 func hexText(v string) string {

@@ -34,6 +34,11 @@ type Info struct {
 // LockID is the ID of the lock the info belongs to.
 func (i Info) LockID() string { return LockID(i.Task, i.Target) }
 
+// WroteExec reports whether the put that returned this info completed its lock and wrote the exec
+// operation for its source, in the transaction that created the info: no exec of this round of the
+// lock existed before, so no owner can have run any of its DDLs yet.
+func (i Info) WroteExec() bool { return i.exec != nil }
+
 // Operation tells one source what to do with a lock's DDLs: execute them (the owner) or skip them.
 // The source marks it Done once that has taken effect downstream.
 //

@@ -1950,7 +1950,11 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 				zap.Strings("ddls", ddls), zap.Strings("instead", op.SQLs))
 			ddls = op.SQLs // skip: none
 		}
-		err = s.sink.ExecDDLOnce(ctx, res.info.LockID(), ddls, up)
+		if res.info.WroteExec() {
+			err = s.sink.ExecDDLFirst(ctx, res.info.LockID(), ddls, up) // nobody can have run them yet
+		} else {
+			err = s.sink.ExecDDLOnce(ctx, res.info.LockID(), ddls, up)
+		}
 		if err != nil && downstreamPermanent(err) && len(starts) > 0 {
 			err = &StatementError{Task: s.cfg.Task, Source: s.cfg.Source, Table: first, Pos: starts[0],
 				Stmt: strings.Join(ddls, "; "), Lock: res.info.LockID(), Cause: err}
