@@ -19,7 +19,8 @@ import (
 //	op applying     the event loop took it
 //	flushed         batched DML before the DDL committed
 //	ddl prepared    epoch, definition and marker checked (owner); the "started" marker goes in one query
-//	                with the DDL (else it is written here)
+//	                with the DDL (else it is written here); or, for a DDL sent behind a "running" marker
+//	                (Sink.ExecDDLFirst), nothing read: the query is about to go
 //	ddl executed    the DDL returned downstream (owner)
 //	marked done     (owner)
 //	checkpoint      the checkpoint past the lock committed
