@@ -509,12 +509,12 @@ func (s *Store) MarkSQL(lockID, ddl string, m Marker) string {
 		"ON DUPLICATE KEY UPDATE ddl = VALUES(ddl), state = VALUES(state), before_def = VALUES(before_def), after_def = VALUES(after_def), source = VALUES(source)"
 }
 
-// MarkRunningSQL is the statement that opens a marker in state "running" (with no definition) for a
-// DDL whose run shows on its table (see the worker's Sink.ExecDDLFirst), to go in one query before the
-// DDL, which the server then runs only if it succeeds. Unlike MarkSQL it is a plain INSERT: it fails
-// (1062) when ddl has a marker of lockID already, and, when the store has an epoch, it fails (1048: a
-// NULL key in a single-row INSERT, an error in every sql_mode) unless the checkpoint's owner is this
-// store's epoch or an older one, as CheckEpoch would.
+// MarkRunningSQL is the statement that writes a marker in state "running" (with no definition) for a
+// DDL whose run shows on its table and that nobody ran in this round of the lock (see the worker's
+// Sink.ExecDDLFirst), to go in one query before the DDL, which the server then runs only if it
+// succeeds. A marker of the same DDL already there is of an earlier round, and is overwritten. When the
+// store has an epoch, it fails (1048: a NULL key in a single-row INSERT, an error in every sql_mode)
+// unless the checkpoint's owner is this store's epoch or an older one, as CheckEpoch would.
 func (s *Store) MarkRunningSQL(lockID, ddl string) string {
 	lock := hexText(Hash(lockID))
 	if s.epoch != 0 {
@@ -522,7 +522,8 @@ func (s *Store) MarkRunningSQL(lockID, ddl string) string {
 			"' AND binlog_pos <= " + strconv.FormatInt(s.epoch, 10) + ")"
 	}
 	return "INSERT INTO " + s.markerQ + " (lock_hash, ddl_hash, lock_id, ddl, state, before_def, after_def, source) VALUES (" +
-		strings.Join([]string{lock, hexText(Hash(ddl)), hexText(lockID), hexText(ddl), hexText(MarkerRunning), "''", "''", hexText(s.source)}, ", ") + ")"
+		strings.Join([]string{lock, hexText(Hash(ddl)), hexText(lockID), hexText(ddl), hexText(MarkerRunning), "''", "''", hexText(s.source)}, ", ") + ") " +
+		"ON DUPLICATE KEY UPDATE ddl = VALUES(ddl), state = VALUES(state), before_def = VALUES(before_def), after_def = VALUES(after_def), source = VALUES(source)"
 }
 
 // MarkerRunning is the state of a marker MarkRunningSQL opened.

@@ -749,12 +749,12 @@ func (s *Sink) execOnce(ctx context.Context, lockID, q string, first bool) error
 	return s.markDone(ctx, lockID, q, cur.hash, tables)
 }
 
-// execRunning runs q (shardgroup.Effects) in one query behind a marker in state "running" that the
-// server writes only when q has no marker yet and the checkpoint still belongs to this binding
-// (meta.Store.MarkRunningSQL): the fence, the marker and the DDL in one round trip, with no definition
-// read before it. When that query fails, whatever failed (a marker of an earlier round of the lock
-// with the same DDL, a newer binding, q itself, the connection), it reports ran false and no error,
-// and execOnce goes the way that reads first: a running marker, if the server wrote one, says to run q
+// execRunning runs q (shardgroup.Effects), which nobody ran in this round of the lock, in one query
+// behind a marker in state "running" that the server writes only while the checkpoint belongs to this
+// binding (meta.Store.MarkRunningSQL; a marker of q from an earlier round is overwritten): the fence,
+// the marker and the DDL in one round trip, with no definition read before it. When that query fails,
+// whatever failed (a newer binding, q itself, the connection), it reports ran false and no error, and
+// execOnce goes the way that reads first: a running marker, if the server wrote one, says to run q
 // unless the table shows it ran, and the same error, if it lasts, is reported from there.
 func (s *Sink) execRunning(ctx context.Context, lockID, q string, tables []TableName) (ran bool, err error) {
 	traceStep(ctx, "ddl prepared")
