@@ -292,6 +292,14 @@ func TestRunningMarker(t *testing.T) {
 	if _, ok := marker(fenced); ok || columns("f") != 0 {
 		t.Fatalf("a fenced binding left a marker (%v) or ran its DDL (%d)", ok, columns("f"))
 	}
+	// Nor does it overwrite a marker that is there.
+	was, _ := marker(add)
+	if _, err := ddlDB.Exec(sink.meta.MarkRunningSQL("L", add)); !errors.As(err, &me) || me.Number != 1048 {
+		t.Fatalf("running marker of a fenced binding over a done one: %v, want error 1048", err)
+	}
+	if m, _ := marker(add); m != was || m.State != "done" {
+		t.Fatalf("a fenced binding changed a marker: %+v, was %+v", m, was)
+	}
 	// The newer binding runs it, once.
 	newer.SetDDLDB(ddlDB)
 	if err := newer.ExecDDLFirst(ctx, "L", []string{fenced}, CheckpointUpdate{}); err != nil {
