@@ -686,11 +686,17 @@ func (s *Sink) execOnce(ctx context.Context, lockID, q string, first bool) error
 			return fmt.Errorf("DDL %q: %w", q, err)
 		}
 	}
-	effects, detectable := shardgroup.Effects(q)
-	if first && detectable && len(tables) == 1 && s.ddlDB != nil && !strings.Contains(q, ";") {
-		ran, err := s.execRunning(ctx, lockID, q, tables)
-		if ran || err != nil {
-			return err
+	// The "started" marker must be committed before q runs. With ddlDB both go in one query: the
+	// server runs its statements in order, each INSERT commits on its own (autocommit), and it stops at
+	// the first error, so q runs only after the marker is in. Only for a q without ";": the query is
+	// then exactly these two statements. The same holds for the "running" marker of execRunning.
+	together := len(tables) > 0 && s.ddlDB != nil && !strings.Contains(q, ";")
+	if first && together && len(tables) == 1 {
+		if _, ok := shardgroup.Effects(q); ok {
+			ran, err := s.execRunning(ctx, lockID, q, tables)
+			if ran || err != nil {
+				return err
+			}
 		}
 	}
 	cur, m, ok, err := s.before(ctx, lockID, q, tables)
@@ -704,23 +710,18 @@ func (s *Sink) execOnce(ctx context.Context, lockID, q string, first bool) error
 			return nil // ran before a restart; its tables are as it left them
 		case m.State == "started" && !cur.is(m.Before):
 			return s.mark(ctx, lockID, q, "done", m.Before, cur.hash) // took effect before a crash
-		case m.State == meta.MarkerRunning && detectable && len(tables) == 1:
-			columns, indexes, err := s.names(ctx, tables[0])
+		case m.State == meta.MarkerRunning && len(tables) == 1:
+			ran, err := s.ranBefore(ctx, q, tables[0])
 			if err != nil {
 				return err
 			}
-			if ran, known := shardgroup.Applied(effects, columns, indexes); ran && known {
+			if ran {
 				return s.mark(ctx, lockID, q, "done", "", cur.hash) // took effect before a crash
 			}
 			// It did not run (or the table does not say): it runs, and an "already applied" error is
 			// taken for success.
 		}
 	}
-	// The "started" marker must be committed before q runs. With ddlDB both go in one query: the
-	// server runs its statements in order, each INSERT commits on its own (autocommit), and it stops at
-	// the first error, so q runs only after the marker is in. Only for a q without ";": the query is
-	// then exactly these two statements.
-	together := len(tables) > 0 && s.ddlDB != nil && !strings.Contains(q, ";")
 	if len(tables) > 0 && !together {
 		if err := s.mark(ctx, lockID, q, "started", cur.hash, ""); err != nil {
 			return err
@@ -785,32 +786,45 @@ func (s *Sink) markDone(ctx context.Context, lockID, q, before string, tables []
 	return nil
 }
 
-// names reads the column and index names of t (the primary key is the index PRIMARY).
-func (s *Sink) names(ctx context.Context, t TableName) (columns, indexes []string, err error) {
-	for _, q := range []struct {
-		sql string
-		out *[]string
-	}{
-		{"SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", &columns},
-		{"SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", &indexes},
-	} {
-		rows, err := s.db.QueryContext(ctx, q.sql, t.Schema, t.Name)
-		if err != nil {
-			return nil, nil, fmt.Errorf("column and index names of %s: %w", t, err)
-		}
-		for rows.Next() {
-			var name string
-			if err := rows.Scan(&name); err != nil {
-				rows.Close()
-				return nil, nil, fmt.Errorf("column and index names of %s: %w", t, err)
-			}
-			*q.out = append(*q.out, name)
-		}
-		if err := cmp.Or(rows.Err(), rows.Close()); err != nil {
-			return nil, nil, fmt.Errorf("column and index names of %s: %w", t, err)
-		}
+// ranBefore reports whether t shows that q, a DDL marked running, took effect: every column and index
+// q adds is there and every one it drops is gone (shardgroup.Applied); false when they are not, when
+// some are and some are not, or when q's effects cannot be read off t.
+func (s *Sink) ranBefore(ctx context.Context, q string, t TableName) (bool, error) {
+	effects, ok := shardgroup.Effects(q)
+	if !ok {
+		return false, nil
 	}
-	return columns, indexes, nil
+	columns, indexes, err := s.names(ctx, t)
+	if err != nil {
+		return false, err
+	}
+	ran, known := shardgroup.Applied(effects, columns, indexes)
+	return ran && known, nil
+}
+
+// names reads the column names of t (dbutil.Columns) and its index names (the primary key is the index
+// PRIMARY).
+func (s *Sink) names(ctx context.Context, t TableName) (columns, indexes []string, err error) {
+	cols, err := dbutil.Columns(ctx, s.db, t)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, c := range cols {
+		columns = append(columns, c.Name)
+	}
+	rows, err := s.db.QueryContext(ctx, "SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", t.Schema, t.Name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("index names of %s: %w", t, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, nil, fmt.Errorf("index names of %s: %w", t, err)
+		}
+		indexes = append(indexes, name)
+	}
+	return columns, indexes, rows.Err()
 }
 
 // before reads what execOnce decides on before it runs q: the epoch fence, which stops a worker whose
