@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -182,28 +183,7 @@ func TestRunningMarker(t *testing.T) {
 	// session settings left out).
 	sent := func(f func() error) []string {
 		t.Helper()
-		s.Exec(t, db, "SET GLOBAL log_output = 'TABLE'", "TRUNCATE mysql.general_log", "SET GLOBAL general_log = 1")
-		err := f()
-		s.Exec(t, db, "SET GLOBAL general_log = 0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		rows, err := db.Query("SELECT CONVERT(argument USING utf8mb4) FROM mysql.general_log WHERE command_type = 'Query' ORDER BY event_time")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		var queries []string
-		for rows.Next() {
-			var q string
-			if err := rows.Scan(&q); err != nil {
-				t.Fatal(err)
-			}
-			if !strings.HasPrefix(q, "SET ") {
-				queries = append(queries, q)
-			}
-		}
-		return queries
+		return slices.DeleteFunc(queriesDuring(t, s, db, f), func(q string) bool { return strings.HasPrefix(q, "SET ") })
 	}
 	sending := func(queries []string, ddl string) (n int) {
 		for _, q := range queries {

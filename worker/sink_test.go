@@ -287,25 +287,13 @@ func TestGroupedStatements(t *testing.T) {
 	changes = append(changes, Change{Kind: Update, ChangeOrigin: origin, // the driver writes it: sends
 		Row: []any{int64(2), `p\q`}, Old: []any{int64(2), "a"}}) // what waits, then runs alone
 	changes = append(changes, ins(16, 17, "c")...) // the last query, with the checkpoint
-	s.Exec(t, db, "SET GLOBAL log_output = 'TABLE'", "TRUNCATE mysql.general_log", "SET GLOBAL general_log = 1")
 	pos := Position{File: "bin.000001", Pos: 100}
-	if err := sink.Flush(ctx, changes, CheckpointUpdate{Global: pos}); err != nil {
-		t.Fatal(err)
-	}
-	s.Exec(t, db, "SET GLOBAL general_log = 0")
-	rows, err := db.Query("SELECT CONVERT(argument USING utf8mb4) FROM mysql.general_log WHERE command_type = 'Query' ORDER BY event_time")
-	if err != nil {
-		t.Fatal(err)
-	}
+	queries := queriesDuring(t, s, db, func() error { return sink.Flush(ctx, changes, CheckpointUpdate{Global: pos}) })
 	// Each query of the flush's transaction as the statements it holds: fence, inserts into d.g,
 	// checkpoint, or its own text.
 	var got []string
 	in := false
-	for rows.Next() {
-		var q string
-		if err := rows.Scan(&q); err != nil {
-			t.Fatal(err)
-		}
+	for _, q := range queries {
 		in = in || q == "START TRANSACTION"
 		if !in {
 			continue
@@ -331,9 +319,6 @@ func TestGroupedStatements(t *testing.T) {
 			break
 		}
 	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
 	// (SELECT: the key columns of the UPDATEs, read once on a connection of the pool.)
 	want := []string{"START", "fence + 5 inserts", "1 inserts", "SELECT", "2 inserts + 1 updates", "1 updates", "1 inserts + checkpoint", "COMMIT"}
 	if !slices.Equal(got, want) {
@@ -352,7 +337,7 @@ func TestGroupedStatements(t *testing.T) {
 	}
 	// The third statement of a group meets a row that is there: nothing of the flush stays.
 	bad := append(ins(18, 21, "d"), ins(5, 6, "dup")...)
-	err = sink.Flush(ctx, append(bad, ins(22, 23, "d")...), CheckpointUpdate{Global: Position{File: "bin.000001", Pos: 200}})
+	err := sink.Flush(ctx, append(bad, ins(22, 23, "d")...), CheckpointUpdate{Global: Position{File: "bin.000001", Pos: 200}})
 	var me *mysql.MySQLError
 	if !errors.As(err, &me) || me.Number != 1062 || !strings.Contains(err.Error(), "insert 2 rows") || !strings.Contains(err.Error(), "`d`.`g`") {
 		t.Fatalf("flush with a duplicate key: %v", err)
@@ -544,4 +529,33 @@ func TestFlushCountsKinds(t *testing.T) {
 	if err := db.QueryRow("SELECT SUM(id * 100 + v) FROM d.t").Scan(&sum); err != nil || sum != 220+303 {
 		t.Fatalf("rows sum to %d (%v)", sum, err)
 	}
+}
+
+// queriesDuring runs f and returns the queries the server received meanwhile, in order (its general
+// log), failing the test if f fails.
+func queriesDuring(t *testing.T, s *mariadbtest.Server, db *sql.DB, f func() error) []string {
+	t.Helper()
+	s.Exec(t, db, "SET GLOBAL log_output = 'TABLE'", "TRUNCATE mysql.general_log", "SET GLOBAL general_log = 1")
+	err := f()
+	s.Exec(t, db, "SET GLOBAL general_log = 0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.Query("SELECT CONVERT(argument USING utf8mb4) FROM mysql.general_log WHERE command_type = 'Query' ORDER BY event_time")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var queries []string
+	for rows.Next() {
+		var q string
+		if err := rows.Scan(&q); err != nil {
+			t.Fatal(err)
+		}
+		queries = append(queries, q)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return queries
 }
