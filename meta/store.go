@@ -503,8 +503,13 @@ func (s *Store) Mark(ctx context.Context, lockID, ddl string, m Marker) error {
 // depend on the session's sql_mode or character set, and the statement holds no "?" or ";" of its
 // values): it can go in one round trip with the DDL it marks.
 func (s *Store) MarkSQL(lockID, ddl string, m Marker) string {
+	return s.markSQL(hexText(Hash(lockID)), lockID, ddl, m)
+}
+
+// markSQL is MarkSQL with lockHash, the SQL expression of the marker's lock_hash.
+func (s *Store) markSQL(lockHash, lockID, ddl string, m Marker) string {
 	return "INSERT INTO " + s.markerQ + " (lock_hash, ddl_hash, lock_id, ddl, state, before_def, after_def, source) VALUES (" +
-		strings.Join([]string{hexText(Hash(lockID)), hexText(Hash(ddl)), hexText(lockID), hexText(ddl), hexText(m.State),
+		strings.Join([]string{lockHash, hexText(Hash(ddl)), hexText(lockID), hexText(ddl), hexText(m.State),
 			hexText(m.Before), hexText(m.After), hexText(s.source)}, ", ") + ") " +
 		"ON DUPLICATE KEY UPDATE ddl = VALUES(ddl), state = VALUES(state), before_def = VALUES(before_def), after_def = VALUES(after_def), source = VALUES(source)"
 }
@@ -521,9 +526,7 @@ func (s *Store) MarkRunningSQL(lockID, ddl string) string {
 		lock = "(SELECT " + lock + " FROM " + s.ckptQ + " WHERE source = " + hexText(s.source) + " AND id_hash = '" + epochHash +
 			"' AND binlog_pos <= " + strconv.FormatInt(s.epoch, 10) + ")"
 	}
-	return "INSERT INTO " + s.markerQ + " (lock_hash, ddl_hash, lock_id, ddl, state, before_def, after_def, source) VALUES (" +
-		strings.Join([]string{lock, hexText(Hash(ddl)), hexText(lockID), hexText(ddl), hexText(MarkerRunning), "''", "''", hexText(s.source)}, ", ") + ") " +
-		"ON DUPLICATE KEY UPDATE ddl = VALUES(ddl), state = VALUES(state), before_def = VALUES(before_def), after_def = VALUES(after_def), source = VALUES(source)"
+	return s.markSQL(lock, lockID, ddl, Marker{State: MarkerRunning})
 }
 
 // MarkerRunning is the state of a marker MarkRunningSQL opened.
