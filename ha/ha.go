@@ -40,16 +40,6 @@ const (
 // Prefixes are the key prefixes of the state, for reading and watching it.
 var Prefixes = []string{sourcePrefix, workerPrefix, keepalivePrefix, boundPrefix, taskPrefix}
 
-// Relevant reports whether key is part of the state.
-func Relevant(key string) bool {
-	for _, p := range Prefixes {
-		if strings.HasPrefix(key, p) {
-			return true
-		}
-	}
-	return false
-}
-
 // SourceKey, WorkerKey, KeepaliveKey, BoundKey and TaskKey name one entry.
 func SourceKey(id string) string      { return sourcePrefix + id }
 func WorkerKey(name string) string    { return workerPrefix + name }
@@ -265,18 +255,31 @@ func SleepCtx(ctx context.Context, d time.Duration) {
 }
 
 // WaitChange returns when a key of the state changes after revision rev, when timeout passes, or
-// when ctx ends. Callers reload the state afterwards, so a compacted revision just returns.
-func WaitChange(ctx context.Context, cli *clientv3.Client, rev int64, timeout time.Duration) {
+// when ctx ends; it reports whether a change (or a watch error) ended the wait. Callers reload the
+// state afterwards, so a compacted revision just returns.
+//
+// It watches each of the state's prefixes, not Root: every write of a lock's keys (pessimist/…)
+// would otherwise wake every worker and the master's scheduler on the lock's path, to be filtered
+// out here.
+func WaitChange(ctx context.Context, cli clientv3.Watcher, rev int64, timeout time.Duration) bool {
 	wctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), timeout)
 	defer cancel()
-	for resp := range cli.Watch(wctx, Root, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
-		if resp.Err() != nil {
-			return
-		}
-		for _, ev := range resp.Events {
-			if Relevant(string(ev.Kv.Key)) {
-				return
+	changed := make(chan struct{}, len(Prefixes))
+	for _, p := range Prefixes {
+		wch := cli.Watch(wctx, p, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+		go func() {
+			for resp := range wch {
+				if resp.Err() != nil || len(resp.Events) > 0 {
+					changed <- struct{}{}
+					return
+				}
 			}
-		}
+		}()
+	}
+	select {
+	case <-changed:
+		return true
+	case <-wctx.Done():
+		return false
 	}
 }
