@@ -349,6 +349,7 @@ type round struct {
 func (lb *latencyBench) run(rounds int, poll, settle time.Duration, probe string) {
 	c, last := lb.c, lb.n-1
 	var rs []round
+	sentBefore := lb.watchEventsSent()
 	for r := 0; r <= rounds; r++ { // round 0 warms up
 		col := fmt.Sprintf("lc%d", r)
 		var wg sync.WaitGroup
@@ -421,7 +422,21 @@ func (lb *latencyBench) run(rounds int, poll, settle time.Duration, probe string
 		rd.twin = float64(time.Since(t).Microseconds()) / 1000
 		rs = append(rs, rd)
 	}
+	sent := (lb.watchEventsSent() - sentBefore) / float64(len(rs))
 	lb.report(rs)
+	fmt.Printf("sources=%d etcd watch events sent per lock: %.1f\n", lb.n, sent)
+	lb.b.ReportMetric(sent, "watch-events/lock")
+}
+
+// watchEventsSent is the master's etcd count of the events its watches have sent (to the master's own
+// coordinator, the workers and this benchmark's watch): the fan-out of every etcd write.
+func (lb *latencyBench) watchEventsSent() float64 {
+	const name = "etcd_debugging_mvcc_events_total"
+	v := scrape(lb.b, "http://"+lb.c.Master.Addr).value(name)
+	if v < 0 {
+		lb.fail(fmt.Errorf("the master's /metrics has no %s", name))
+	}
+	return v
 }
 
 // traceLine is one "lock trace" line of a worker log.

@@ -147,7 +147,7 @@ type apiLockView struct {
 	} `json:"tables"`
 }
 
-func httpGet(t *testing.T, u string) (int, []byte) {
+func httpGet(t testing.TB, u string) (int, []byte) {
 	t.Helper()
 	resp, err := (&http.Client{Timeout: 30 * time.Second}).Get(u)
 	if err != nil {
@@ -325,7 +325,7 @@ type metrics map[string]float64
 
 var sampleRE = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{[^}]*\})?) (\S+)$`)
 
-func scrape(t *testing.T, base string) metrics {
+func scrape(t testing.TB, base string) metrics {
 	t.Helper()
 	status, body := httpGet(t, base+"/metrics")
 	if status != 200 {
