@@ -49,7 +49,9 @@ import (
 // of every instance; default --innodb-flush-log-at-trx-commit=2 as side-by-side.sh; "" for the
 // harness's durable defaults), TRIBUTARY_LATENCY_LOG_LEVEL (the workers' --log-level, default debug for
 // the trace; info measures without it: the trace's log writes cost about 2 ms a lock at 8 sources). twin is the same ALTER run by the benchmark on an empty table of db.t's
-// shape after each round: the DDL's own time for binaries without the trace. Run:
+// shape after each round: the DDL's own time for binaries without the trace; "etcd put (twin)" is one
+// put of a key nobody watches after the same idle time as the info put had, etcd's own share of that
+// step. watch-events/lock is what the master's etcd sent to all watches over the rounds, per lock. Run:
 //
 //	go test -run XXX -bench LockLatency -benchtime 1x ./integration/
 func BenchmarkLockLatency(b *testing.B) {
@@ -339,11 +341,15 @@ func (lb *latencyBench) rowsDown(ids []int) (bool, error) {
 	return n == len(ids), err
 }
 
+// benchIdleKey is outside every prefix a process of the cluster watches.
+const benchIdleKey = "/tributary-bench/idle-put"
+
 // round is one measured lock.
 type round struct {
 	start, committed, visible time.Time // before and after the last upstream ALTER; column seen downstream
 	last                      string    // the last source
 	twin                      float64   // ms of the same ALTER on db.twin
+	etcdPut                   float64   // ms of one etcd put by this process after settle's idle time
 }
 
 func (lb *latencyBench) run(rounds int, poll, settle time.Duration, probe string) {
@@ -420,6 +426,13 @@ func (lb *latencyBench) run(rounds int, poll, settle time.Duration, probe string
 			lb.fail(err)
 		}
 		rd.twin = float64(time.Since(t).Microseconds()) / 1000
+		// One etcd put after the same idle time as the last shard's info put had: etcd's own share of it.
+		time.Sleep(settle)
+		t = time.Now()
+		if _, err := lb.cli.Put(context.Background(), benchIdleKey, col); err != nil {
+			lb.fail(err)
+		}
+		rd.etcdPut = float64(time.Since(t).Microseconds()) / 1000
 		rs = append(rs, rd)
 	}
 	sent := (lb.watchEventsSent() - sentBefore) / float64(len(rs))
@@ -487,7 +500,7 @@ func (lb *latencyBench) report(rs []round) {
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	// The path of a lock, each segment from the previous mark: names and values per round.
 	segments := []string{"upstream alter", "binlog->ddl read", "->info putting", "->info put", "->info seen", "->exec op seen", "->op received", "->op applying", "->flushed",
-		"->ddl prepared", "alter", "->visible (poll)", "done put after alter", "skips seen after done", "lock gone after alter", "re-sync started after alter", "alter (twin)"}
+		"->ddl prepared", "alter", "->visible (poll)", "done put after alter", "skips seen after done", "lock gone after alter", "re-sync started after alter", "alter (twin)", "etcd put (twin)"}
 	values := map[string][]float64{}
 	var lat, over, alters, twins, overTwin []float64
 	for i, rd := range rs {
@@ -536,7 +549,7 @@ func (lb *latencyBench) report(rs []round) {
 			}
 		}
 		l := ms(rd.visible.Sub(rd.committed))
-		seg := map[string]float64{"upstream alter": ms(rd.committed.Sub(rd.start)), "alter (twin)": rd.twin}
+		seg := map[string]float64{"upstream alter": ms(rd.committed.Sub(rd.start)), "alter (twin)": rd.twin, "etcd put (twin)": rd.etcdPut}
 		if ok {
 			maps.Copy(seg, map[string]float64{
 				"binlog->ddl read": ms(read.Sub(rd.committed)), "->info putting": ms(putting.Sub(read)), "->info put": ms(put.Sub(putting)), "->info seen": ms(infoSeen.Sub(put)),
