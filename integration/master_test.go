@@ -18,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/tributary-db/tributary/internal/mariadbtest"
 	"github.com/tributary-db/tributary/internal/netutil"
 	"github.com/tributary-db/tributary/master"
 	"github.com/tributary-db/tributary/pessimist"
@@ -29,12 +30,13 @@ var (
 	buildErr  error
 )
 
-// TestMain removes the binaries built for the tests.
+// TestMain removes the binaries built for the tests and the MariaDB template datadir.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
+	mariadbtest.RemoveTemplate()
 	os.Exit(code)
 }
 

@@ -38,6 +38,7 @@ func testLogger() *zap.Logger {
 func TestMain(m *testing.M) {
 	code := m.Run()
 	etcdtest.Stop()
+	mariadbtest.RemoveTemplate()
 	os.Exit(code)
 }
 
