@@ -274,6 +274,9 @@ func WaitChange(ctx context.Context, cli clientv3.Watcher, rev int64, timeout ti
 					return
 				}
 			}
+			if wctx.Err() == nil { // closed under it (the client was closed): end the wait as before
+				changed <- struct{}{}
+			}
 		}()
 	}
 	select {

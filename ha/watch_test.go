@@ -90,3 +90,25 @@ func TestWaitChangeWatchesOnlyTheState(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitChangeEndsWhenTheClientCloses: a closed client ends the wait at once, as the single watch of
+// the root did, instead of leaving the caller until its timeout.
+func TestWaitChangeEndsWhenTheClientCloses(t *testing.T) {
+	// A client of its own, to close; the shared one serves the other tests.
+	cli, err := clientv3.New(clientv3.Config{Endpoints: etcdtest.Client(t).Endpoints(), DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cli.Get(context.Background(), Root, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan bool)
+	go func() { done <- WaitChange(context.Background(), cli, resp.Header.Revision, time.Hour) }()
+	cli.Close()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("WaitChange still waits a minute after its client closed")
+	}
+}
