@@ -1,13 +1,5 @@
 package mariadbtest
 
-import (
-	"os"
-	"testing"
-)
+import "testing"
 
-// TestMain removes the template datadir this test process made (about 100 MB).
-func TestMain(m *testing.M) {
-	code := m.Run()
-	RemoveTemplate()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { Main(m) }
