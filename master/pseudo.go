@@ -8,7 +8,9 @@ import (
 
 // PseudoGroupNote is what DM's query-status shows, as the unsynced member of a pseudo sharding group,
 // for a source that a lock waits for but that has no unresolved group of that target itself (it has
-// not read the DDL yet).
+// not read the DDL yet). As in DM, the pseudo group lists no DDLs ("DDLs": []): the source has
+// received none, and scripts that count a lock's DDL text in query-status count the sources that
+// did.
 const PseudoGroupNote = "this DM-worker doesn't receive any shard DDL of this group"
 
 // addPseudoGroups adds DM's pseudo group to the sync status of every source that a lock of the
@@ -37,7 +39,7 @@ func addPseudoGroups(resp *pb.QueryStatusListResponse, l *leaderState) {
 					continue
 				}
 				st.Sync.UnresolvedGroups = append(st.Sync.UnresolvedGroups, &pb.ShardingGroup{
-					Target: lk.Target, DDLs: lk.DDLs, Synced: []string{}, Unsynced: []string{PseudoGroupNote}})
+					Target: lk.Target, DDLs: []string{}, Synced: []string{}, Unsynced: []string{PseudoGroupNote}})
 				st.Sync.Synced = false
 				if st.UnresolvedDDLLockID == "" {
 					st.UnresolvedDDLLockID = lk.ID
