@@ -78,7 +78,10 @@ func (s *Service) handleError(ctx context.Context, req *pb.HandleErrorRequest) (
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := s.handleWorkerError(ctx, w.Addr, &pb.HandleWorkerErrorRequest{Op: req.Op, Task: req.Task, BinlogPos: req.BinlogPos, Sqls: req.Sqls, Source: src})
+			// As DM: a whole task's skip, replace or revert applies to the sources paused on a
+			// statement; the others answer that nothing was paused there.
+			pausedOnly := len(req.Sources) == 0 && req.BinlogPos == ""
+			r, err := s.handleWorkerError(ctx, w.Addr, &pb.HandleWorkerErrorRequest{Op: req.Op, Task: req.Task, BinlogPos: req.BinlogPos, Sqls: req.Sqls, Source: src, PausedOnly: pausedOnly})
 			if err != nil {
 				r = &pb.CommonWorkerResponse{Msg: fmt.Sprintf("worker %s (%s): %v", w.Name, w.Addr, err)}
 			}

@@ -2670,12 +2670,15 @@ func (x *HandleErrorResponse) GetSources() []*CommonWorkerResponse {
 }
 
 type HandleWorkerErrorRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Op            ErrorOp                `protobuf:"varint,1,opt,name=op,proto3,enum=tributary.ErrorOp" json:"op,omitempty"`
-	Task          string                 `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
-	BinlogPos     string                 `protobuf:"bytes,3,opt,name=binlogPos,proto3" json:"binlogPos,omitempty"`
-	Sqls          []string               `protobuf:"bytes,4,rep,name=sqls,proto3" json:"sqls,omitempty"`
-	Source        string                 `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Op        ErrorOp                `protobuf:"varint,1,opt,name=op,proto3,enum=tributary.ErrorOp" json:"op,omitempty"`
+	Task      string                 `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
+	BinlogPos string                 `protobuf:"bytes,3,opt,name=binlogPos,proto3" json:"binlogPos,omitempty"`
+	Sqls      []string               `protobuf:"bytes,4,rep,name=sqls,proto3" json:"sqls,omitempty"`
+	Source    string                 `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
+	// pausedOnly: the command named neither sources nor a position (DM's handle-error of a whole task):
+	// a subtask that is not paused on a statement answers result true, with nothing to do.
+	PausedOnly    bool `protobuf:"varint,6,opt,name=pausedOnly,proto3" json:"pausedOnly,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2743,6 +2746,13 @@ func (x *HandleWorkerErrorRequest) GetSource() string {
 		return x.Source
 	}
 	return ""
+}
+
+func (x *HandleWorkerErrorRequest) GetPausedOnly() bool {
+	if x != nil {
+		return x.PausedOnly
+	}
+	return false
 }
 
 type EncryptRequest struct {
@@ -3172,13 +3182,16 @@ const file_proto_master_proto_rawDesc = "" +
 	"\x13HandleErrorResponse\x12\x16\n" +
 	"\x06result\x18\x01 \x01(\bR\x06result\x12\x10\n" +
 	"\x03msg\x18\x02 \x01(\tR\x03msg\x129\n" +
-	"\asources\x18\x03 \x03(\v2\x1f.tributary.CommonWorkerResponseR\asources\"\x9c\x01\n" +
+	"\asources\x18\x03 \x03(\v2\x1f.tributary.CommonWorkerResponseR\asources\"\xbc\x01\n" +
 	"\x18HandleWorkerErrorRequest\x12\"\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x12.tributary.ErrorOpR\x02op\x12\x12\n" +
 	"\x04task\x18\x02 \x01(\tR\x04task\x12\x1c\n" +
 	"\tbinlogPos\x18\x03 \x01(\tR\tbinlogPos\x12\x12\n" +
 	"\x04sqls\x18\x04 \x03(\tR\x04sqls\x12\x16\n" +
-	"\x06source\x18\x05 \x01(\tR\x06source\".\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\x12\x1e\n" +
+	"\n" +
+	"pausedOnly\x18\x06 \x01(\bR\n" +
+	"pausedOnly\".\n" +
 	"\x0eEncryptRequest\x12\x1c\n" +
 	"\tplaintext\x18\x01 \x01(\tR\tplaintext\"[\n" +
 	"\x0fEncryptResponse\x12\x16\n" +

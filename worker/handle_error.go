@@ -62,6 +62,8 @@ func (s *Server) HandleError(ctx context.Context, req *pb.HandleWorkerErrorReque
 			lock = false // another event than the one the subtask is paused on
 		}
 		pos = p
+	} else if !paused && req.PausedOnly {
+		return &pb.CommonWorkerResponse{Result: true, Msg: fmt.Sprintf("task %s on source %s is not paused on a statement: nothing to %s there", req.Task, req.Source, strings.ToLower(req.Op.String()))}, nil
 	} else if !paused {
 		return fail("task %s on source %s is not paused on a statement; give the event's position with -b FILE:POS", req.Task, req.Source)
 	}
