@@ -63,7 +63,17 @@ func TestE2ERefusedRowPausesThenBinlogSkip(t *testing.T) {
 		t.Fatalf("-b without -s on a two-source task: %v", r)
 	}
 	// Paused, not retried: one pause logged by the worker of source 2 so far.
-	c.ok("binlog", "skip", c.task, "-s", s2)
+	// Naming a source that is not paused is an error; the whole task's skip (DM's handle-error without
+	// -s) skips on the paused source and answers the running one that it had nothing to do.
+	if r, _, _ := c.Dmctl("binlog", "skip", c.task, "-s", s1); r.Bool("result") || !strings.Contains(r.Str("msg")+r.List("sources")[0].Str("msg"), "not paused") {
+		t.Fatalf("binlog skip -s %s (not paused): %v", s1, r)
+	}
+	sk := c.ok("binlog", "skip", c.task)
+	for _, src := range sk.List("sources") {
+		if !src.Bool("result") || (src.Str("source") == s1) != strings.Contains(src.Str("msg"), "not paused") {
+			t.Fatalf("binlog skip %s: %v", c.task, sk)
+		}
+	}
 	c.waitRow(2005)
 	c.waitSynced()
 	var v string
@@ -100,8 +110,9 @@ func TestE2EConflictUnlockAndPseudoGroup(t *testing.T) {
 			}
 			for _, st := range s.List("subTaskStatus") {
 				for _, g := range st.Get("sync").List("unresolvedGroups") {
+					// DM's pseudo group lists no DDLs: the source received none.
 					if g.Str("target") == "`db`.`t`" && strings.Join(g.Strings("unsynced"), "") == "this DM-worker doesn't receive any shard DDL of this group" &&
-						st.Str("unresolvedDDLLockID") == "shard-`db`.`t`" {
+						len(g.Strings("DDLs")) == 0 && st.Str("unresolvedDDLLockID") == "shard-`db`.`t`" {
 						return true
 					}
 				}
