@@ -154,6 +154,46 @@ func (g *ShardingGroup) RemoveTable(table TableName, pos Position) SyncResult {
 	return g.status()
 }
 
+// RenameTable gives member from the name to (RENAME TABLE of a shard to a name that routes to the
+// same target): its DDL sequence, and with it the steps it has reached and the DML held back behind
+// them, follow it. resolved is the position up to which DDLs of the new name are already applied
+// downstream (its checkpoint after a restart that read the rename again; zero for none). Nothing
+// else changes: the group neither gains nor loses a member.
+func (g *ShardingGroup) RenameTable(from, to TableName, resolved Position) error {
+	seq, ok := g.tables[from]
+	if !ok || seq.Gone {
+		return fmt.Errorf("cannot rename %s to %s: %s is not in the sharding group of %s", from, to, from, g.target)
+	}
+	if _, ok := g.tables[to]; ok {
+		// A member, or a dropped table whose DML is held back under that name.
+		return fmt.Errorf("cannot rename %s to %s: %s is already in the sharding group of %s", from, to, to, g.target)
+	}
+	delete(g.tables, from)
+	delete(g.dropped, to)
+	seq.Table = to
+	for i := range seq.Items {
+		seq.Items[i].Source = to
+	}
+	if resolved.Compare(seq.LastPos) > 0 {
+		seq.LastPos = resolved
+	}
+	g.tables[to] = seq
+	return nil
+}
+
+// Member reports whether table is in the group (not dropped).
+func (g *ShardingGroup) Member(table TableName) bool {
+	seq, ok := g.tables[table]
+	return ok && !seq.Gone
+}
+
+// Holds reports whether the group keeps a sequence under table's name: a member, or a table dropped
+// upstream whose held-back DML is still to be read again.
+func (g *ShardingGroup) Holds(table TableName) bool {
+	_, ok := g.tables[table]
+	return ok
+}
+
 // TrySync adds item to its table's sequence and reports the group's state. An item at or before the
 // table's last position is a duplicate. An item that differs from the group's DDLs at its step is an
 // *InconsistentError and changes nothing.

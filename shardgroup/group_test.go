@@ -377,3 +377,52 @@ func runInterleaving(rng *rand.Rand, nTables, nDDLs int, drops bool) error {
 	}
 	return nil
 }
+
+// TestRenameTableKeepsTheSequence: a shard renamed while it waits behind a step keeps the step, its
+// held-back DML goes by the new name, the step resolves with the new name, and the old name is free.
+// A swap through a third name keeps both sequences; a rename onto a member or from a stranger is an
+// error that changes nothing.
+func TestRenameTableKeepsTheSequence(t *testing.T) {
+	tA2 := TableName{"db_1", "t_9"}
+	g := newGroup(t, tA, tB)
+	mustSync(t, g, item(tA, 100, ddl1))
+	if err := g.RenameTable(tA, tA2, Position{}); err != nil {
+		t.Fatal(err)
+	}
+	if g.Member(tA) || !g.Member(tA2) || !g.Blocked(tA2, pos(150)) || g.Blocked(tA, pos(150)) {
+		t.Fatalf("after the rename: members %v, blocked A2 %v", g.Tables(), g.Blocked(tA2, pos(150)))
+	}
+	if res := mustSync(t, g, item(tA2, 100, ddl1)); !res.Duplicate {
+		t.Fatalf("the step read again under the new name: %+v, want a duplicate", res)
+	}
+	if err := g.RenameTable(tB, tA2, Position{}); err == nil {
+		t.Fatal("rename onto a member accepted")
+	}
+	if err := g.RenameTable(tC, TableName{"db_2", "t_9"}, Position{}); err == nil {
+		t.Fatal("rename of a table that is not a member accepted")
+	}
+	if res := mustSync(t, g, item(tB, 200, ddl1)); !res.Synced {
+		t.Fatalf("after B: %+v", res)
+	}
+	r, err := g.ResolveActive()
+	if err != nil || !reflect.DeepEqual(r.Tables, []TableName{tB, tA2}) || r.Positions[tA2] != pos(100) || r.ResyncFrom != pos(100) {
+		t.Fatalf("resolution %+v %v", r, err)
+	}
+	// Swap A2 and B through A (free again).
+	for _, mv := range [][2]TableName{{tA2, tA}, {tB, tA2}, {tA, tB}} {
+		if err := g.RenameTable(mv[0], mv[1], Position{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !reflect.DeepEqual(g.Tables(), []TableName{tB, tA2}) && !reflect.DeepEqual(g.Tables(), []TableName{tA2, tB}) {
+		t.Fatalf("after the swap: %v", g.Tables())
+	}
+	// The resolved position of the new name (a restart read the rename again) makes its items duplicates.
+	g2 := newGroup(t, tA)
+	if err := g2.RenameTable(tA, tA2, pos(500)); err != nil {
+		t.Fatal(err)
+	}
+	if res := mustSync(t, g2, item(tA2, 400, ddl1)); !res.Duplicate {
+		t.Fatalf("an item before the new name's resolved position: %+v", res)
+	}
+}

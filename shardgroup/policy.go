@@ -41,6 +41,9 @@ const (
 	Lock
 	// JoinGroup adds the new shard to its group; its target is created from it if missing.
 	JoinGroup
+	// FollowRename keeps the shard in its group under its new name (a rename to a name that routes to
+	// the same target); nothing runs downstream.
+	FollowRename
 	// LeaveGroup takes the shard (for a schema: each of its shards) out of its group; nothing runs
 	// downstream.
 	LeaveGroup
@@ -54,7 +57,7 @@ const (
 )
 
 var actionNames = [...]string{"run", "run with IF NOT EXISTS", "shard lock", "shard joins its group",
-	"shard leaves its group", "drop its replicated tables only", "ignored", "refused (task pauses)"}
+	"shard keeps its group under the new name", "shard leaves its group", "drop its replicated tables only", "ignored", "refused (task pauses)"}
 
 func (a Action) String() string { return actionNames[a] }
 
@@ -90,7 +93,9 @@ var (
 	lock    = Decision{Lock, "every shard must reach it first; it runs once"}
 	destroy = Decision{Ignore, "it would destroy rows other shards wrote to the merged target"}
 	rename  = Decision{Refuse, "it would rename a table other shards write to"}
-	views   = Decision{Ignore, "views are not replicated: their definition names upstream tables and definers"}
+	follow  = Decision{FollowRename, "when the new name routes to the same target; nothing runs downstream. A rename to another target or out of the task, " +
+		"one that brings a table into a group (its rows were never replicated there), or one onto a name whose rows wait behind the pending lock is refused (the task pauses)"}
+	views = Decision{Ignore, "views are not replicated: their definition names upstream tables and definers"}
 )
 
 // Policy is the safety table, in README's order.
@@ -105,8 +110,8 @@ var Policy = []PolicyRow{
 	{KindAlterTable, run, lock, Decision{Run, "a table that is not a shard: its own DDL"}},
 	{KindCreateIndex, run, lock, Decision{Run, "a table that is not a shard: its own DDL"}},
 	{KindDropIndex, run, lock, Decision{Run, "a table that is not a shard: its own DDL"}},
-	{KindAlterTableRename, run, rename, rename},
-	{KindRenameTable, run, rename, rename},
+	{KindAlterTableRename, run, follow, rename},
+	{KindRenameTable, run, follow, rename},
 	{KindDropTable, run, Decision{LeaveGroup, "other shards' rows live in the merged table"}, destroy},
 	{KindTruncateTable, run, destroy, destroy},
 	{KindDropPartition, run, destroy, destroy},

@@ -67,7 +67,7 @@ func TestSplitKindsAndPolicy(t *testing.T) {
 	for _, k := range destructive {
 		for _, scope := range []Scope{Shard, MergedSchema} {
 			switch a := Decide(k, scope).Action; a {
-			case Ignore, Refuse, LeaveGroup:
+			case Ignore, Refuse, LeaveGroup, FollowRename:
 			default:
 				t.Errorf("%s on a table %s: %s; it must never run downstream as it is", k, scope, a)
 			}

@@ -132,7 +132,7 @@ func TestRestoreForDownstream(t *testing.T) {
 				t.Fatal(err)
 			}
 			if len(parts) != 1 || parts[0].SQL != c.want {
-				t.Fatalf("Split(%q):\n got %q\nwant %q", c.sql, parts, c.want)
+				t.Fatalf("Split(%+v):\n got %+v\nwant %+v", c.sql, parts, c.want)
 			}
 			// A restored statement restores to itself.
 			again, err := Split(parts[0].SQL, "", nil)

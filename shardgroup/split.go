@@ -42,6 +42,8 @@ type Part struct {
 	SQL string
 	// RenamedTo is, for RENAME TABLE and ALTER TABLE RENAME, the upstream table's new name.
 	RenamedTo TableName
+	// AlsoAlters: an ALTER TABLE RENAME that changes the table besides its name.
+	AlsoAlters bool
 }
 
 // ErrNotDDL is returned (wrapped) by Split for statements that change no table or database (GRANT,
@@ -121,10 +123,11 @@ func Split(sql, defaultSchema string, route Route) (parts []Part, err error) {
 
 // piece is a single-table statement node that may share sub-nodes with the original statement.
 type piece struct {
-	kind      Kind
-	source    TableName
-	node      ast.StmtNode
-	renamedTo TableName
+	kind       Kind
+	source     TableName
+	node       ast.StmtNode
+	renamedTo  TableName
+	alsoAlters bool
 }
 
 func splitStmt(stmt ast.StmtNode, defaultSchema string) ([]piece, error) {
@@ -163,6 +166,7 @@ func splitStmt(stmt ast.StmtNode, defaultSchema string) ([]piece, error) {
 	case *ast.AlterTableStmt:
 		pcs, err := one(alterKind(s), s.Table, s)
 		if err == nil && pcs[0].kind == KindAlterTableRename {
+			pcs[0].alsoAlters = len(s.Specs) > 1
 			for _, spec := range s.Specs {
 				if spec.Tp == ast.AlterTableRenameTable && spec.NewTable != nil {
 					if pcs[0].renamedTo, err = name(spec.NewTable); err != nil {
@@ -307,7 +311,7 @@ func rewrite(pc piece, defaultSchema string, route Route) (Part, error) {
 	if _, err := parse(sql); err != nil {
 		return Part{}, fmt.Errorf("rewritten DDL %q is not valid: %w", sql, err)
 	}
-	return Part{Kind: pc.kind, Source: pc.source, Target: target, SQL: sql, RenamedTo: pc.renamedTo}, nil
+	return Part{Kind: pc.kind, Source: pc.source, Target: target, SQL: sql, RenamedTo: pc.renamedTo, AlsoAlters: pc.alsoAlters}, nil
 }
 
 // renamer routes every table name of a statement.

@@ -28,42 +28,42 @@ func TestSplit(t *testing.T) {
 		{
 			name: "multi-spec ALTER stays one part", sql: "ALTER TABLE t_1 ADD c1 INT, ADD c2 INT", schema: "db_1",
 			want: []Part{{KindAlterTable, TableName{"db_1", "t_1"}, TableName{"db", "t"},
-				"ALTER TABLE `db`.`t` ADD COLUMN `c1` INT, ADD COLUMN `c2` INT", TableName{}}},
+				"ALTER TABLE `db`.`t` ADD COLUMN `c1` INT, ADD COLUMN `c2` INT", TableName{}, false}},
 		},
 		{
 			name: "RENAME of two tables gives each part its own source", sql: "RENAME TABLE db_1.t_1 TO db_1.t_1_old, db_1.t_1_new TO db_1.t_1",
 			want: []Part{
-				{KindRenameTable, TableName{"db_1", "t_1"}, TableName{"db", "t"}, "RENAME TABLE `db`.`t` TO `db`.`t_1_old`", TableName{"db_1", "t_1_old"}},
-				{KindRenameTable, TableName{"db_1", "t_1_new"}, TableName{"db", "t_1_new"}, "RENAME TABLE `db`.`t_1_new` TO `db`.`t`", TableName{"db_1", "t_1"}},
+				{KindRenameTable, TableName{"db_1", "t_1"}, TableName{"db", "t"}, "RENAME TABLE `db`.`t` TO `db`.`t_1_old`", TableName{"db_1", "t_1_old"}, false},
+				{KindRenameTable, TableName{"db_1", "t_1_new"}, TableName{"db", "t_1_new"}, "RENAME TABLE `db`.`t_1_new` TO `db`.`t`", TableName{"db_1", "t_1"}, false},
 			},
 		},
 		{
 			name: "DROP TABLE of two tables", sql: "DROP TABLE IF EXISTS t_1, other.t_2", schema: "db_1",
 			want: []Part{
-				{KindDropTable, TableName{"db_1", "t_1"}, TableName{"db", "t"}, "DROP TABLE IF EXISTS `db`.`t`", TableName{}},
-				{KindDropTable, TableName{"other", "t_2"}, TableName{"other", "t_2"}, "DROP TABLE IF EXISTS `other`.`t_2`", TableName{}},
+				{KindDropTable, TableName{"db_1", "t_1"}, TableName{"db", "t"}, "DROP TABLE IF EXISTS `db`.`t`", TableName{}, false},
+				{KindDropTable, TableName{"other", "t_2"}, TableName{"other", "t_2"}, "DROP TABLE IF EXISTS `other`.`t_2`", TableName{}, false},
 			},
 		},
 		{
 			name: "CREATE TABLE LIKE routes both names", sql: "CREATE TABLE IF NOT EXISTS db_2.t_9 LIKE db_2.t_1",
 			want: []Part{{KindCreateTableLike, TableName{"db_2", "t_9"}, TableName{"db", "t"},
-				"CREATE TABLE IF NOT EXISTS `db`.`t` LIKE `db`.`t`", TableName{}}},
+				"CREATE TABLE IF NOT EXISTS `db`.`t` LIKE `db`.`t`", TableName{}, false}},
 		},
 		{
 			name: "CREATE INDEX", sql: "create index idx on t_3 (a)", schema: "db_1",
-			want: []Part{{KindCreateIndex, TableName{"db_1", "t_3"}, TableName{"db", "t"}, "CREATE INDEX `idx` ON `db`.`t` (`a`)", TableName{}}},
+			want: []Part{{KindCreateIndex, TableName{"db_1", "t_3"}, TableName{"db", "t"}, "CREATE INDEX `idx` ON `db`.`t` (`a`)", TableName{}, false}},
 		},
 		{
 			name: "TRUNCATE", sql: "TRUNCATE TABLE db_1.t_1",
-			want: []Part{{KindTruncateTable, TableName{"db_1", "t_1"}, TableName{"db", "t"}, "TRUNCATE TABLE `db`.`t`", TableName{}}},
+			want: []Part{{KindTruncateTable, TableName{"db_1", "t_1"}, TableName{"db", "t"}, "TRUNCATE TABLE `db`.`t`", TableName{}, false}},
 		},
 		{
 			name: "CREATE DATABASE is schema level", sql: "CREATE DATABASE IF NOT EXISTS db_3",
-			want: []Part{{KindCreateDatabase, TableName{Schema: "db_3"}, TableName{Schema: "db"}, "CREATE DATABASE IF NOT EXISTS `db`", TableName{}}},
+			want: []Part{{KindCreateDatabase, TableName{Schema: "db_3"}, TableName{Schema: "db"}, "CREATE DATABASE IF NOT EXISTS `db`", TableName{}, false}},
 		},
 		{
 			name: "backquoted names with odd characters", sql: "ALTER TABLE `db_1`.`t_``x` ADD COLUMN `a b` INT DEFAULT 1",
-			want: []Part{{KindAlterTable, TableName{"db_1", "t_`x"}, TableName{"db", "t_`x"}, "ALTER TABLE `db`.`t_``x` ADD COLUMN `a b` INT DEFAULT 1", TableName{}}},
+			want: []Part{{KindAlterTable, TableName{"db_1", "t_`x"}, TableName{"db", "t_`x"}, "ALTER TABLE `db`.`t_``x` ADD COLUMN `a b` INT DEFAULT 1", TableName{}, false}},
 		},
 	}
 	for _, c := range cases {

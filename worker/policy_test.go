@@ -238,9 +238,12 @@ func TestDDLSafetyTable(t *testing.T) {
 		kind   shardgroup.Kind
 		scope  shardgroup.Scope
 	}{
-		// One statement, two tables: the unsharded one is not renamed either.
-		{1, "RENAME TABLE solo.z TO solo.z2, db_2.t_1 TO db_2.t_9", shardgroup.KindRenameTable, shardgroup.Shard},
-		{1, "ALTER TABLE db_2.t_2 RENAME TO db_2.t_old", shardgroup.KindAlterTableRename, shardgroup.Shard},
+		// One statement, two tables: the unsharded one is not renamed either. A shard renamed to a
+		// name of another target leaves its merged table (a rename within it is followed:
+		// TestShardRenameFollowsGroup).
+		{1, "RENAME TABLE solo.z TO solo.z2, db_2.t_1 TO db_2.x_1", shardgroup.KindRenameTable, shardgroup.Shard},
+		{1, "ALTER TABLE db_2.t_2 RENAME TO db_2.u_9", shardgroup.KindAlterTableRename, shardgroup.Shard},
+		{1, "ALTER TABLE db_2.u_9 ADD COLUMN z INT, RENAME TO db_2.u_8", shardgroup.KindAlterTableRename, shardgroup.Shard},
 		{0, "ALTER TABLE db_1.u_1 EXCHANGE PARTITION p0 WITH TABLE db_1.swap", shardgroup.KindExchangePartition, shardgroup.Shard},
 		{0, "RENAME TABLE db_1.plain TO db_1.plain2", shardgroup.KindRenameTable, shardgroup.MergedSchema},
 		{0, "ALTER TABLE db_1.plain2 RENAME TO db_1.plain3", shardgroup.KindAlterTableRename, shardgroup.MergedSchema},
@@ -264,7 +267,7 @@ func TestDDLSafetyTable(t *testing.T) {
 	}
 	// The way on that the error names: a binlog event filter ignoring the statement, and the task
 	// started again from its checkpoint, which is still before the statement.
-	errc := c.runTask(0, "refuse5", config.FilterRule{Name: "skip-it", SchemaPattern: "db_1", TablePattern: "swap", Events: []string{"rename table"}, Action: "Ignore"})
+	errc := c.runTask(0, "refuse6", config.FilterRule{Name: "skip-it", SchemaPattern: "db_1", TablePattern: "swap", Events: []string{"rename table"}, Action: "Ignore"})
 	c.up(0, "INSERT INTO db_1.t_1 (id, v) VALUES (95000, 'after the filter')")
 	c.waitRow(95000)
 	select {

@@ -157,6 +157,7 @@ type Syncer struct {
 	evLocal   map[uint64]int
 	// evChanges is the changes of the rows event being handled (reused from event to event).
 	evChanges []Change
+	renames   shardRenames // shard renames followed within their groups (rename.go)
 
 	events   atomic.Int64
 	rates    rateWindow // samples of rows and events, for the rates of Status
@@ -495,6 +496,7 @@ func (s *Syncer) init(ctx context.Context) error {
 	s.gtidAt = map[Position]string{}
 	s.pending = map[TableName]bool{}
 	s.heldBack = map[TableName]bool{}
+	s.renames = shardRenames{} // renames after the resume position are read again
 	s.opCh = make(chan opResult, 16)
 	s.resetBatch()
 	if err := s.discover(ctx); err != nil {
@@ -1586,6 +1588,7 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 		shardgroup.Decision
 	}
 	var plan []decided
+	renamed := false
 	for _, p := range parts {
 		if s.cfg.Router.Skip(p.Source) {
 			continue
@@ -1597,12 +1600,29 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 		case router.FailEvent:
 			return s.filterStop(rule, end, fmt.Sprintf("%q", q))
 		}
-		scope := s.scopeOf(p, q, schema)
+		scope := s.scopeOf(p)
 		d := shardgroup.Decide(p.Kind, scope)
+		if d.Action == shardgroup.FollowRename {
+			// Each part of a multi-table RENAME in order, on the groups as the parts before it left them.
+			if end.Compare(s.renames.at) <= 0 {
+				continue // read again by a re-sync: the groups follow it already
+			}
+			why, err := s.rename(p, end)
+			if err != nil {
+				return err
+			}
+			if why != "" {
+				d = shardgroup.Decision{Action: shardgroup.Refuse, Why: why}
+			}
+			renamed = true
+		}
 		if d.Action == shardgroup.Refuse {
 			return &RefusedDDLError{Task: s.cfg.Task, Start: s.evStart, Source: s.cfg.Source, Pos: end, DDL: q, Kind: p.Kind, Table: p.Source, Scope: scope, Why: d.Why}
 		}
 		plan = append(plan, decided{p, scope, d})
+	}
+	if renamed {
+		s.renames.at = end
 	}
 	var sharded []shardgroup.Part
 	for _, x := range plan {
@@ -1666,6 +1686,8 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 					}
 				}
 			}
+		case shardgroup.FollowRename:
+			continue // done while deciding (rename.go)
 		case shardgroup.DropTablesOnly:
 			if err := s.dropReplicatedTables(ctx, p.Source.Schema, start, end); err != nil {
 				return err
@@ -1708,9 +1730,10 @@ func (s *Syncer) sourceMarker(end Position) string {
 }
 
 // scopeOf places a DDL part in the safety table's columns (shardgroup.Policy). A rename counts as the
-// most merged of the tables it names: renaming a table into a shard group or onto a shared target is
-// as dangerous as renaming a shard out of one.
-func (s *Syncer) scopeOf(p shardgroup.Part, q, defaultSchema string) shardgroup.Scope {
+// more merged of its two names: renaming a table into a shard group or onto a shared target is as
+// dangerous as renaming a shard out of one. Each part of a multi-table RENAME is placed by its own
+// pair of names.
+func (s *Syncer) scopeOf(p shardgroup.Part) shardgroup.Scope {
 	r := s.cfg.Router
 	if p.Source.Name == "" {
 		if r.MergedSchema(p.Source.Schema) {
@@ -1719,10 +1742,8 @@ func (s *Syncer) scopeOf(p shardgroup.Part, q, defaultSchema string) shardgroup.
 		return shardgroup.Unsharded
 	}
 	tables := []TableName{p.Source}
-	if p.Kind == shardgroup.KindRenameTable || p.Kind == shardgroup.KindAlterTableRename {
-		if named, err := shardgroup.TablesOf(q, defaultSchema); err == nil {
-			tables = append(tables, named...)
-		}
+	if (p.Kind == shardgroup.KindRenameTable || p.Kind == shardgroup.KindAlterTableRename) && p.RenamedTo.Name != "" {
+		tables = append(tables, p.RenamedTo)
 	}
 	scope := shardgroup.Unsharded
 	for _, t := range tables {
@@ -1891,6 +1912,7 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 	if err != nil {
 		return err
 	}
+	s.renameSettled(res.target, g)
 	// Where this source's DDLs of the lock start in the binlog: an operator for the lock's DDLs
 	// (binlog skip|replace after the owner's execution failed) names one of them.
 	var starts []Position

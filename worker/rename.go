@@ -1,0 +1,78 @@
+package worker
+
+import (
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/tributary-db/tributary/shardgroup"
+)
+
+// shardRenames follows RENAME TABLE of shard tables within their groups (the safety table's
+// FollowRename): the shard's sequence, held-back DML and steps go with it to the new name, and
+// nothing runs downstream. Everything keyed by upstream name (table checkpoints, tracked schemas)
+// stays keyed by the name an event carries: the binlog names a table by its name at that event, and
+// a re-read (re-sync, restart) reads the old name before the rename and the new one after it.
+//
+// Two things make that safe. A rename read again by a re-sync, whose groups already follow it, is
+// recognised by its position (at). And a name a shard left while DML of it was held back (it had
+// passed its group's pending step) must not be taken by another table before that step resolves:
+// the held-back rows, read again under that name, would be judged by the other table's checkpoint.
+// Such a rename (a swap through a third name while one of the two waits behind the lock) is refused.
+// On a restart the groups are rebuilt from the tables at the resume position and every rename after
+// it is read again, so none of this needs to be persisted.
+type shardRenames struct {
+	at      Position                         // end of the last rename applied to the groups
+	vacated map[TableName]map[TableName]bool // per target: names left with DML held back behind the pending step
+}
+
+// rename carries out one RENAME part of a shard ending at end, or returns why it is refused (nothing
+// changed then but group state a refused statement's restart rebuilds).
+func (s *Syncer) rename(p shardgroup.Part, end Position) (why string, err error) {
+	src, dst := p.Source, p.RenamedTo
+	r := s.cfg.Router
+	target := r.Route(src)
+	g, ok := s.groups[target]
+	switch {
+	case p.AlsoAlters:
+		return "an ALTER TABLE RENAME that also changes the table cannot keep the shard's DDL sequence; " +
+			"run the rename and the other changes as two statements", nil
+	case !r.Sharded(src) || !ok || !g.Member(src):
+		return fmt.Sprintf("it would bring %s into the shard group of %s: its rows were never replicated there", dst, r.Route(dst)), nil
+	case r.Skip(dst):
+		return fmt.Sprintf("its new name %s is not replicated by the task: the shard would leave %s", dst, target), nil
+	case !r.Sharded(dst) || r.Route(dst) != target:
+		return fmt.Sprintf("its new name %s routes to %s, not to %s: the shard would leave its merged table", dst, r.Route(dst), target), nil
+	case g.Holds(dst) || s.renames.vacated[target][dst]:
+		return fmt.Sprintf("rows of an earlier table named %s wait behind the pending lock of %s; rename after the lock resolves", dst, target), nil
+	}
+	if g.Blocked(src, end) {
+		if s.renames.vacated == nil {
+			s.renames.vacated = map[TableName]map[TableName]bool{}
+		}
+		if s.renames.vacated[target] == nil {
+			s.renames.vacated[target] = map[TableName]bool{}
+		}
+		s.renames.vacated[target][src] = true
+	}
+	if err := g.RenameTable(src, dst, s.ckpt.Resolved[dst]); err != nil {
+		return "", fmt.Errorf("source %s: %w", s.cfg.Source, err)
+	}
+	if run, ok := s.runs[src]; ok {
+		s.runs[dst] = run
+		delete(s.runs, src)
+		s.onlineDirty[src], s.onlineDirty[dst] = true, true
+	}
+	delete(s.shapes, src)
+	delete(s.shapes, dst)
+	s.log.Info("shard table renamed within its group", zap.Stringer("table", src), zap.Stringer("to", dst),
+		zap.Stringer("target", target), zap.Stringer("pos", end))
+	return "", nil
+}
+
+// renameSettled forgets the names left behind in target's group once it has no pending step.
+func (s *Syncer) renameSettled(target TableName, g *shardgroup.ShardingGroup) {
+	if !g.InSharding() {
+		delete(s.renames.vacated, target)
+	}
+}
