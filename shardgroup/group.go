@@ -87,11 +87,19 @@ type ShardingGroup struct {
 	// dropped: tables removed from the group, with the position of their removal; their DDLs read
 	// again before it (a re-sync or a restart reads them again) are duplicates.
 	dropped map[TableName]Position
+	// renamed: tables renamed within the group, to their new name and the rename's position; their
+	// DDLs read again before it are the renamed sequence's duplicates.
+	renamed map[TableName]renaming
+}
+
+type renaming struct {
+	to TableName
+	at Position
 }
 
 // NewShardingGroup returns an empty group for target.
 func NewShardingGroup(target TableName) *ShardingGroup {
-	return &ShardingGroup{target: target, tables: map[TableName]*ShardingSequence{}, dropped: map[TableName]Position{}}
+	return &ShardingGroup{target: target, tables: map[TableName]*ShardingSequence{}, dropped: map[TableName]Position{}, renamed: map[TableName]renaming{}}
 }
 
 // Target is the group's target table.
@@ -128,6 +136,7 @@ func (g *ShardingGroup) AddTable(table TableName, resolved Position) error {
 			table, g.target, g.steps[g.active].DDLs)
 	}
 	delete(g.dropped, table)
+	delete(g.renamed, table)
 	g.tables[table] = &ShardingSequence{Table: table, LastPos: resolved}
 	return nil
 }
@@ -159,7 +168,7 @@ func (g *ShardingGroup) RemoveTable(table TableName, pos Position) SyncResult {
 // them, follow it. resolved is the position up to which DDLs of the new name are already applied
 // downstream (its checkpoint after a restart that read the rename again; zero for none). Nothing
 // else changes: the group neither gains nor loses a member.
-func (g *ShardingGroup) RenameTable(from, to TableName, resolved Position) error {
+func (g *ShardingGroup) RenameTable(from, to TableName, at, resolved Position) error {
 	seq, ok := g.tables[from]
 	if !ok || seq.Gone {
 		return fmt.Errorf("cannot rename %s to %s: %s is not in the sharding group of %s", from, to, from, g.target)
@@ -170,6 +179,8 @@ func (g *ShardingGroup) RenameTable(from, to TableName, resolved Position) error
 	}
 	delete(g.tables, from)
 	delete(g.dropped, to)
+	delete(g.renamed, to)
+	g.renamed[from] = renaming{to: to, at: at}
 	seq.Table = to
 	for i := range seq.Items {
 		seq.Items[i].Source = to
@@ -199,6 +210,11 @@ func (g *ShardingGroup) Holds(table TableName) bool {
 // *InconsistentError and changes nothing.
 func (g *ShardingGroup) TrySync(item DDLItem) (SyncResult, error) {
 	seq, ok := g.tables[item.Source]
+	if r, was := g.renamed[item.Source]; !ok && was && item.Pos.Compare(r.at) < 0 {
+		// Read again (a re-sync) from before the rename: the item is in the sequence under its new name.
+		item.Source = r.to
+		return g.TrySync(item)
+	}
 	if !ok || seq.Gone {
 		if at, was := g.dropped[item.Source]; was && item.Pos.Compare(at) < 0 {
 			if ok {

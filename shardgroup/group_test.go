@@ -386,7 +386,7 @@ func TestRenameTableKeepsTheSequence(t *testing.T) {
 	tA2 := TableName{"db_1", "t_9"}
 	g := newGroup(t, tA, tB)
 	mustSync(t, g, item(tA, 100, ddl1))
-	if err := g.RenameTable(tA, tA2, Position{}); err != nil {
+	if err := g.RenameTable(tA, tA2, pos(120), Position{}); err != nil {
 		t.Fatal(err)
 	}
 	if g.Member(tA) || !g.Member(tA2) || !g.Blocked(tA2, pos(150)) || g.Blocked(tA, pos(150)) {
@@ -395,10 +395,13 @@ func TestRenameTableKeepsTheSequence(t *testing.T) {
 	if res := mustSync(t, g, item(tA2, 100, ddl1)); !res.Duplicate {
 		t.Fatalf("the step read again under the new name: %+v, want a duplicate", res)
 	}
-	if err := g.RenameTable(tB, tA2, Position{}); err == nil {
+	if res := mustSync(t, g, item(tA, 100, ddl1)); !res.Duplicate {
+		t.Fatalf("the step read again under the old name (a re-sync from before the rename): %+v, want a duplicate", res)
+	}
+	if err := g.RenameTable(tB, tA2, pos(130), Position{}); err == nil {
 		t.Fatal("rename onto a member accepted")
 	}
-	if err := g.RenameTable(tC, TableName{"db_2", "t_9"}, Position{}); err == nil {
+	if err := g.RenameTable(tC, TableName{"db_2", "t_9"}, pos(130), Position{}); err == nil {
 		t.Fatal("rename of a table that is not a member accepted")
 	}
 	if res := mustSync(t, g, item(tB, 200, ddl1)); !res.Synced {
@@ -410,7 +413,7 @@ func TestRenameTableKeepsTheSequence(t *testing.T) {
 	}
 	// Swap A2 and B through A (free again).
 	for _, mv := range [][2]TableName{{tA2, tA}, {tB, tA2}, {tA, tB}} {
-		if err := g.RenameTable(mv[0], mv[1], Position{}); err != nil {
+		if err := g.RenameTable(mv[0], mv[1], pos(300), Position{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -419,7 +422,7 @@ func TestRenameTableKeepsTheSequence(t *testing.T) {
 	}
 	// The resolved position of the new name (a restart read the rename again) makes its items duplicates.
 	g2 := newGroup(t, tA)
-	if err := g2.RenameTable(tA, tA2, pos(500)); err != nil {
+	if err := g2.RenameTable(tA, tA2, pos(300), pos(500)); err != nil {
 		t.Fatal(err)
 	}
 	if res := mustSync(t, g2, item(tA2, 400, ddl1)); !res.Duplicate {

@@ -55,7 +55,7 @@ func (s *Syncer) rename(p shardgroup.Part, end Position) (why string, err error)
 		}
 		s.renames.vacated[target][src] = true
 	}
-	if err := g.RenameTable(src, dst, s.ckpt.Resolved[dst]); err != nil {
+	if err := g.RenameTable(src, dst, end, s.ckpt.Resolved[dst]); err != nil {
 		return "", fmt.Errorf("source %s: %w", s.cfg.Source, err)
 	}
 	if run, ok := s.runs[src]; ok {

@@ -32,7 +32,8 @@ func TestShardRenameFollowsGroup(t *testing.T) {
 
 	// Source 1 reaches a DDL; its rows after it are held back while source 2 has not. One shard is
 	// renamed in the middle of that; source 2 swaps its two shards through a third name meanwhile.
-	c.up(0, "ALTER TABLE db_1.t_3 ADD COLUMN c INT", "ALTER TABLE db_1.t_2 ADD COLUMN c INT",
+	// db_1.t_2 first: the re-sync then reads db_1.t_3's DDL again under the name it had before the rename.
+	c.up(0, "ALTER TABLE db_1.t_2 ADD COLUMN c INT", "INSERT INTO db_1.t_2 VALUES (1006, 'held', 0)", "ALTER TABLE db_1.t_3 ADD COLUMN c INT",
 		"INSERT INTO db_1.t_3 VALUES (106, 'held', 1)",
 		"RENAME TABLE db_1.t_3 TO db_1.t_5",
 		"INSERT INTO db_1.t_5 VALUES (107, 'held after the rename', 2)", "UPDATE db_1.t_5 SET c = 3 WHERE id = 100")
