@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -14,7 +15,7 @@ import (
 // table equals the shards row by row.
 func TestShardRenameFollowsGroup(t *testing.T) {
 	c := newCluster(t)
-	c.startSyncer(0)
+	stop := c.startSyncer(0)
 	c.startSyncer(1)
 	alters := c.comAlter()
 	for i := range c.ups {
@@ -45,7 +46,6 @@ func TestShardRenameFollowsGroup(t *testing.T) {
 	c.converge("id, v, IFNULL(c, -1)")
 
 	// A rename, then a restart of source 1's syncer before the next shard DDL.
-	stop := c.startSyncer(0)
 	c.up(0, "RENAME TABLE db_1.t_2 TO db_1.t_6", insert("db_1.t_6", 1100, 1103))
 	c.shards[0][1] = "db_1.t_6"
 	c.converge("id, v, IFNULL(c, -1)")
@@ -68,5 +68,19 @@ func TestShardRenameFollowsGroup(t *testing.T) {
 	}
 	if strings.Contains(strings.Join(c.downTables("db"), ","), "t_5") {
 		t.Fatal("a shard's new name reached the downstream")
+	}
+
+	// Refused: a swap while one of the two shards waits behind a pending lock (its held-back rows would
+	// be read again under a name another table has taken), and a rename out of the merged table.
+	// Nothing runs downstream; the syncer stops before the statement.
+	defs := c.downDefinitions()
+	c.up(0, "ALTER TABLE db_1.t_5 ADD COLUMN e INT", "INSERT INTO db_1.t_5 VALUES (108, 'held', 7, 8, 9)",
+		"RENAME TABLE db_1.t_5 TO db_1.t_tmp, db_1.t_6 TO db_1.t_5, db_1.t_tmp TO db_1.t_6")
+	var refused *RefusedDDLError
+	if err := c.failure(0); !errors.As(err, &refused) || refused.Table.Name != "t_6" || !strings.Contains(err.Error(), "wait behind the pending lock") {
+		t.Fatalf("the swap while db_1.t_5 waits on a lock: %v; want it refused", err)
+	}
+	if after := c.downDefinitions(); !slices.Equal(after, defs) {
+		t.Fatalf("the refused swap changed the downstream:\nbefore %v\nafter  %v", defs, after)
 	}
 }
