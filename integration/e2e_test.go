@@ -373,9 +373,8 @@ func TestE2EStopStartWhileLockHalfFormed(t *testing.T) {
 	c.halfForm()
 	c.ok("stop-task", c.task)
 	c.until("task gone", func(r e2e.Result) bool { return !r.Bool("result") }, "query-status", c.task)
-	if r := c.ok("shard-ddl-lock"); len(r.List("locks")) != 0 {
-		t.Fatalf("stop-task left a lock: %v", r)
-	}
+	// stop-task keeps the lock (DM's way): it still shows, and start-task continues it.
+	c.waitLock([]string{s1}, []string{s2})
 	c.up(1, insertRows("db_2.t_1", 1500, 1510, ""))
 	f, err := c.TaskFile(c.task)
 	if err != nil {
@@ -385,6 +384,29 @@ func TestE2EStopStartWhileLockHalfFormed(t *testing.T) {
 	c.ok("start-task", f)
 	c.waitLock([]string{s1}, []string{s2})
 	c.finishLockPlus(10)
+}
+
+// TestE2EUnlockAfterStopTask (dm#1543): a lock kept by stop-task is removed by a plain unlock, which
+// answers true and says nothing ran downstream; start-task then reads the DDL again from the
+// checkpoint, the lock forms again and finishes.
+func TestE2EUnlockAfterStopTask(t *testing.T) {
+	c := startE2E(t, 2)
+	c.halfForm()
+	c.ok("stop-task", c.task)
+	c.until("task gone", func(r e2e.Result) bool { return !r.Bool("result") }, "query-status", c.task)
+	lk := c.waitLock([]string{s1}, []string{s2})
+	u := c.ok("shard-ddl-lock", "unlock", lk.Str("ID"))
+	contains(t, u.Str("msg"), "is stopped", "nothing ran downstream")
+	if r := c.ok("shard-ddl-lock", c.task); len(r.List("locks")) != 0 {
+		t.Fatalf("unlock left the lock: %v", r)
+	}
+	f, err := c.TaskFile(c.task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ok("start-task", f)
+	c.waitLock([]string{s1}, []string{s2})
+	c.finishLockPlus(0)
 }
 
 // finishLockPlus is finishLock when extra more rows were written meanwhile.

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/tributary-db/tributary/config"
+	"github.com/tributary-db/tributary/ha"
 	"github.com/tributary-db/tributary/pessimist"
 	pb "github.com/tributary-db/tributary/proto"
 )
@@ -175,6 +176,17 @@ func showLocks(lead *leaderState, req *pb.ShowDDLLocksRequest) (*pb.ShowDDLLocks
 // UnlockDDLLock implements dmctl shard-ddl-lock unlock.
 func (s *Service) UnlockDDLLock(ctx context.Context, req *pb.UnlockDDLLockRequest) (*pb.UnlockDDLLockResponse, error) {
 	return onLeader(ctx, s, func(l *leaderState) (*pb.UnlockDDLLockResponse, error) {
+		if !req.ForceRemove {
+			if task, stopped, err := s.stoppedLockTask(ctx, l, req.ID); err != nil {
+				return nil, err
+			} else if stopped {
+				if err := l.coord.RemoveStoppedLock(ctx, req.ID, ha.TaskKey(task)); err != nil {
+					return nil, err
+				}
+				return &pb.UnlockDDLLockResponse{Result: true, Msg: "lock " + req.ID + " removed: task " + task +
+					" is stopped, so nothing ran downstream; start-task " + task + " reads its DDLs again from the checkpoints"}, nil
+			}
+		}
 		u, err := l.coord.UnlockLock(ctx, req.ID, req.ReplaceOwner, req.ForceRemove)
 		if err != nil {
 			return nil, err
@@ -183,6 +195,20 @@ func (s *Service) UnlockDDLLock(ctx context.Context, req *pb.UnlockDDLLockReques
 	},
 		func(c pb.MasterClient) (*pb.UnlockDDLLockResponse, error) { return c.UnlockDDLLock(ctx, req) },
 		func(err error) *pb.UnlockDDLLockResponse { return &pb.UnlockDDLLockResponse{Msg: err.Error()} })
+}
+
+// stoppedLockTask returns the task of lock id and whether that task is stopped (stop-task keeps its
+// locks). A master without an etcd client of its own (tests) knows no tasks: none is stopped.
+func (s *Service) stoppedLockTask(ctx context.Context, l *leaderState, id string) (string, bool, error) {
+	task, err := l.coord.LockTask(id)
+	if err != nil || s.Client == nil {
+		return task, false, err
+	}
+	resp, err := s.Client.Get(ctx, ha.TaskKey(task), clientv3.WithCountOnly())
+	if err != nil {
+		return "", false, err
+	}
+	return task, resp.Count == 0, nil
 }
 
 // unlockResponse says what an unlock does: the owner's DDLs run downstream; the sources that sent

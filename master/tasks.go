@@ -542,13 +542,8 @@ func (s *Service) operateTask(ctx context.Context, l *leaderState, req *pb.Opera
 	for _, src := range sources {
 		resp.Sources = append(resp.Sources, commonOf(src, statuses[src]))
 	}
-	if strings.EqualFold(req.Op, "stop") {
-		// Only once the workers have stopped it: a running subtask could otherwise put an info
-		// after its keys were removed.
-		if err := pessimist.DeleteTask(ctx, s.Client, s.layout(), t.Name); err != nil {
-			return nil, fmt.Errorf("task %s stopped, but removing its shard DDL keys failed (run stop-task again): %w", t.Name, err)
-		}
-	}
+	// stop-task keeps the task's shard DDL locks (DM's way): shard-ddl-lock still shows them, unlock
+	// removes them, start-task continues them and start-task --remove-meta removes them.
 	return resp, nil
 }
 

@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc/metadata"
 )
 
-// ErrLockRemoved means the lock's keys were removed (unlock --force-remove, stop-task) while this
+// ErrLockRemoved means the lock's keys were removed (unlock --force-remove, an unlock of a stopped task, start-task --remove-meta) while this
 // source was waiting on it or finishing it.
 var ErrLockRemoved = errors.New("lock removed")
 
@@ -361,7 +361,7 @@ func (a *Agent) WaitOperation(ctx context.Context, info Info) (Operation, error)
 // read, so no change after the read can be missed (a watch that starts in the past is served by etcd's
 // catch-up loop, which runs only every 100 ms). An operation put is taken from the watch event itself;
 // any other change of the lock's operations, or a removal mark (every transaction of the master that
-// deletes infos puts one: the lock's on unlock --force-remove, the task's on stop-task), reads the lock
+// deletes infos puts one: the lock's on unlock --force-remove, the task's on start-task --remove-meta), reads the lock
 // again. The wait makes no watch of its own: with the operations watch kept between locks, nothing on
 // its path waits for a watch's creation.
 func (a *Agent) waitOperation(ctx context.Context, info Info) (Operation, error) {
@@ -755,8 +755,9 @@ func (a *Agent) Info(ctx context.Context, target string) (Info, bool, error) {
 	return info, true, nil
 }
 
-// TaskStarted reports whether the task's key (its sources) exists: stop-task removes it together with
-// the task's locks, unlock --force-remove leaves it.
+// TaskStarted reports whether the task's key (its sources) exists: start-task --remove-meta removes it
+// together with the task's locks, unlock --force-remove leaves it; stop-task keeps it with the locks
+// (and an unlock of a stopped task's lock, which only the master's task key tells, leaves it too).
 func (a *Agent) TaskStarted(ctx context.Context) (bool, error) {
 	resp, err := a.cli.Get(ctx, a.layout.TaskKey(a.task), clientv3.WithCountOnly())
 	if err != nil {

@@ -422,8 +422,9 @@ func TestFastExecOnlyWhenTheCountHolds(t *testing.T) {
 			}
 		}, puts: []put{{"s1", d1}, {"s2", d1}, {"s3", d1}}},
 		{name: "source set rewritten", before: func(string) {
-			// The same sources at a new revision: the agents' reads are stale until a put tells them.
-			if err := PutTaskSources(ctx, cli, layout, "task", []string{"s1", "s2", "s3"}); err != nil {
+			// The same sources at a new revision (PutTaskSources writes nothing for them, a plain put
+			// does): the agents' reads are stale until a put tells them.
+			if _, err := cli.Put(ctx, layout.TaskKey("task"), encode(TaskSources{Task: "task", Sources: []string{"s1", "s2", "s3"}})); err != nil {
 				t.Fatal(err)
 			}
 		}, puts: []put{{"s1", d1}, {"s2", d1}, {"s3", d1}}, poison: true},

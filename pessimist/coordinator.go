@@ -223,14 +223,59 @@ func (c *Coordinator) UnlockLock(ctx context.Context, lockID, owner string, forc
 	return u, nil
 }
 
+// LockTask returns the task of lockID, as the coordinator sees it.
+func (c *Coordinator) LockTask(lockID string) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.keeper == nil {
+		return "", ErrNotReady
+	}
+	l, ok := c.keeper.locks[lockID]
+	if !ok {
+		return "", fmt.Errorf("%w: %s", ErrLockNotFound, lockID)
+	}
+	return l.task, nil
+}
+
+// RemoveStoppedLock carries out dmctl shard-ddl-lock unlock of a lock whose task is stopped (see
+// Keeper.RemoveStopped): the lock's keys go, nothing runs downstream. stopped is the key whose
+// absence means the task is stopped; ErrTaskStarted if it is there.
+func (c *Coordinator) RemoveStoppedLock(ctx context.Context, lockID, stopped string) error {
+	c.mu.Lock()
+	if c.keeper == nil {
+		c.mu.Unlock()
+		return ErrNotReady
+	}
+	t, err := c.keeper.RemoveStopped(lockID, stopped)
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	ok, err := apply(ctx, c.cli, t, c.fence)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("lock %s: %w", lockID, ErrTaskStarted)
+	}
+	c.log.Info("lock of a stopped task removed by user", zap.String("lock", lockID))
+	return nil
+}
+
+// ErrTaskStarted is RemoveStoppedLock's answer when the lock's task was started meanwhile.
+var ErrTaskStarted = errors.New("its task was started meanwhile; try again")
+
 // PutTaskSources records the sources a task's locks wait for (the master calls it when a task starts
-// or changes).
+// or changes). The same sources again write nothing: the key's revision stays the one the arrivals of
+// a lock kept across stop-task and start-task were counted against, so the infos that the restarted
+// workers post again complete it as before.
 func PutTaskSources(ctx context.Context, cli *clientv3.Client, layout Layout, task string, sources []string) error {
-	_, err := cli.Put(ctx, layout.TaskKey(task), encode(TaskSources{Task: task, Sources: sources}))
+	key, val := layout.TaskKey(task), encode(TaskSources{Task: task, Sources: sources})
+	_, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.Value(key), "=", val)).Else(clientv3.OpPut(key, val)).Commit()
 	return err
 }
 
-// DeleteTask removes every pessimist key of a task (stop-task, start-task --remove-meta). In the same
+// DeleteTask removes every pessimist key of a task (start-task --remove-meta; stop-task keeps them). In the same
 // transaction it puts the task's removal mark, which the agents' watches of the task's operations see
 // (a wait on a lock with no operation has nothing else to see), and then deletes it: a mark left by a
 // master that died in between is no lock state to anyone, and the task's next removal takes it.

@@ -15,7 +15,7 @@
 //     between locks (a minute idle ends it); a wait makes no watch of its own. It sees its lock removed
 //     through the same watch: every transaction of the master that deletes infos puts a removal mark
 //     beside the operations, the lock's (Layout.RemovedKey: unlock --force-remove, a source dropped
-//     from the task) or the task's (Layout.TaskRemovedKey: stop-task). A wait on an info its
+//     from the task) or the task's (Layout.TaskRemovedKey: start-task --remove-meta). A wait on an info its
 //     agent has just created reads nothing when the watch hands it every event after the info (each
 //     answer is written after it); any other wait reads the lock once, after subscribing.
 //

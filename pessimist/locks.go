@@ -239,6 +239,30 @@ func (k *Keeper) Unlock(lockID, owner string, forceRemove bool) (Txn, Unlock, er
 	}, withOthers(u, others), nil
 }
 
+// RemoveStopped validates the unlock of lockID whose task is stopped (no worker runs it) and returns
+// the transaction that removes every key of the lock (infos, operations, its removal mark, round,
+// dones, arrivals, unlock request) and puts nothing: no worker waits on it, and a start-task of the
+// task re-reads the DDLs from its checkpoints and posts new infos, a new lock. stopped is the key whose
+// absence means the task is stopped (the master's task key); the transaction holds only while it is
+// absent, so a start-task in between makes it fail instead of removing a lock its workers wait on.
+func (k *Keeper) RemoveStopped(lockID, stopped string) (Txn, error) {
+	l, ok := k.locks[lockID]
+	if !ok {
+		return Txn{}, fmt.Errorf("%w: %s", ErrLockNotFound, lockID)
+	}
+	return Txn{
+		LockID: lockID, Reason: "unlock of a stopped task",
+		Conds: []Cond{{Key: stopped, ModRevision: 0}},
+		DeletePrefixes: []string{
+			k.layout.lockPrefix(kindInfo, l.task, l.target),
+			k.layout.lockPrefix(kindOp, l.task, l.target),
+			k.layout.lockPrefix(kindDone, l.task, l.target),
+		},
+		Deletes: []string{k.layout.RemovedKey(l.task, l.target), k.layout.UnlockKey(l.task, l.target),
+			k.layout.RoundKey(l.task, l.target), k.layout.ArriveKey(l.task, l.target)},
+	}, nil
+}
+
 func withOthers(u Unlock, others []SourceDDLs) Unlock {
 	u.OverruledDDLs = others
 	return u
