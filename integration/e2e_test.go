@@ -687,12 +687,13 @@ func TestE2EShardSchemaDropAndRefusedDDL(t *testing.T) {
 		t.Fatalf("db.events after DROP DATABASE db_1 upstream: %v (%v), want %v", got, err, want)
 	}
 
-	// A RENAME of a shard is refused: the subtask stops before it, and says why and how to go on.
-	c.up(1, "RENAME TABLE db_2.t_2 TO db_2.t_old")
+	// A RENAME that takes a shard out of its merged table is refused: the subtask stops before it, and
+	// says why and how to go on (a rename within the group is followed: TestShardRenameFollowsGroup).
+	c.up(1, "RENAME TABLE db_2.t_2 TO db_2.old_t2")
 	r := c.until("the refused RENAME in query-status", func(r e2e.Result) bool {
 		for _, s := range subtasks(r) {
 			for _, e := range s.Get("result").List("errors") {
-				if strings.Contains(e.Str("RawCause"), "RENAME TABLE db_2.t_2 TO db_2.t_old") {
+				if strings.Contains(e.Str("RawCause"), "RENAME TABLE db_2.t_2 TO db_2.old_t2") {
 					return true
 				}
 			}
