@@ -464,3 +464,29 @@ func TargetDefinition(create string, t, target TableName, route Route) (string, 
 	}
 	return stmt, nil
 }
+
+// WithDefaultCharset is a CREATE TABLE that names no character set or collation of its own (as a
+// table option), with DEFAULT CHARSET=charset COLLATE=collation added: what the table took upstream
+// from its database. Any other statement, or one that names either, is returned as it is. A CREATE
+// TABLE ... LIKE has its source's.
+func WithDefaultCharset(sql, charset, collation string) (string, error) {
+	stmts, err := parse(sql)
+	if err != nil {
+		return "", err
+	}
+	if len(stmts) != 1 {
+		return "", fmt.Errorf("%q: want one statement, got %d", truncate(sql), len(stmts))
+	}
+	ct, ok := stmts[0].(*ast.CreateTableStmt)
+	if !ok || ct.ReferTable != nil {
+		return sql, nil
+	}
+	for _, o := range ct.Options {
+		if o.Tp == ast.TableOptionCharset || o.Tp == ast.TableOptionCollate {
+			return sql, nil
+		}
+	}
+	ct.Options = append(ct.Options, &ast.TableOption{Tp: ast.TableOptionCharset, StrValue: charset},
+		&ast.TableOption{Tp: ast.TableOptionCollate, StrValue: collation})
+	return restore(ct)
+}

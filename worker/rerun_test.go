@@ -196,7 +196,7 @@ func TestRunningMarker(t *testing.T) {
 
 	// One query: the marker and the DDL, nothing before it.
 	add := "ALTER TABLE `d`.`t` ADD COLUMN `c` INT"
-	queries := sent(func() error { return sink.ExecDDLFirst(ctx, "L", []string{add}, CheckpointUpdate{}) })
+	queries := sent(func() error { return sink.ExecDDLFirst(ctx, "L", []string{add}, nil, CheckpointUpdate{}) })
 	if len(queries) < 2 || !strings.HasPrefix(queries[0], "INSERT INTO `meta`.`task_ddl_marker`") || !strings.HasSuffix(queries[0], ";\n"+add) || sending(queries, add) != 1 {
 		t.Fatalf("queries of ExecDDLFirst: %q; want the running marker and the DDL first, in one query, and the DDL once", queries)
 	}
@@ -206,7 +206,7 @@ func TestRunningMarker(t *testing.T) {
 	doneNow(add, "")
 
 	// Run again after it is done (a crash before the checkpoint): nothing is sent.
-	if queries := sent(func() error { return sink.ExecDDLOnce(ctx, "L", []string{add}, CheckpointUpdate{}) }); sending(queries, add) != 0 {
+	if queries := sent(func() error { return sink.ExecDDLOnce(ctx, "L", []string{add}, nil, CheckpointUpdate{}) }); sending(queries, add) != 0 {
 		t.Fatalf("a DDL marked done was sent again: %q", queries)
 	}
 	doneNow(add, "")
@@ -218,7 +218,7 @@ func TestRunningMarker(t *testing.T) {
 	if m, ok := marker(drop); !ok || m.State != meta.MarkerRunning || columns("v") != 0 {
 		t.Fatalf("marker %+v %v, column v %d", m, ok, columns("v"))
 	}
-	if queries := sent(func() error { return sink.ExecDDLOnce(ctx, "L", []string{drop}, CheckpointUpdate{}) }); sending(queries, drop) != 0 {
+	if queries := sent(func() error { return sink.ExecDDLOnce(ctx, "L", []string{drop}, nil, CheckpointUpdate{}) }); sending(queries, drop) != 0 {
 		t.Fatalf("a DDL whose table shows it ran was sent again: %q", queries)
 	}
 	doneNow(drop, "")
@@ -227,7 +227,7 @@ func TestRunningMarker(t *testing.T) {
 	idx := "ALTER TABLE `d`.`t` ADD INDEX `ic` (`c`)"
 	s.Exec(t, db, sink.meta.MarkRunningSQL("L", idx))
 	before := definition()
-	if err := sink.ExecDDLOnce(ctx, "L", []string{idx}, CheckpointUpdate{}); err != nil {
+	if err := sink.ExecDDLOnce(ctx, "L", []string{idx}, nil, CheckpointUpdate{}); err != nil {
 		t.Fatal(err)
 	}
 	var n int
@@ -239,7 +239,7 @@ func TestRunningMarker(t *testing.T) {
 	// The same DDL in a later round of the lock (the column was dropped since): the running marker
 	// takes the place of the earlier round's, and the DDL is sent once.
 	s.Exec(t, db, "ALTER TABLE d.t DROP COLUMN c")
-	queries = sent(func() error { return sink.ExecDDLFirst(ctx, "L", []string{add}, CheckpointUpdate{}) })
+	queries = sent(func() error { return sink.ExecDDLFirst(ctx, "L", []string{add}, nil, CheckpointUpdate{}) })
 	if sending(queries, add) != 1 || !strings.HasPrefix(queries[0], "INSERT INTO `meta`.`task_ddl_marker`") || columns("c") != 1 {
 		t.Fatalf("the later round's DDL: queries %q, column c %d", queries, columns("c"))
 	}
@@ -248,7 +248,7 @@ func TestRunningMarker(t *testing.T) {
 	// An effect that does not show on the table: the definition is read first, and recorded.
 	modify := "ALTER TABLE `d`.`t` MODIFY COLUMN `c` BIGINT"
 	before = definition()
-	if err := sink.ExecDDLFirst(ctx, "L", []string{modify}, CheckpointUpdate{}); err != nil {
+	if err := sink.ExecDDLFirst(ctx, "L", []string{modify}, nil, CheckpointUpdate{}); err != nil {
 		t.Fatal(err)
 	}
 	doneNow(modify, before.hash)
@@ -266,7 +266,7 @@ func TestRunningMarker(t *testing.T) {
 	if !errors.As(err, &me) || me.Number != 1048 {
 		t.Fatalf("running marker of a fenced binding: %v, want error 1048", err)
 	}
-	if err := sink.ExecDDLFirst(ctx, "L", []string{fenced}, CheckpointUpdate{}); !errors.Is(err, ErrFenced) {
+	if err := sink.ExecDDLFirst(ctx, "L", []string{fenced}, nil, CheckpointUpdate{}); !errors.Is(err, ErrFenced) {
 		t.Fatalf("ExecDDLFirst of a fenced binding: %v, want ErrFenced", err)
 	}
 	if _, ok := marker(fenced); ok || columns("f") != 0 {
@@ -282,10 +282,10 @@ func TestRunningMarker(t *testing.T) {
 	}
 	// The newer binding runs it, once.
 	newer.SetDDLDB(ddlDB)
-	if err := newer.ExecDDLFirst(ctx, "L", []string{fenced}, CheckpointUpdate{}); err != nil {
+	if err := newer.ExecDDLFirst(ctx, "L", []string{fenced}, nil, CheckpointUpdate{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := newer.ExecDDLOnce(ctx, "L", []string{fenced}, CheckpointUpdate{}); err != nil {
+	if err := newer.ExecDDLOnce(ctx, "L", []string{fenced}, nil, CheckpointUpdate{}); err != nil {
 		t.Fatal(err)
 	}
 	if columns("f") != 1 {

@@ -17,10 +17,12 @@ import (
 	"unsafe"
 
 	"github.com/go-sql-driver/mysql"
+	"go.uber.org/zap"
 
 	"github.com/tributary-db/tributary/dbutil"
 	"github.com/tributary-db/tributary/internal/failpoint"
 	"github.com/tributary-db/tributary/meta"
+	"github.com/tributary-db/tributary/session"
 	"github.com/tributary-db/tributary/shardgroup"
 )
 
@@ -84,6 +86,8 @@ type Sink struct {
 	// safe: DM's safe mode. An insert is a REPLACE and an update a delete and a REPLACE, so a row that
 	// is already there (another shard's with the same key, or one written before) is overwritten.
 	safe atomic.Bool
+	// session: a DDL runs in its binlog event's session settings (ddlsession.go).
+	session ddlSession
 }
 
 // SetSafeMode turns DM's safe mode on or off for the following transactions.
@@ -109,7 +113,8 @@ func (s *Sink) SetGroupStatements(on bool) { s.group = on }
 
 // NewSink returns the sink of one source of a task.
 func NewSink(db *sql.DB, metaSchema, task, source string) *Sink {
-	return &Sink{db: db, meta: meta.NewStore(db, metaSchema, task, source), keys: map[TableName][]string{}, maxRows: 256}
+	return &Sink{db: db, meta: meta.NewStore(db, metaSchema, task, source), keys: map[TableName][]string{}, maxRows: 256,
+		session: ddlSession{log: zap.NewNop()}}
 }
 
 // Init creates (or migrates) the task's meta tables and claims the source's checkpoint.
@@ -638,8 +643,11 @@ var alreadyApplied = map[uint16]bool{1060: true, 1061: true, 1050: true, 1091: t
 
 // ExecDDL runs DDLs that are idempotent by themselves (CREATE ... IF NOT EXISTS), treating "already
 // applied" errors as success, then commits the checkpoint update.
-func (s *Sink) ExecDDL(ctx context.Context, ddls []string, up CheckpointUpdate) error {
-	return s.ExecDDLOnce(ctx, "", ddls, up)
+//
+// Each of the ExecDDL functions runs the DDLs in the session settings in, those of the binlog event
+// they come from (nil: the sink's own; ddlsession.go).
+func (s *Sink) ExecDDL(ctx context.Context, ddls []string, in session.Settings, up CheckpointUpdate) error {
+	return s.ExecDDLOnce(ctx, "", ddls, in, up)
 }
 
 // ExecDDLOnce runs each DDL downstream exactly once for lockID, across crashes, then commits the
@@ -654,8 +662,8 @@ func (s *Sink) ExecDDL(ctx context.Context, ddls []string, up CheckpointUpdate) 
 // it adds or drops are there or gone (shardgroup.Applied), else it runs.
 //
 // An empty lockID runs the DDLs without markers.
-func (s *Sink) ExecDDLOnce(ctx context.Context, lockID string, ddls []string, up CheckpointUpdate) error {
-	return s.execDDLs(ctx, lockID, false, ddls, up)
+func (s *Sink) ExecDDLOnce(ctx context.Context, lockID string, ddls []string, in session.Settings, up CheckpointUpdate) error {
+	return s.execDDLs(ctx, lockID, false, ddls, in, up)
 }
 
 // ExecDDLFirst is ExecDDLOnce for DDLs that nobody can have run for lockID yet: the owner's exec was
@@ -664,13 +672,13 @@ func (s *Sink) ExecDDLOnce(ctx context.Context, lockID string, ddls []string, up
 // COLUMN, a named index, with MODIFY beside them; the common case) then goes downstream behind a
 // marker "running" in one query (execRunning): no read before it, a round trip less on a lock's path
 // to a downstream that is usually idle when a lock resolves. The others go as in ExecDDLOnce.
-func (s *Sink) ExecDDLFirst(ctx context.Context, lockID string, ddls []string, up CheckpointUpdate) error {
-	return s.execDDLs(ctx, lockID, true, ddls, up)
+func (s *Sink) ExecDDLFirst(ctx context.Context, lockID string, ddls []string, in session.Settings, up CheckpointUpdate) error {
+	return s.execDDLs(ctx, lockID, true, ddls, in, up)
 }
 
-func (s *Sink) execDDLs(ctx context.Context, lockID string, first bool, ddls []string, up CheckpointUpdate) error {
+func (s *Sink) execDDLs(ctx context.Context, lockID string, first bool, ddls []string, in session.Settings, up CheckpointUpdate) error {
 	for _, q := range ddls {
-		if err := s.execOnce(ctx, lockID, q, first && lockID != ""); err != nil {
+		if err := s.execOnce(ctx, lockID, q, first && lockID != "", in); err != nil {
 			return err
 		}
 	}
@@ -678,7 +686,7 @@ func (s *Sink) execDDLs(ctx context.Context, lockID string, first bool, ddls []s
 	return s.Flush(ctx, nil, up)
 }
 
-func (s *Sink) execOnce(ctx context.Context, lockID, q string, first bool) error {
+func (s *Sink) execOnce(ctx context.Context, lockID, q string, first bool, in session.Settings) error {
 	var tables []TableName
 	if lockID != "" {
 		var err error
@@ -693,7 +701,7 @@ func (s *Sink) execOnce(ctx context.Context, lockID, q string, first bool) error
 	together := len(tables) > 0 && s.ddlDB != nil && !strings.Contains(q, ";")
 	if first && together && len(tables) == 1 {
 		if _, ok := shardgroup.Effects(q); ok {
-			ran, err := s.execRunning(ctx, lockID, q, tables)
+			ran, err := s.execRunning(ctx, lockID, q, tables, in)
 			if ran || err != nil {
 				return err
 			}
@@ -729,9 +737,9 @@ func (s *Sink) execOnce(ctx context.Context, lockID, q string, first bool) error
 	}
 	traceStep(ctx, "ddl prepared")
 	if together {
-		_, err = s.ddlDB.ExecContext(ctx, s.meta.MarkSQL(lockID, q, meta.Marker{State: "started", Before: cur.hash})+";\n"+q)
+		err = s.runDDL(ctx, s.ddlDB, s.meta.MarkSQL(lockID, q, meta.Marker{State: "started", Before: cur.hash}), q, in)
 	} else {
-		_, err = s.db.ExecContext(ctx, q)
+		err = s.runDDL(ctx, s.db, "", q, in)
 	}
 	if err != nil {
 		// An "already applied" error is q's: the marker's INSERT has none of those.
@@ -757,9 +765,9 @@ func (s *Sink) execOnce(ctx context.Context, lockID, q string, first bool) error
 // whatever failed (a newer binding, q itself, the connection), it reports ran false and no error, and
 // execOnce goes the way that reads first: a running marker, if the server wrote one, says to run q
 // unless the table shows it ran, and the same error, if it lasts, is reported from there.
-func (s *Sink) execRunning(ctx context.Context, lockID, q string, tables []TableName) (ran bool, err error) {
+func (s *Sink) execRunning(ctx context.Context, lockID, q string, tables []TableName, in session.Settings) (ran bool, err error) {
 	traceStep(ctx, "ddl prepared")
-	if _, err := s.ddlDB.ExecContext(ctx, s.meta.MarkRunningSQL(lockID, q)+";\n"+q); err != nil {
+	if err := s.runDDL(ctx, s.ddlDB, s.meta.MarkRunningSQL(lockID, q), q, in); err != nil {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
 		}

@@ -41,13 +41,13 @@ func TestExecDDLTwiceIsIdempotent(t *testing.T) {
 	pos := shardgroup.Position{File: "bin.000001", Pos: 4}
 	for _, q := range ddls {
 		for run := 0; run < 2; run++ {
-			if err := sink.ExecDDL(ctx, []string{q}, CheckpointUpdate{Global: pos}); err != nil {
+			if err := sink.ExecDDL(ctx, []string{q}, nil, CheckpointUpdate{Global: pos}); err != nil {
 				t.Fatalf("%s (run %d): %v", q, run+1, err)
 			}
 		}
 	}
 	// A real error is still an error.
-	if err := sink.ExecDDL(ctx, []string{"ALTER TABLE nowhere.t ADD COLUMN c INT"}, CheckpointUpdate{}); err == nil {
+	if err := sink.ExecDDL(ctx, []string{"ALTER TABLE nowhere.t ADD COLUMN c INT"}, nil, CheckpointUpdate{}); err == nil {
 		t.Fatal("ALTER of a missing table succeeded")
 	}
 	cp, err := sink.Load(ctx)
@@ -90,7 +90,7 @@ func execDDLOnceAcrossCrashes(t *testing.T, together bool) {
 	once := func(want int, why string) {
 		t.Helper()
 		before := alters()
-		if err := sink.ExecDDLOnce(ctx, "L", []string{add}, CheckpointUpdate{}); err != nil {
+		if err := sink.ExecDDLOnce(ctx, "L", []string{add}, nil, CheckpointUpdate{}); err != nil {
 			t.Fatalf("%s: %v", why, err)
 		}
 		if got := alters() - before; got != want {
@@ -157,7 +157,7 @@ func TestDDLRunsOnlyAfterItsMarker(t *testing.T) {
 	s.Exec(t, db, "CREATE DATABASE d", "CREATE TABLE d.t (id INT PRIMARY KEY)",
 		"CREATE TRIGGER meta.no_marker BEFORE INSERT ON meta.task_ddl_marker FOR EACH ROW SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'no marker today'")
 	add := "ALTER TABLE `d`.`t` ADD COLUMN `c` INT COMMENT 'a ? and a '' quote'"
-	err := sink.ExecDDLOnce(ctx, "L", []string{add}, CheckpointUpdate{})
+	err := sink.ExecDDLOnce(ctx, "L", []string{add}, nil, CheckpointUpdate{})
 	// (The message is the one-query path's.)
 	if err == nil || !strings.Contains(err.Error(), "no marker today") || !strings.Contains(err.Error(), "write the started marker of lock L and execute DDL") {
 		t.Fatalf("ExecDDLOnce with the marker refused: %v", err)
@@ -174,7 +174,7 @@ func TestDDLRunsOnlyAfterItsMarker(t *testing.T) {
 	}
 	// Once the marker can be written, the DDL runs, and the marker holds the statement as it was.
 	s.Exec(t, db, "DROP TRIGGER meta.no_marker")
-	if err := sink.ExecDDLOnce(ctx, "L", []string{add}, CheckpointUpdate{}); err != nil {
+	if err := sink.ExecDDLOnce(ctx, "L", []string{add}, nil, CheckpointUpdate{}); err != nil {
 		t.Fatal(err)
 	}
 	if n := columns(); n != 1 {

@@ -26,6 +26,7 @@ import (
 	"github.com/tributary-db/tributary/onlineddl"
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/router"
+	"github.com/tributary-db/tributary/session"
 	"github.com/tributary-db/tributary/shardgroup"
 )
 
@@ -100,7 +101,8 @@ type Syncer struct {
 	upstream *sql.DB
 	ckpt     Checkpoint
 	groups   map[TableName]*shardgroup.ShardingGroup // by target
-	ddlStart map[TableName]map[Position]Position     // per target: DDL item (end) position -> event group start
+	ddlStart map[TableName]map[Position]ddlEvent     // per target: DDL item (end) position -> its event
+	sessions eventSessions                           // the session settings of DDL events (eventsession.go)
 	pending  map[TableName]bool                      // targets whose info is posted and operation awaited
 	opCh     chan opResult
 
@@ -347,6 +349,7 @@ func NewSyncer(cfg SyncerConfig) *Syncer {
 		sink.SetEpoch(cfg.Epoch)
 		sink.SetDDLDB(cfg.DDLDownstream)
 		sink.SetGroupStatements(cfg.GroupStatements)
+		sink.SetLogger(s.log)
 		s.parts = append(s.parts, &partition{idx: i, sink: sink})
 	}
 	s.sink = s.parts[0].sink
@@ -444,6 +447,7 @@ func (s *Syncer) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.sessions = eventSessions{flavor: s.cfg.Flavor, up: s.upstream, log: s.log}
 	if err := s.sink.Init(ctx); err != nil {
 		return err
 	}
@@ -492,7 +496,7 @@ func (s *Syncer) init(ctx context.Context) error {
 		return err
 	}
 	s.groups = map[TableName]*shardgroup.ShardingGroup{}
-	s.ddlStart = map[TableName]map[Position]Position{}
+	s.ddlStart = map[TableName]map[Position]ddlEvent{}
 	s.gtidAt = map[Position]string{}
 	s.pending = map[TableName]bool{}
 	s.heldBack = map[TableName]bool{}
@@ -620,7 +624,7 @@ func (s *Syncer) discover(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("definition of %s on source %s: %w", t, s.cfg.Source, err)
 		}
-		if err := s.sink.ExecDDL(ctx, []string{"CREATE DATABASE IF NOT EXISTS " + TableName{Schema: target.Schema}.String(), stmt}, CheckpointUpdate{}); err != nil {
+		if err := s.sink.ExecDDL(ctx, []string{"CREATE DATABASE IF NOT EXISTS " + TableName{Schema: target.Schema}.String(), stmt}, nil, CheckpointUpdate{}); err != nil {
 			return err
 		}
 	}
@@ -667,7 +671,7 @@ func (s *Syncer) group(target TableName) *shardgroup.ShardingGroup {
 	if !ok {
 		g = shardgroup.NewShardingGroup(target)
 		s.groups[target] = g
-		s.ddlStart[target] = map[Position]Position{}
+		s.ddlStart[target] = map[Position]ddlEvent{}
 	}
 	return g
 }
@@ -849,7 +853,11 @@ func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent, gtid *
 			q = strings.Join(op.SQLs, ";\n")
 		}
 		if !skip {
-			if err := s.handleDDL(ctx, q, string(e.Schema), s.groupStart, end); err != nil {
+			in, err := s.sessions.of(ctx, e, start)
+			if err != nil {
+				return err
+			}
+			if err := s.handleDDL(ctx, q, string(e.Schema), s.groupStart, end, in); err != nil {
 				if downstreamPermanent(err) && !IsPermanent(err) {
 					table := TableName{Schema: string(e.Schema)}
 					if ts, terr := shardgroup.TablesOf(q, string(e.Schema)); terr == nil && len(ts) > 0 {
@@ -1158,7 +1166,7 @@ func (s *Syncer) safeGlobal() Position {
 		if u, ok := grp.Unresolved(); ok {
 			p := u.FirstPosition
 			if st, ok := s.ddlStart[target][p]; ok {
-				p = st
+				p = st.start
 			}
 			if p.Compare(g) < 0 {
 				g = p
@@ -1534,7 +1542,9 @@ func (s *Syncer) refused(ctx context.Context, p *partition, err error) error {
 	return &StatementError{Task: s.cfg.Task, Source: s.cfg.Source, Table: c.Source, Pos: c.Pos, Stmt: describe(c), DML: true, Cause: cause}
 }
 
-func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Position) error {
+// handleDDL handles the statement q of a query event; in are the event's session settings, which the
+// DDLs it sends downstream run in.
+func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Position, in session.Settings) error {
 	if s.cfg.Online != nil {
 		d, err := s.cfg.Online.Decide(s.runs, q, schema, end)
 		if err != nil {
@@ -1548,7 +1558,7 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 			if len(d.DDLs) == 0 {
 				return nil
 			}
-			return s.handleDDL(ctx, strings.Join(d.DDLs, ";\n"), schema, start, end)
+			return s.handleDDL(ctx, strings.Join(d.DDLs, ";\n"), schema, start, end, in)
 		}
 	}
 	if err := s.schemas.apply(q, schema, end); err != nil {
@@ -1639,13 +1649,13 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 			if p.Source.Name != "" && end.Compare(s.ckpt.Tables[p.Source]) <= 0 {
 				continue // applied before a restart
 			}
-			stmt := p.SQL
+			stmt := s.sessions.defaultCharset(ctx, p)
 			if d.Action == shardgroup.RunIfNotExists {
-				if stmt, err = shardgroup.CreateIfNotExists(p.SQL); err != nil {
+				if stmt, err = shardgroup.CreateIfNotExists(stmt); err != nil {
 					return fmt.Errorf("source %s at %s: %w", s.cfg.Source, end, err)
 				}
 			}
-			if err := s.sink.ExecDDLOnce(ctx, s.sourceMarker(end), []string{stmt}, CheckpointUpdate{Tables: tables}); err != nil {
+			if err := s.sink.ExecDDLOnce(ctx, s.sourceMarker(end), []string{stmt}, in, CheckpointUpdate{Tables: tables}); err != nil {
 				return err
 			}
 			s.setTables(tables)
@@ -1658,7 +1668,7 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 			if end.Compare(s.ckpt.Tables[p.Source]) <= 0 {
 				continue // re-read after a restart: the table's rows after it are applied; keep its checkpoint
 			}
-			stmt, err := shardgroup.CreateIfNotExists(p.SQL)
+			stmt, err := shardgroup.CreateIfNotExists(s.sessions.defaultCharset(ctx, p))
 			if err != nil {
 				return err
 			}
@@ -1666,7 +1676,7 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 			if named, err := shardgroup.TablesOf(stmt, ""); err == nil && len(named) == 1 && p.Kind == shardgroup.KindCreateTableLike {
 				ddls = nil // CREATE TABLE t_3 LIKE t_1 of two shards: the target is LIKE itself, and exists
 			}
-			if err := s.sink.ExecDDL(ctx, ddls, CheckpointUpdate{Tables: tables}); err != nil {
+			if err := s.sink.ExecDDL(ctx, ddls, in, CheckpointUpdate{Tables: tables}); err != nil {
 				return err
 			}
 			s.setTables(tables)
@@ -1710,7 +1720,7 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 		if res.Duplicate {
 			continue
 		}
-		s.ddlStart[item.Target][end] = start
+		s.ddlStart[item.Target][end] = ddlEvent{start: start, in: in}
 		s.log.Info("sharding DDL reached", zap.String("lock", pessimist.LockID(s.cfg.Task, item.Target.String())), zap.Stringer("table", item.Source), zap.Strings("ddls", item.DDLs),
 			zap.Bool("synced", res.Synced), zap.Int("remaining", len(res.Remaining)))
 		if res.Synced && !s.pending[item.Target] {
@@ -1783,7 +1793,7 @@ func (s *Syncer) dropReplicatedTables(ctx context.Context, schema string, start,
 		target := s.cfg.Router.Route(t)
 		tables := map[TableName]Position{t: end}
 		s.log.Info("DROP DATABASE: dropping a table replicated from it", zap.String("schema", schema), zap.Stringer("table", target))
-		if err := s.sink.ExecDDLOnce(ctx, s.sourceMarker(end), []string{"DROP TABLE IF EXISTS " + target.String()}, CheckpointUpdate{Tables: tables}); err != nil {
+		if err := s.sink.ExecDDLOnce(ctx, s.sourceMarker(end), []string{"DROP TABLE IF EXISTS " + target.String()}, nil, CheckpointUpdate{Tables: tables}); err != nil {
 			return err
 		}
 		s.setTables(tables)
@@ -1915,17 +1925,26 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 	s.renameSettled(res.target, g)
 	// Where this source's DDLs of the lock start in the binlog: an operator for the lock's DDLs
 	// (binlog skip|replace after the owner's execution failed) names one of them.
+	// The DDLs run in the session of the first of them (their event's); one that ran in another is
+	// logged.
 	var starts []Position
 	var first TableName
+	var in session.Settings
 	for _, t := range resolution.Tables {
 		p := resolution.Positions[t]
-		if st, ok := s.ddlStart[res.target][p]; ok {
-			if len(starts) == 0 || st.Compare(starts[0]) < 0 {
-				first = t
-				starts = append([]Position{st}, starts...)
+		if ev, ok := s.ddlStart[res.target][p]; ok {
+			if len(starts) == 0 || ev.start.Compare(starts[0]) < 0 {
+				first, in = t, ev.in
+				starts = append([]Position{ev.start}, starts...)
 			} else {
-				starts = append(starts, st)
+				starts = append(starts, ev.start)
 			}
+		}
+	}
+	for _, t := range resolution.Tables {
+		if ev, ok := s.ddlStart[res.target][resolution.Positions[t]]; ok && ev.in.String() != in.String() {
+			s.log.Warn("a lock's DDLs ran upstream in different session settings: the first's apply downstream", zap.String("lock", lock),
+				zap.Stringer("table", first), zap.String("settings", in.String()), zap.Stringer("other", t), zap.String("its", ev.in.String()))
 		}
 	}
 	for p := range s.ddlStart[res.target] {
@@ -1973,9 +1992,9 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 			ddls = op.SQLs // skip: none
 		}
 		if res.info.WroteExec() {
-			err = s.sink.ExecDDLFirst(ctx, res.info.LockID(), ddls, up) // nobody can have run them yet
+			err = s.sink.ExecDDLFirst(ctx, res.info.LockID(), ddls, in, up) // nobody can have run them yet
 		} else {
-			err = s.sink.ExecDDLOnce(ctx, res.info.LockID(), ddls, up)
+			err = s.sink.ExecDDLOnce(ctx, res.info.LockID(), ddls, in, up)
 		}
 		if err != nil && downstreamPermanent(err) && len(starts) > 0 {
 			err = &StatementError{Task: s.cfg.Task, Source: s.cfg.Source, Table: first, Pos: starts[0],

@@ -1,0 +1,89 @@
+package worker
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/go-mysql-org/go-mysql/replication"
+	"go.uber.org/zap"
+
+	"github.com/tributary-db/tributary/session"
+	"github.com/tributary-db/tributary/shardgroup"
+)
+
+// eventSessions reads the session settings of a DDL's binlog event (session.Decode, session.Settings):
+// each DDL Tributary sends downstream because of an event runs in them (Sink.ExecDDL*). It names the
+// upstream's collations, read once from its information_schema.
+type eventSessions struct {
+	flavor string
+	up     *sql.DB
+	log    *zap.Logger
+	cat    session.Catalog // nil: not read yet
+}
+
+// ddlEvent is what a DDL item of a shard group keeps of its event until its lock resolves.
+type ddlEvent struct {
+	start Position // the event group's start
+	in    session.Settings
+}
+
+// of is the event's settings. What it cannot decode or carry is logged: the DDL runs in the sink's
+// values of those.
+func (e *eventSessions) of(ctx context.Context, q *replication.QueryEvent, at Position) (session.Settings, error) {
+	vars, err := session.Decode(q.StatusVars)
+	if err != nil {
+		e.log.Debug("status variables of a query event read in part", zap.Stringer("pos", at), zap.Error(err))
+	}
+	if e.cat == nil && e.up != nil {
+		if e.cat, err = collations(ctx, e.up); err != nil {
+			return nil, fmt.Errorf("read the upstream's collations, to run a DDL in its session's character set: %w", err)
+		}
+	}
+	in, notes := vars.Settings(e.flavor, e.cat)
+	for _, n := range notes {
+		e.log.Warn("a session setting of a DDL's event is not carried downstream", zap.Stringer("pos", at), zap.String("why", n))
+	}
+	return in, nil
+}
+
+// defaultCharset makes a CREATE TABLE part that names no character set say the one it took upstream:
+// its database's, which the downstream database need not have (a database the user created, or
+// Tributary with the downstream server's default). A replica has the same database as its source; a
+// merged or routed downstream does not. The database's is read from the upstream as it is now.
+func (e *eventSessions) defaultCharset(ctx context.Context, p shardgroup.Part) string {
+	if p.Kind != shardgroup.KindCreateTable || e.up == nil {
+		return p.SQL
+	}
+	var charset, collation string
+	err := e.up.QueryRowContext(ctx, "SELECT DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?",
+		p.Source.Schema).Scan(&charset, &collation)
+	if err == nil {
+		var out string
+		if out, err = shardgroup.WithDefaultCharset(p.SQL, charset, collation); err == nil {
+			return out
+		}
+	}
+	e.log.Warn("CREATE TABLE runs downstream without its database's character set", zap.Stringer("table", p.Source), zap.String("ddl", p.SQL), zap.Error(err))
+	return p.SQL
+}
+
+func collations(ctx context.Context, db *sql.DB) (session.Catalog, error) {
+	rows, err := db.QueryContext(ctx, "SELECT ID, COLLATION_NAME, CHARACTER_SET_NAME FROM information_schema.COLLATIONS")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cat := session.Catalog{}
+	for rows.Next() {
+		var id sql.NullInt64
+		var name, charset sql.NullString // NULL in rows of collations that have no id (MariaDB 10.10+'s uca1400)
+		if err := rows.Scan(&id, &name, &charset); err != nil {
+			return nil, err
+		}
+		if id.Valid && id.Int64 > 0 && id.Int64 < 1<<16 && name.Valid && charset.Valid {
+			cat[uint16(id.Int64)] = session.Collation{Name: name.String, Charset: charset.String}
+		}
+	}
+	return cat, rows.Err()
+}
