@@ -126,7 +126,9 @@ func TestDDLRunsInItsEventSession(t *testing.T) {
 	eventually(t, 30*time.Second, func() bool {
 		got, err = e2e.Rows(c.downDB, "SELECT id, c, n FROM db.p")
 		return err == nil && slices.Equal(got, want)
-	}, func() string { return "db.p downstream: " + strings.Join(got, ",") + " " + errString(err) + "; upstream " + strings.Join(want, ",") })
+	}, func() string {
+		return "db.p downstream: " + strings.Join(got, ",") + " " + errString(err) + "; upstream " + strings.Join(want, ",")
+	})
 	for _, table := range []string{"p", "child"} {
 		eventually(t, 30*time.Second, func() bool {
 			var n int
