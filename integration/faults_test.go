@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -252,4 +253,46 @@ func TestE2EFailoverWhileLockHalfFormed(t *testing.T) {
 	}, "operate-source", "show", s1)
 	c.waitLock([]string{s1}, []string{s2})
 	c.finishLockPlus(10)
+}
+
+// A shard is renamed within its group (db_1.t_1 to db_1.t_9, under db_*.t_*) and its source's worker
+// dies for good before the next shard DDL, twice: at once after the rename (the spare reads it again
+// from a checkpoint before it, or resumes past it) and after a second rename has converged (the spare
+// rebuilds the group from the names at its resume position). The next lock then forms over the new
+// names on the last spare, runs its ALTER once, and every row of the old and new names arrives.
+func TestE2EFailoverBetweenRenameAndShardDDL(t *testing.T) {
+	c := startE2E(t, 4)
+	c.up(0, insertRows("db_1.t_1", 100, 110, ""), insertRows("db_1.t_2", 200, 210, ""))
+	c.up(1, insertRows("db_2.t_1", 300, 310, ""), insertRows("db_2.t_2", 400, 410, ""))
+	c.converge("id, v")
+	failover := func() {
+		t.Helper()
+		victim := c.workerOf(s1)
+		c.Worker(victim).Kill9()
+		c.until("source 1 moved to a spare", func(r e2e.Result) bool {
+			for _, s := range r.List("sources") {
+				if s.Str("source") == s1 && s.Str("worker") != "" && s.Str("worker") != victim {
+					return true
+				}
+			}
+			return false
+		}, "operate-source", "show", s1)
+	}
+	c.up(0, "RENAME TABLE db_1.t_1 TO db_1.t_9", insertRows("db_1.t_9", 110, 115, ""))
+	failover()
+	c.converge("id, v")
+	c.up(0, "RENAME TABLE db_1.t_2 TO db_1.t_8", insertRows("db_1.t_8", 210, 215, ""))
+	c.converge("id, v")
+	failover()
+	c.up(0, "ALTER TABLE db_1.t_9 ADD COLUMN c INT", insertRows("db_1.t_9", 120, 125, ", 1"),
+		"ALTER TABLE db_1.t_8 ADD COLUMN c INT", insertRows("db_1.t_8", 220, 225, ", 2"))
+	c.up(1, "ALTER TABLE db_2.t_1 ADD COLUMN c INT", "ALTER TABLE db_2.t_2 ADD COLUMN c INT", insertRows("db_2.t_2", 420, 425, ", 3"))
+	if n := c.converge("id, v, IFNULL(c, -1)"); n != 65 {
+		t.Fatalf("%d rows, want 65", n)
+	}
+	c.waitSynced()
+	c.ddlsRun(1)
+	if tables := c.downTables(); slices.Contains(tables, "t_9") || slices.Contains(tables, "t_8") {
+		t.Fatalf("a shard's new name reached the downstream: %v", tables)
+	}
 }

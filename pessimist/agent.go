@@ -42,6 +42,8 @@ type Agent struct {
 	wmu sync.Mutex
 	ops *opsWatch // the watch of the task's operations, nil when none runs
 
+	taskKey string // the master's key of the task, which stop-task deletes (SetTaskKey); "" for none
+
 	opsIdle time.Duration   // the operations watch ends after this long with no wait on it
 	onWait  func(read bool) // tests: called once a wait is in place (read: it read the lock first)
 }
@@ -72,7 +74,12 @@ func NewAgent(cli *clientv3.Client, layout Layout, task, source string, log *zap
 // round or an operation of the lock keeps it from completing. The coordinator then decides as
 // before. See arrival for why the count is exact.
 func (a *Agent) PutInfo(ctx context.Context, target string, ddls []string) (Info, error) {
-	info := Info{Task: a.task, Source: a.source, Target: target, DDLs: ddls}
+	return a.PutInfoIn(ctx, target, ddls, "")
+}
+
+// PutInfoIn is PutInfo of DDLs whose events ran in the session settings session (Info.Session).
+func (a *Agent) PutInfoIn(ctx context.Context, target string, ddls []string, session string) (Info, error) {
+	info := Info{Task: a.task, Source: a.source, Target: target, DDLs: ddls, Session: session}
 	key, val := a.layout.InfoKey(a.task, target, a.source), encode(info)
 	genKey := a.layout.AgentKey(a.task, a.source)
 	// Only while this agent is the source's newest: a put from an older incarnation whose request
@@ -758,13 +765,30 @@ func (a *Agent) Info(ctx context.Context, target string) (Info, bool, error) {
 // TaskStarted reports whether the task's key (its sources) exists: start-task --remove-meta removes it
 // together with the task's locks, unlock --force-remove leaves it; stop-task keeps it with the locks
 // (and an unlock of a stopped task's lock, which only the master's task key tells, leaves it too).
+//
+// With a master's task key (SetTaskKey) the task counts as started only while that key exists too: a
+// lock of a task being stopped, unlocked while its subtasks still wind down, is then not taken for a
+// force-remove (whose DDLs the worker would skip).
 func (a *Agent) TaskStarted(ctx context.Context) (bool, error) {
-	resp, err := a.cli.Get(ctx, a.layout.TaskKey(a.task), clientv3.WithCountOnly())
+	ops := []clientv3.Op{clientv3.OpGet(a.layout.TaskKey(a.task), clientv3.WithCountOnly())}
+	if a.taskKey != "" {
+		ops = append(ops, clientv3.OpGet(a.taskKey, clientv3.WithCountOnly()))
+	}
+	resp, err := a.cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
 		return false, err
 	}
-	return resp.Count > 0, nil
+	for _, r := range resp.Responses {
+		if r.GetResponseRange().Count == 0 {
+			return false, nil
+		}
+	}
+	return true, nil
 }
+
+// SetTaskKey names the master's key of the task (ha.TaskKey), which stop-task deletes: TaskStarted
+// requires it.
+func (a *Agent) SetTaskKey(key string) { a.taskKey = key }
 
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)

@@ -497,3 +497,25 @@ func TestFastExecOfOneSource(t *testing.T) {
 	}
 	onlyTaskKeysLeft(t, ctx, cli, layout)
 }
+
+// TestTaskStartedNeedsTheMastersTaskKey: with the master's task key named (SetTaskKey), a task whose
+// pessimist key survives stop-task (with its locks) is not started once that key is gone: a lock
+// unlocked while the stopped task's subtasks wind down is then not taken for a force-remove.
+func TestTaskStartedNeedsTheMastersTaskKey(t *testing.T) {
+	cli, ctx, layout := taskEnv(t, 20*time.Second, "s1", "s2")
+	a := NewAgent(cli, layout, "task", "s1", nil)
+	if started, err := a.TaskStarted(ctx); err != nil || !started {
+		t.Fatalf("without a master's key: %v %v", started, err)
+	}
+	masterKey := "/test-master/task/" + t.Name()
+	a.SetTaskKey(masterKey)
+	if started, err := a.TaskStarted(ctx); err != nil || started {
+		t.Fatalf("the master's task key is absent (stop-task), yet started: %v %v", started, err)
+	}
+	if _, err := cli.Put(ctx, masterKey, "{}"); err != nil {
+		t.Fatal(err)
+	}
+	if started, err := a.TaskStarted(ctx); err != nil || !started {
+		t.Fatalf("both keys there: %v %v", started, err)
+	}
+}

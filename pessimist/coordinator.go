@@ -2,6 +2,7 @@ package pessimist
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -138,6 +139,8 @@ func (c *Coordinator) runOnce(ctx context.Context) error {
 				kv := ev.Kv
 				if err := k.ApplyKV(string(kv.Key), kv.Value, kv.CreateRevision, kv.ModRevision, ev.Type == clientv3.EventTypeDelete); err != nil {
 					c.log.Warn("ignore malformed pessimist key", zap.ByteString("key", kv.Key), zap.Error(err))
+				} else if ev.Type == clientv3.EventTypePut {
+					c.logSessions(k, string(kv.Key), kv.Value)
 				}
 			}
 			c.mu.Unlock()
@@ -183,6 +186,25 @@ func (c *Coordinator) decideAndWrite(ctx context.Context) (bool, error) {
 		}
 	}
 	return pending, nil
+}
+
+// logSessions says when an info's DDL events ran upstream in other session settings than another
+// source's of the same lock: the lock's DDLs run downstream in its owner's.
+func (c *Coordinator) logSessions(k *Keeper, key string, value []byte) {
+	p, err := c.layout.parse(key)
+	if err != nil || p.kind != kindInfo {
+		return
+	}
+	var i Info
+	if json.Unmarshal(value, &i) != nil {
+		return
+	}
+	i.Task, i.Target, i.Source = p.task, p.target, p.source
+	if o, ok := k.OtherSession(i); ok {
+		c.log.Warn("a lock's DDLs ran upstream in different session settings on two sources: they run downstream in the owner's",
+			zap.String("lock", i.LockID()), zap.String("source", i.Source), zap.String("settings", i.Session),
+			zap.String("other", o.Source), zap.String("its", o.Session))
+	}
 }
 
 // ErrNotReady is returned by queries before the coordinator's first full read.

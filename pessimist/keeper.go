@@ -288,6 +288,26 @@ func (k *Keeper) PutInfo(i Info) {
 	k.change(l, i.Source, func() { l.infos[i.Source] = i })
 }
 
+// OtherSession returns an info of i's lock from another source whose DDL events ran in other session
+// settings than i's (Info.Session), if there is one.
+func (k *Keeper) OtherSession(i Info) (Info, bool) {
+	l, ok := k.locks[LockID(i.Task, i.Target)]
+	if !ok {
+		return Info{}, false
+	}
+	sources := make([]string, 0, len(l.infos))
+	for src := range l.infos {
+		sources = append(sources, src)
+	}
+	slices.Sort(sources)
+	for _, src := range sources {
+		if o := l.infos[src]; src != i.Source && o.Session != i.Session {
+			return o, true
+		}
+	}
+	return Info{}, false
+}
+
 // DeleteInfo records that a source's info is gone.
 func (k *Keeper) DeleteInfo(task, target, source string) {
 	l := k.lock(task, target)

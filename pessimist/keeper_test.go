@@ -514,3 +514,32 @@ func TestParticipantRemovedAfterExec(t *testing.T) {
 		t.Fatal("a new round must delete the count of arrivals")
 	}
 }
+
+// TestOtherSession: an info whose DDL events ran in other session settings than another source's of
+// the same lock is found (the coordinator logs it); infos of other locks do not count.
+func TestOtherSession(t *testing.T) {
+	k := NewKeeper(NewLayout("/t/"), 0)
+	a := Info{Task: "task", Source: "s1", Target: "`db`.`t`", DDLs: []string{"ALTER TABLE `db`.`t` ADD COLUMN c INT"}, Session: "time_zone='+08:00'"}
+	k.PutInfo(a)
+	if _, ok := k.OtherSession(a); ok {
+		t.Fatal("the only info differs from itself")
+	}
+	b := a
+	b.Source = "s2"
+	k.PutInfo(b)
+	if _, ok := k.OtherSession(b); ok {
+		t.Fatal("the same settings differ")
+	}
+	c := a
+	c.Source, c.Session = "s3", ""
+	k.PutInfo(c)
+	if o, ok := k.OtherSession(c); !ok || o.Source != "s1" {
+		t.Fatalf("other settings not found: %+v %v", o, ok)
+	}
+	d := c
+	d.Target = "`db`.`u`"
+	k.PutInfo(d)
+	if _, ok := k.OtherSession(d); ok {
+		t.Fatal("another lock's info counted")
+	}
+}

@@ -18,6 +18,9 @@ type Info struct {
 	Source string   `json:"source"`
 	Target string   `json:"target"` // quoted, `db`.`tbl`
 	DDLs   []string `json:"ddls"`
+	// Session is the session settings the source's DDL events carry (for the log only: the DDLs run
+	// downstream in the owner's).
+	Session string `json:"session,omitempty"`
 
 	// Revisions of the etcd key, filled in when read; not stored.
 	CreateRevision int64 `json:"-"`

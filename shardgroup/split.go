@@ -465,11 +465,11 @@ func TargetDefinition(create string, t, target TableName, route Route) (string, 
 	return stmt, nil
 }
 
-// WithDefaultCharset is a CREATE TABLE that names no character set or collation of its own (as a
-// table option), with DEFAULT CHARSET=charset COLLATE=collation added: what the table took upstream
-// from its database. Any other statement, or one that names either, is returned as it is. A CREATE
-// TABLE ... LIKE has its source's.
-func WithDefaultCharset(sql, charset, collation string) (string, error) {
+// WithDefaultCollation is a CREATE TABLE that names no character set or collation of its own (as a
+// table option), with DEFAULT COLLATE=collation added (which says its character set too): what the
+// table took upstream from its database. Any other statement, or one that names either, is returned as
+// it is. A CREATE TABLE ... LIKE has its source's.
+func WithDefaultCollation(sql, collation string) (string, error) {
 	stmts, err := parse(sql)
 	if err != nil {
 		return "", err
@@ -486,7 +486,6 @@ func WithDefaultCharset(sql, charset, collation string) (string, error) {
 			return sql, nil
 		}
 	}
-	ct.Options = append(ct.Options, &ast.TableOption{Tp: ast.TableOptionCharset, StrValue: charset},
-		&ast.TableOption{Tp: ast.TableOptionCollate, StrValue: collation})
+	ct.Options = append(ct.Options, &ast.TableOption{Tp: ast.TableOptionCollate, StrValue: collation})
 	return restore(ct)
 }

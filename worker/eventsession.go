@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/go-mysql-org/go-mysql/replication"
@@ -18,6 +19,7 @@ import (
 type eventSessions struct {
 	flavor string
 	up     *sql.DB
+	down   *sql.DB // asked whether it has a collation
 	log    *zap.Logger
 	cat    session.Catalog // nil: not read yet
 }
@@ -47,24 +49,37 @@ func (e *eventSessions) of(ctx context.Context, q *replication.QueryEvent, at Po
 	return in, nil
 }
 
-// defaultCharset makes a CREATE TABLE part that names no character set say the one it took upstream:
-// its database's, which the downstream database need not have (a database the user created, or
-// Tributary with the downstream server's default). A replica has the same database as its source; a
-// merged or routed downstream does not. The database's is read from the upstream as it is now.
+// defaultCharset makes a CREATE TABLE part that names no character set or collation say the one the
+// table took upstream (its database's then), which the downstream database need not have: it is the
+// user's, or Tributary created it with the downstream server's default. A replica has the same
+// database as its source; a merged or routed downstream does not. The table's collation is read from
+// the upstream's table as it is now (its database's default may have changed since; the table's
+// changes only by an ALTER TABLE of it); a table gone or renamed since, or a collation the downstream
+// does not have, leaves the statement as it is.
 func (e *eventSessions) defaultCharset(ctx context.Context, p shardgroup.Part) string {
 	if p.Kind != shardgroup.KindCreateTable || e.up == nil {
 		return p.SQL
 	}
-	var charset, collation string
-	err := e.up.QueryRowContext(ctx, "SELECT DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?",
-		p.Source.Schema).Scan(&charset, &collation)
+	var collation string
+	err := e.up.QueryRowContext(ctx, "SELECT TABLE_COLLATION FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+		p.Source.Schema, p.Source.Name).Scan(&collation)
+	if errors.Is(err, sql.ErrNoRows) {
+		e.log.Debug("CREATE TABLE of a table gone upstream runs with the downstream database's character set", zap.Stringer("table", p.Source))
+		return p.SQL
+	}
+	if err == nil && e.down != nil {
+		var n int
+		if err = e.down.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.COLLATIONS WHERE COLLATION_NAME = ?", collation).Scan(&n); err == nil && n == 0 {
+			err = fmt.Errorf("the downstream has no collation %s", collation)
+		}
+	}
 	if err == nil {
 		var out string
-		if out, err = shardgroup.WithDefaultCharset(p.SQL, charset, collation); err == nil {
+		if out, err = shardgroup.WithDefaultCollation(p.SQL, collation); err == nil {
 			return out
 		}
 	}
-	e.log.Warn("CREATE TABLE runs downstream without its database's character set", zap.Stringer("table", p.Source), zap.String("ddl", p.SQL), zap.Error(err))
+	e.log.Warn("CREATE TABLE runs downstream with the downstream database's character set", zap.Stringer("table", p.Source), zap.String("ddl", p.SQL), zap.Error(err))
 	return p.SQL
 }
 

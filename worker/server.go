@@ -536,6 +536,7 @@ func (t *subtask) masterStatus(ctx context.Context) (Position, string, error) {
 // info and the exec the matrix kills processes at.
 func (t *subtask) agent(sp spec) *pessimist.Agent {
 	a := pessimist.NewAgent(t.cfg.Client, t.cfg.Layout, sp.task.Name, sp.inst.SourceID, t.log)
+	a.SetTaskKey(ha.TaskKey(sp.task.Name))
 	if failpoint.Active("agent-coordinated") {
 		a.LeaveExecToCoordinator()
 	}

@@ -447,7 +447,7 @@ func (s *Syncer) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.sessions = eventSessions{flavor: s.cfg.Flavor, up: s.upstream, log: s.log}
+	s.sessions = eventSessions{flavor: s.cfg.Flavor, up: s.upstream, down: s.cfg.Downstream, log: s.log}
 	if err := s.sink.Init(ctx); err != nil {
 		return err
 	}
@@ -1853,11 +1853,16 @@ func (s *Syncer) setTables(tables map[TableName]Position) {
 // postInfo tells the master the group of target is synced and waits for the operation in the
 // background, so other targets keep flowing.
 func (s *Syncer) postInfo(ctx context.Context, target TableName) error {
-	ddls := s.groups[target].Status().ActiveDDLs
+	g := s.groups[target]
+	ddls := g.Status().ActiveDDLs
+	var in session.Settings
+	if u, ok := g.Unresolved(); ok {
+		in = s.ddlStart[target][u.FirstPosition].in
+	}
 	lock := pessimist.LockID(s.cfg.Task, target.String())
 	s.trace(lock, "ddl read", s.ddlReadAt)
 	s.trace(lock, "info putting", time.Now())
-	info, err := s.cfg.Agent.PutInfo(ctx, target.String(), ddls)
+	info, err := s.cfg.Agent.PutInfoIn(ctx, target.String(), ddls, in.String())
 	if err != nil {
 		return err
 	}
