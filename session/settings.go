@@ -217,6 +217,17 @@ func modeSet(s string) string {
 	return strings.Join(append(out, rest...), ",")
 }
 
+// With is s with the value of the variable name replaced by value.
+func (s Settings) With(name, value string) Settings {
+	out := slices.Clone(s)
+	for i := range out {
+		if out[i].Name == name {
+			out[i].Value = value
+		}
+	}
+	return out
+}
+
 // Without is s without the variables named.
 func (s Settings) Without(names ...string) Settings {
 	var out Settings

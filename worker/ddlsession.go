@@ -45,30 +45,62 @@ func (d *ddlSession) change(ctx context.Context, conn *sql.Conn, in session.Sett
 			if !isServerError(err) {
 				return session.Change{}, err
 			}
-			// One by one: which does the downstream refuse?
+			// One by one: which does the downstream refuse? Of sql_mode, only the names it does not
+			// have (MariaDB's NO_AUTO_CREATE_USER on MySQL 8).
 			var refused []string
+			taken := in
 			for _, v := range ch.Vars {
 				one := session.Settings{v}.Against(d.base)
 				if _, err := conn.ExecContext(ctx, one.Set); err != nil {
 					if !isServerError(err) {
 						return session.Change{}, err
 					}
+					if v.Name == session.SQLMode {
+						modes, dropped, err := knownModes(ctx, conn, v.Value)
+						if err != nil {
+							return session.Change{}, err
+						}
+						d.log.Warn("the downstream has no sql_mode of these names: the upstream's DDLs run without them",
+							zap.Strings("modes", dropped), zap.String("upstream", v.Value))
+						taken = taken.With(session.SQLMode, modes)
+						continue
+					}
 					refused = append(refused, v.Name)
 					d.log.Warn("the downstream refuses a session setting of the upstream's DDLs: they run with the sink's own value of it",
 						zap.String("variable", v.Name), zap.String("upstream", v.Value), zap.String("downstream", d.base[v.Name]), zap.Error(err))
 				}
 			}
-			ch = in.Without(refused...).Against(d.base)
+			ch = taken.Without(refused...).Against(d.base)
 		}
 		if _, err := conn.ExecContext(ctx, in.Against(d.base).Restore); err != nil {
 			return session.Change{}, err
 		}
 	}
-	if d.taken == nil {
-		d.taken = map[string]session.Change{}
+	if d.taken == nil || len(d.taken) >= 64 {
+		d.taken = map[string]session.Change{} // a few combinations in practice; bounded all the same
 	}
 	d.taken[key] = ch
 	return ch, nil
+}
+
+// knownModes is the names of the sql_mode value modes the connection's server has, and those it has
+// not. It leaves the session's sql_mode at the last name tried: the caller puts it back.
+func knownModes(ctx context.Context, conn *sql.Conn, modes string) (known string, dropped []string, err error) {
+	var keep []string
+	for _, m := range strings.Split(modes, ",") {
+		if m == "" {
+			continue
+		}
+		if _, err := conn.ExecContext(ctx, "SET SESSION sql_mode = '"+strings.ReplaceAll(m, "'", "''")+"'"); err != nil {
+			if !isServerError(err) {
+				return "", nil, err
+			}
+			dropped = append(dropped, m)
+			continue
+		}
+		keep = append(keep, m)
+	}
+	return strings.Join(keep, ","), dropped, nil
 }
 
 // sessionValues reads the values of session.Names the connection's server has.
