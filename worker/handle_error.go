@@ -148,6 +148,12 @@ func processError(err error) *pb.ProcessError {
 			Message:    "the subtask is paused on a statement a retry cannot fix; it waits for the user",
 			RawCause:   err.Error(),
 			Workaround: "fix the cause and run resume-task, or binlog skip / binlog replace the statement (see the error for the command)"}
+		var rd *ReadError
+		if errors.As(err, &rd) {
+			pe.ErrScope, pe.Message = "upstream", "the subtask is paused: the source's binlog cannot be read from where it resumes, and a retry cannot fix that"
+			pe.Workaround = "see the error for the ways out; then resume-task (or start-task --remove-meta with a new meta)"
+			return pe
+		}
 		var re *RefusedDDLError
 		var fe *filterError
 		if errors.As(err, &re) || errors.As(err, &fe) {

@@ -102,6 +102,7 @@ type Syncer struct {
 	ckpt     Checkpoint
 	groups   map[TableName]*shardgroup.ShardingGroup // by target
 	ddlStart map[TableName]map[Position]ddlEvent     // per target: DDL item (end) position -> its event
+	retry    readRetry                               // the reader's reconnects (readerr.go)
 	sessions eventSessions                           // the session settings of DDL events (eventsession.go)
 	pending  map[TableName]bool                      // targets whose info is posted and operation awaited
 	opCh     chan opResult
@@ -182,6 +183,12 @@ type Status struct {
 	// name).
 	TotalRows                                int64
 	TotalRps, RecentRps, TotalTps, RecentTps int64
+
+	// ReadErr is the binlog read failure being retried (nil: none), ReadAttempt the attempts since
+	// the binlog last moved, ReadErrAt when it failed last.
+	ReadErr     error
+	ReadAttempt int
+	ReadErrAt   time.Time
 }
 
 // Started is closed once the syncer has saved where it starts (a first start's position is fixed from
@@ -195,6 +202,9 @@ func (s *Syncer) Status() Status {
 	st := s.status
 	st.TotalEvents = s.events.Load()
 	st.TotalRows, st.TotalRps, st.RecentRps, st.TotalTps, st.RecentTps = s.rates.rates(time.Now(), appliedRows(s.cfg.Task, s.cfg.Source), st.TotalEvents)
+	if attempt, err, at, ok := s.retry.failing(); ok {
+		st.ReadErr, st.ReadAttempt, st.ReadErrAt = err, attempt, at
+	}
 	return st
 }
 
@@ -372,7 +382,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 	}
 	s.publishStatus()
 	close(s.started)
-	r, err := s.startReader(ctx, resumePoint{s.ckpt.Global, s.ckpt.GlobalGTID})
+	r, err := s.connect(ctx, resumePoint{s.ckpt.Global, s.ckpt.GlobalGTID}, nil)
 	if err != nil {
 		return err
 	}
@@ -394,26 +404,16 @@ func (s *Syncer) Run(ctx context.Context) error {
 			return ctx.Err()
 		case err := <-r.errc:
 			// go-mysql has already retried the connection; back off and start a new reader from the
-			// last complete event group, until the source is back or ctx ends.
+			// last complete event group, until the source is back or ctx ends (connect).
 			if err := s.flush(ctx); err != nil {
 				return err
 			}
-			from := resumePoint{s.lastPos, s.gtidFor(s.lastPos)}
 			r.stop()
-			r = nil
-			for attempt := 1; r == nil; attempt++ {
-				wait := min(time.Duration(attempt)*time.Second, 30*time.Second)
-				s.log.Warn("binlog read failed, reconnecting", zap.Error(err), zap.Int("attempt", attempt), zap.Duration("backoff", wait))
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(wait):
-				}
-				if r, err = s.startReader(ctx, from); err != nil {
-					r = nil
-				}
+			if r, err = s.connect(ctx, resumePoint{s.lastPos, s.gtidFor(s.lastPos)}, err); err != nil {
+				return err
 			}
 		case ev := <-r.events:
+			s.retry.read(ev.BinlogEvent)
 			if err := s.handle(ctx, ev.BinlogEvent, ev.gtid); err != nil {
 				return err
 			}
@@ -432,7 +432,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 			s.resync = nil
 			r.stop()
 			s.log.Info("re-sync held-back DML", zap.Stringer("from", from.pos), zap.String("gtid", from.gtid))
-			if r, err = s.startReader(ctx, from); err != nil {
+			if r, err = s.connect(ctx, from, nil); err != nil {
 				return err
 			}
 			s.trace(s.resyncLock, "re-sync started", time.Now())

@@ -307,6 +307,16 @@ func (s *Server) Kill() {
 	<-s.exited
 }
 
+// Boot starts a stopped server again on the same port and datadir, with extra options after the
+// ones it was started with (later options win: "--log-bin=..." restarts it under another binlog name).
+func (s *Server) Boot(extra ...string) error {
+	s.extra = append(s.extra, extra...)
+	return s.boot()
+}
+
+// BinlogDir is the directory of the server's binlog files.
+func (s *Server) BinlogDir() string { return filepath.Join(s.Dir, "binlog") }
+
 // Restart stops the server cleanly and starts it again on the same port and datadir after outage.
 func (s *Server) Restart(t testing.TB, outage time.Duration) {
 	t.Helper()
