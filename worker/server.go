@@ -490,7 +490,7 @@ func (t *subtask) status(ctx context.Context) *pb.SubTaskStatus {
 	if st.ReadErr != nil {
 		// Running, but not reading: the source does not answer (readRetry).
 		out.Result = &pb.ProcessResult{Errors: []*pb.ProcessError{{ErrCode: 36069, ErrClass: "sync-unit", ErrScope: "upstream", ErrLevel: "high",
-			Message: fmt.Sprintf("the binlog cannot be read; retrying (attempt %d, last failed at %s)", st.ReadAttempt, st.ReadErrAt.UTC().Format(time.RFC3339)),
+			Message:  fmt.Sprintf("the binlog cannot be read; retrying (attempt %d, last failed at %s)", st.ReadAttempt, st.ReadErrAt.UTC().Format(time.RFC3339)),
 			RawCause: st.ReadErr.Error(), Workaround: "transient: the syncer reconnects by itself with a backoff from 2 s doubling to 30 s; see that the source is up and reachable"}}}
 	}
 	sync := &pb.SyncStatus{TotalEvents: st.TotalEvents, SyncerBinlog: st.SyncerBinlog.String(), SyncerBinlogGtid: st.SyncerGTID,
