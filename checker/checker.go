@@ -11,12 +11,14 @@
 package checker
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
@@ -50,11 +52,15 @@ const (
 	ItemTableEmpty = "table_empty"
 	// ItemLoadSize: information on how many rows and bytes each source loads. Not a DM item.
 	ItemLoadSize = "load_size"
+	// ItemMetaPosition: where an incremental task starts a source that has no checkpoint. A meta must
+	// name a position the source has; a source without one starts at its current position, which is
+	// said (rows written before are not copied). Not a DM item.
+	ItemMetaPosition = "meta_position"
 )
 
 // Known are the items ignore-checking-items may name ("all" ignores every item).
 var Known = []string{ItemBinlogEnable, ItemBinlogFormat, ItemBinlogRowImage, ItemReplPrivilege, ItemShardSchema, ItemTableSchema,
-	ItemDumpPrivilege, ItemTableEmpty, ItemLoadSize}
+	ItemDumpPrivilege, ItemTableEmpty, ItemLoadSize, ItemMetaPosition}
 
 // Level is how much a check's result weighs.
 type Level int
@@ -208,6 +214,7 @@ func Check(ctx context.Context, task *config.Task, sources map[string]*config.So
 			continue
 		}
 		checkSource(ctx, r, task, inst, db, down, fresh, loads, byTarget, planned)
+		checkStart(ctx, r, task, inst, src, db, down, fresh)
 		db.Close()
 	}
 	targets := make([]shardgroup.TableName, 0, len(byTarget))
@@ -316,6 +323,129 @@ func checkSource(ctx context.Context, r report, task *config.Task, inst config.I
 			planned[t.target] = append(planned[t.target], loadInto{source: source, onDuplicate: onDup})
 		}
 	}
+}
+
+// NoMeta is the start of ItemMetaPosition's warning for a source without a meta (the master names
+// the position it started at in start-task's answer).
+const NoMeta = "no meta: the task starts this source at its current binlog position"
+
+// checkStart checks where an incremental task starts a source that has no checkpoint (or whose
+// checkpoint start-task --remove-meta removes): at its meta, which must be a position the source has;
+// without one, at its current position.
+func checkStart(ctx context.Context, r report, task *config.Task, inst config.Instance, src *config.Source, db, down *sql.DB, fresh bool) {
+	source := inst.SourceID
+	if task.TaskMode != "incremental" {
+		return
+	}
+	if !fresh {
+		if has, err := meta.HasCheckpoint(ctx, down, task.MetaSchema, task.Name, source); err != nil || has {
+			return // resumes from its checkpoint (an error is reported by checkSource)
+		}
+	}
+	m := inst.Meta
+	if m == nil || m.BinlogName == "" && (m.BinlogGTID == "" || !src.EnableGTID) {
+		r.warn(ItemMetaPosition, source, "%s; rows written before are not copied (give the source a meta with binlog-name and binlog-pos, or use task-mode: all to load them)", NoMeta)
+		return
+	}
+	if src.EnableGTID && m.BinlogGTID != "" {
+		checkStartGTID(ctx, r, source, m.BinlogGTID, db, src.Flavor)
+		return
+	}
+	files, err := binaryLogs(ctx, db)
+	if err != nil {
+		r.fail(ItemMetaPosition, source, "SHOW BINARY LOGS: %v", err)
+		return
+	}
+	if len(files) == 0 {
+		r.fail(ItemMetaPosition, source, "meta binlog-name %s: the source has no binlog files (is log-bin on?)", m.BinlogName)
+		return
+	}
+	for _, f := range files {
+		if f.name != m.BinlogName {
+			continue
+		}
+		if int64(m.BinlogPos) > f.size {
+			r.fail(ItemMetaPosition, source, "meta binlog-pos %d is past the end of %s (%d bytes): set binlog-pos to a position in the file (SHOW BINLOG EVENTS IN '%s')",
+				m.BinlogPos, f.name, f.size, f.name)
+		}
+		return
+	}
+	r.fail(ItemMetaPosition, source, "meta binlog-name %s is not a binlog file of the source, which has %s to %s (SHOW BINARY LOGS): it was purged, "+
+		"or the server names its binlog otherwise (log-bin's base name); set binlog-name and binlog-pos to a position the source has, or use task-mode: all",
+		m.BinlogName, files[0].name, files[len(files)-1].name)
+}
+
+type binaryLog struct {
+	name string
+	size int64
+}
+
+func binaryLogs(ctx context.Context, db *sql.DB) ([]binaryLog, error) {
+	rows, err := db.QueryContext(ctx, "SHOW BINARY LOGS")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	var out []binaryLog
+	for rows.Next() {
+		var f binaryLog
+		vals := []any{&f.name, &f.size}
+		for len(vals) < len(cols) {
+			vals = append(vals, new(sql.RawBytes)) // Encrypted (MySQL 8)
+		}
+		if err := rows.Scan(vals...); err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+// checkStartGTID checks a MariaDB meta binlog-gtid against the source's binlog: every domain it names
+// must be there, no further than the source's last GTID of the domain. (A GTID the source purged is
+// found by the reader, which pauses the subtask saying so.)
+func checkStartGTID(ctx context.Context, r report, source, gtid string, db *sql.DB, flavor string) {
+	if flavor == "mysql" {
+		return
+	}
+	var pos string
+	if err := db.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&pos); err != nil {
+		return // not MariaDB: the reader says what the source has if it cannot start there
+	}
+	last := map[string]uint64{}
+	for _, g := range strings.Split(pos, ",") {
+		if d, _, seq, ok := splitGTID(g); ok {
+			last[d] = seq
+		}
+	}
+	for _, g := range strings.Split(gtid, ",") {
+		g = strings.TrimSpace(g)
+		if g == "" {
+			continue
+		}
+		d, _, seq, ok := splitGTID(g)
+		if !ok {
+			r.fail(ItemMetaPosition, source, "meta binlog-gtid %q: %q is not a MariaDB GTID (domain-server-sequence)", gtid, g)
+			return
+		}
+		if have, ok := last[d]; !ok || seq > have {
+			r.fail(ItemMetaPosition, source, "meta binlog-gtid %s names %s, which the source's binlog does not reach (gtid_binlog_pos %s)", gtid, g, cmp.Or(pos, "empty"))
+			return
+		}
+	}
+}
+
+func splitGTID(g string) (domain, server string, seq uint64, ok bool) {
+	parts := strings.Split(strings.TrimSpace(g), "-")
+	if len(parts) != 3 {
+		return "", "", 0, false
+	}
+	n, err := strconv.ParseUint(parts[2], 10, 64)
+	return parts[0], parts[1], n, err == nil
 }
 
 // checkTargetsEmpty checks the targets that a load will place: one that exists must be empty unless

@@ -149,8 +149,8 @@ func TestDumpPrivilegeWithoutReloadOnMariaDBWarns(t *testing.T) {
 		t.Fatalf("ignored items reported:\n%s", Report(fs))
 	}
 
-	// An incremental task checks nothing of the load.
-	task, srcs = e.task("incremental", "norel", "")
+	// An incremental task checks nothing of the load (meta_position: TestMetaPosition).
+	task, srcs = e.task("incremental", "norel", `ignore-checking-items: ["meta_position"]`+"\n")
 	if fs = Check(ctx, task, srcs, false); len(fs) != 0 {
 		t.Fatalf("incremental task:\n%s", Report(fs))
 	}
@@ -281,5 +281,48 @@ func writeHeader(t *testing.T, db *sql.DB, source, data string) {
 	st := meta.NewStore(db, "dm_meta", "chk", source)
 	if err := st.WriteLoad(ctx, db, meta.LoadRow{ID: meta.LoadPrefix, Pos: shardgroup.Position{File: "mysql-bin.000001", Pos: 4}, Data: data}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMetaPosition: an incremental task's meta must name a position the source has (the file in SHOW
+// BINARY LOGS, the position inside it, a GTID the binlog reaches); a source without a meta is said to
+// start at its current position; a checkpoint, when there is one, is where the task resumes instead.
+func TestMetaPosition(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	task, srcs := e.task("incremental", "root", "")
+	mustContain(t, find(Check(ctx, task, srcs, false), ItemMetaPosition, Warning), NoMeta, "rows written before are not copied")
+
+	var file string
+	var pos int64
+	if err := e.upDB.QueryRow("SHOW MASTER STATUS").Scan(&file, &pos, new(any), new(any)); err != nil {
+		t.Fatal(err)
+	}
+	task.MySQLInstances[0].Meta = &config.Meta{BinlogName: file, BinlogPos: uint32(pos)}
+	if fs := find(Check(ctx, task, srcs, false), ItemMetaPosition, Error); len(fs) != 0 {
+		t.Fatalf("a meta at the current position: %s", Report(fs))
+	}
+	task.MySQLInstances[0].Meta = &config.Meta{BinlogName: "pid-bin.000001", BinlogPos: 4}
+	mustContain(t, find(Check(ctx, task, srcs, false), ItemMetaPosition, Error), "pid-bin.000001 is not a binlog file", "mysql-bin.000001 to "+file)
+	task.MySQLInstances[0].Meta = &config.Meta{BinlogName: file, BinlogPos: uint32(pos) + 1000000}
+	mustContain(t, find(Check(ctx, task, srcs, false), ItemMetaPosition, Error), "past the end of "+file)
+
+	srcs["s1"].EnableGTID = true
+	var gtid string
+	if err := e.upDB.QueryRow("SELECT @@gtid_binlog_pos").Scan(&gtid); err != nil {
+		t.Fatal(err)
+	}
+	task.MySQLInstances[0].Meta = &config.Meta{BinlogGTID: gtid}
+	if fs := find(Check(ctx, task, srcs, false), ItemMetaPosition, Error); len(fs) != 0 {
+		t.Fatalf("a meta at the current GTID %s: %s", gtid, Report(fs))
+	}
+	task.MySQLInstances[0].Meta = &config.Meta{BinlogGTID: "0-1-99999999"}
+	mustContain(t, find(Check(ctx, task, srcs, false), ItemMetaPosition, Error), "0-1-99999999", "does not reach")
+
+	// task-mode all loads first: the meta is not where it starts.
+	all, allSrcs := e.task("all", "root", "")
+	all.MySQLInstances[0].Meta = &config.Meta{BinlogName: "pid-bin.000001", BinlogPos: 4}
+	if fs := find(Check(ctx, all, allSrcs, false), ItemMetaPosition, Error); len(fs) != 0 {
+		t.Fatalf("task-mode all: %s", Report(fs))
 	}
 }

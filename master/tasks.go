@@ -308,6 +308,23 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 	})
 	resp := startResponse(task.Name, sources, statuses)
 	resp.CheckResult = checker.Report(checks)
+	// A source of an incremental task without meta or checkpoint starts where its binlog is now:
+	// its answer says where, and that what was written before is not copied (DM's behaviour, shown).
+	for _, f := range checks {
+		if f.Item != checker.ItemMetaPosition || f.Level != checker.Warning {
+			continue
+		}
+		for _, r := range resp.Sources {
+			if r.Source != f.Source || !r.Result {
+				continue
+			}
+			at := "(query-status shows it as syncerBinlog)"
+			if sub := subtaskOf(statuses[f.Source], task.Name); sub != nil && sub.Sync != nil {
+				at = sub.Sync.SyncerBinlog
+			}
+			r.Msg = fmt.Sprintf("%s %s; rows written before it are not copied (give the source a meta, or use task-mode: all)", checker.NoMeta, at)
+		}
+	}
 	return resp, nil
 }
 
