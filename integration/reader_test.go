@@ -1,0 +1,106 @@
+package integration
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/tributary-db/tributary/internal/e2e"
+)
+
+// sourceSub is source's subtask status in a query-status result.
+func sourceSub(r e2e.Result, source string) (e2e.Result, bool) {
+	for _, s := range r.List("sources") {
+		if s.Get("sourceStatus").Str("source") != source {
+			continue
+		}
+		if subs := s.List("subTaskStatus"); len(subs) > 0 {
+			return subs[0], true
+		}
+	}
+	return nil, false
+}
+
+// firstError is the RawCause and Message of a subtask's first error ("" when none).
+func firstError(sub e2e.Result) (raw, msg string) {
+	errs := sub.Get("result").List("errors")
+	if len(errs) == 0 {
+		return "", ""
+	}
+	return errs[0].Str("RawCause"), errs[0].Str("Message")
+}
+
+// TestE2EReaderErrors: what the operator sees when a source's binlog cannot be read, through the
+// binaries: start-task refuses a meta naming a binlog file the source does not have (it names the files
+// the source has) and says of a source without meta that it starts at its current position; a source
+// that is down shows Running with the failure and the attempt count while the worker retries, and
+// replicates again once it is back; a checkpoint whose binlog was purged while the task was paused
+// pauses the subtask on resume with the position asked for and the files the source has.
+func TestE2EReaderErrors(t *testing.T) {
+	c := startWith(t, e2e.Options{Workers: 2, TaskMode: "incremental"}, false)
+	f, err := c.TaskFile(c.task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := "  - source-id: " + s1 + "\n"
+	withMeta := c.writeFile("meta.yaml", strings.Replace(string(body), first, first+"    meta:\n      binlog-name: pid-bin.000001\n      binlog-pos: 4\n", 1))
+	out := c.fails("start-task", withMeta)
+	contains(t, out, "meta_position", "pid-bin.000001 is not a binlog file of the source, which has mysql-bin.000001 to mysql-bin.00000")
+	c.noTask()
+
+	r := c.ok("start-task", f)
+	for _, s := range r.List("sources") {
+		if msg := s.Str("msg"); !strings.Contains(msg, "no meta: the task starts this source at its current binlog position (mysql-bin.00000") ||
+			!strings.Contains(msg, "rows written before it are not copied") {
+			t.Fatalf("start-task says of %s: %q", s.Str("source"), msg)
+		}
+	}
+	c.waitStage("Running")
+	c.up(0, insertRows("db_1.t_1", 1, 11, ""))
+	c.up(1, insertRows("db_2.t_1", 100, 111, ""))
+	c.converge("id, v")
+
+	// Source 2 down: Running, retrying, and saying so.
+	c.Ups[1].Stop()
+	c.until("source 2 shows the read failure and its attempts", func(r e2e.Result) bool {
+		sub, ok := sourceSub(r, s2)
+		if !ok || sub.Str("stage") != "Running" {
+			return false
+		}
+		_, msg := firstError(sub)
+		return strings.Contains(msg, "the binlog cannot be read; retrying (attempt 2")
+	}, "query-status", c.task)
+	if err := c.Ups[1].Boot(); err != nil {
+		t.Fatal(err)
+	}
+	c.up(1, insertRows("db_2.t_2", 200, 211, ""))
+	c.converge("id, v")
+	c.until("source 2's failure cleared", func(r e2e.Result) bool {
+		sub, ok := sourceSub(r, s2)
+		raw, _ := firstError(sub)
+		return ok && raw == ""
+	}, "query-status", c.task)
+
+	// Source 1's checkpoint purged while the task is paused.
+	c.ok("pause-task", c.task)
+	c.up(0, "FLUSH BINARY LOGS", insertRows("db_1.t_2", 20, 31, ""), "FLUSH BINARY LOGS", "PURGE BINARY LOGS BEFORE NOW() + INTERVAL 1 DAY")
+	c.ok("resume-task", c.task)
+	sub := c.until("source 1 paused on its purged checkpoint", func(r e2e.Result) bool {
+		sub, ok := sourceSub(r, s1)
+		return ok && sub.Str("stage") == "Paused" && strings.Contains(func() string { raw, _ := firstError(sub); return raw }(), "its binlog cannot be read from (mysql-bin.000001, ")
+	}, "query-status", c.task)
+	s, _ := sourceSub(sub, s1)
+	raw, msg := firstError(s)
+	for _, want := range []string{"ERROR 1236", "The source has binlog files mysql-bin.00000", "start-task --remove-meta", "A retry cannot fix this"} {
+		if !strings.Contains(raw, want) {
+			t.Fatalf("the error does not say %q: %s", want, raw)
+		}
+	}
+	if !strings.Contains(msg, "cannot be read from where it resumes") {
+		t.Fatalf("message %q", msg)
+	}
+}
