@@ -725,3 +725,33 @@ func TestE2EShardSchemaDropAndRefusedDDL(t *testing.T) {
 	c.waitRow(901)
 	c.waitStage("Running")
 }
+
+// The owner shard-ddl-lock shows is the source whose worker runs the lock's DDL: while the lock waits on
+// source 2, it is source 2 (its info will complete the lock and write the exec for itself), and source
+// 2's worker is the one that executes.
+func TestE2EOwnerShownRunsTheDDL(t *testing.T) {
+	c := startE2E(t, 2)
+	c.halfForm()
+	if lock := c.waitLock([]string{s1}, []string{s2}); lock.Str("owner") != s2 {
+		t.Fatalf("the waiting lock shows owner %q, want %s (the source that completes it runs it): %v", lock.Str("owner"), s2, lock)
+	}
+	c.finishLockPlus(0)
+	for source, exec := range map[string]string{s1: `"exec":false`, s2: `"exec":true`} {
+		log, err := os.ReadFile(c.Worker(c.workerOf(source)).LogFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, line := range strings.Split(string(log), "\n") {
+			if strings.Contains(line, "sharding DDL resolved") && strings.Contains(line, `"source":"`+source+`"`) {
+				found = true
+				if !strings.Contains(line, exec) {
+					t.Fatalf("source %s's worker: %s, want %s", source, line, exec)
+				}
+			}
+		}
+		if !found {
+			t.Fatalf("source %s's worker logged no resolved lock", source)
+		}
+	}
+}

@@ -244,6 +244,9 @@ type Keeper struct {
 	// decided again before that write's changes have come back (else each watch event in between
 	// would repeat the decision just written, and each repeat would fail in etcd).
 	written map[string]int64
+	// counting holds the locks whose arrival count holds (an ArriveKey that is not poisoned): the
+	// info that completes such a lock writes the exec for its own source. Only for what Locks shows.
+	counting map[string]bool
 }
 
 // NewKeeper returns an empty Keeper for keys in layout. maxTxnOps bounds the comparisons and the
@@ -252,7 +255,8 @@ func NewKeeper(layout Layout, maxTxnOps int) *Keeper {
 	if maxTxnOps <= 0 {
 		maxTxnOps = DefaultMaxTxnOps
 	}
-	return &Keeper{layout: layout, maxOps: maxTxnOps, tasks: map[string]TaskSources{}, taskSets: map[string]taskSet{}, locks: map[string]*lockState{}, dirty: map[string]bool{}, written: map[string]int64{}}
+	return &Keeper{layout: layout, maxOps: maxTxnOps, tasks: map[string]TaskSources{}, taskSets: map[string]taskSet{}, locks: map[string]*lockState{}, dirty: map[string]bool{}, written: map[string]int64{},
+		counting: map[string]bool{}}
 }
 
 // SetRevision records that the Keeper has been fed every change up to rev (a full read's or a watch
@@ -411,8 +415,17 @@ func (k *Keeper) ApplyKV(key string, value []byte, createRev, modRev int64, dele
 		return nil
 	}
 	switch p.kind {
-	case kindAgent, kindDone, kindArrive:
-		return nil // fencing for agents, counters of dones and arrivals for agents: no lock state
+	case kindArrive:
+		// The agents' count; no lock state, but it says which source will run the DDLs (Locks).
+		id := LockID(p.task, p.target)
+		if deleted || string(value) == arrivePoison {
+			delete(k.counting, id)
+		} else {
+			k.counting[id] = true
+		}
+		return nil
+	case kindAgent, kindDone:
+		return nil // fencing for agents, counters of dones for agents: no lock state
 	case kindTask:
 		if deleted {
 			k.DeleteTaskSources(p.task)

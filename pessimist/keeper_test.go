@@ -543,3 +543,25 @@ func TestOtherSession(t *testing.T) {
 		t.Fatal("another lock's info counted")
 	}
 }
+
+// TestWaitingOwnerIsWhoWillRun: while the agents' arrival count holds, the info that completes the
+// lock writes the exec for its own source, so a waiting lock shows as owner the source still missing
+// (the first of them while several are); once the count is poisoned the coordinator decides, and the
+// owner shown is the first source to arrive, as DM's.
+func TestWaitingOwnerIsWhoWillRun(t *testing.T) {
+	h := newHarness(t, "s1", "s2", "s3")
+	arrive := h.layout.ArriveKey(h.task, h.target)
+	h.info("s3", d1)
+	h.write(Txn{Puts: []KV{{arrive, arriveValue([]string{d1}, 1)}}})
+	if l := h.lock(); l.Owner != "s1" || l.Stage != "waiting" {
+		t.Fatalf("two missing: owner %s, want s1 (the first missing): %+v", l.Owner, l)
+	}
+	h.info("s1", d1)
+	if l := h.lock(); l.Owner != "s2" {
+		t.Fatalf("s2 missing: owner %s, want s2: %+v", l.Owner, l)
+	}
+	h.write(Txn{Puts: []KV{{arrive, arrivePoison}}})
+	if l := h.lock(); l.Owner != "s3" {
+		t.Fatalf("poisoned: owner %s, want s3 (the first to arrive): %+v", l.Owner, l)
+	}
+}

@@ -78,6 +78,16 @@ func (k *Keeper) lockView(id string, l *lockState) Lock {
 		sort.Slice(infos, func(a, b int) bool { return infos[a].CreateRevision < infos[b].CreateRevision })
 		if len(infos) > 0 {
 			lk.DDLs, lk.Owner, lk.Stage = infos[0].DDLs, infos[0].Source, "waiting"
+			if k.counting[id] {
+				// The info that completes the count writes the exec for its own source: the owner is
+				// the last source to arrive (the first of those still missing, while several are).
+				for _, src := range sources {
+					if _, has := l.infos[src]; !has {
+						lk.Owner = src
+						break
+					}
+				}
+			}
 		}
 		for _, i := range infos {
 			if !sameDDLs(i.DDLs, lk.DDLs) {
