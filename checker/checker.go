@@ -60,7 +60,7 @@ const (
 
 // Known are the items ignore-checking-items may name ("all" ignores every item).
 var Known = []string{ItemBinlogEnable, ItemBinlogFormat, ItemBinlogRowImage, ItemReplPrivilege, ItemShardSchema, ItemTableSchema,
-	ItemDumpPrivilege, ItemTableEmpty, ItemLoadSize, ItemMetaPosition}
+	ItemDumpPrivilege, ItemTableEmpty, ItemLoadSize, ItemMetaPosition, ItemTargetPrivilege}
 
 // Level is how much a check's result weighs.
 type Level int
@@ -196,6 +196,7 @@ func Check(ctx context.Context, task *config.Task, sources map[string]*config.So
 	}
 	byTarget := map[shardgroup.TableName][]shardColumns{}
 	planned := map[shardgroup.TableName][]loadInto{}
+	schemas := map[string]bool{} // the target databases
 	for _, inst := range task.MySQLInstances {
 		src, ok := sources[inst.SourceID]
 		if !ok {
@@ -215,8 +216,10 @@ func Check(ctx context.Context, task *config.Task, sources map[string]*config.So
 		}
 		checkSource(ctx, r, task, inst, db, down, fresh, loads, byTarget, planned)
 		checkStart(ctx, r, task, inst, src, db, down, fresh)
+		_ = targetSchemas(ctx, db, task, inst, schemas) // a failure to list tables is reported above
 		db.Close()
 	}
+	checkTargetPrivileges(ctx, r, down, task, schemas)
 	targets := make([]shardgroup.TableName, 0, len(byTarget))
 	for t := range byTarget {
 		targets = append(targets, t)
