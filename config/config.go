@@ -11,6 +11,7 @@ import (
 	"maps"
 	"math"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -20,14 +21,93 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// decodeStrict decodes YAML into out, refusing keys out does not define.
+// decodeStrict decodes YAML into out, refusing keys out does not define: each is named with its line,
+// the part of the file it is in, and the known key nearest to it.
 func decodeStrict(file string, data []byte, out any) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(out); err != nil {
-		return fmt.Errorf("%s: %s", file, strings.ReplaceAll(strings.ReplaceAll(err.Error(), "yaml: unmarshal errors:\n  ", ""), "not found in type", "is not a known key of"))
+		msg := strings.ReplaceAll(err.Error(), "yaml: unmarshal errors:\n  ", "")
+		msg = unknownField.ReplaceAllStringFunc(msg, func(m string) string {
+			sub := unknownField.FindStringSubmatch(m)
+			return "field " + sub[1] + " is not a known key of " + describeKeys(reflect.TypeOf(out), sub[1], sub[2])
+		})
+		return fmt.Errorf("%s: %s", file, msg)
 	}
 	return nil
+}
+
+var unknownField = regexp.MustCompile(`field (\S+) not found in type (\S+)`)
+
+// describeKeys names the struct type typeName (a type reachable from root, as yaml writes it:
+// "config.Task") for a user, with the known key nearest to key when one is near.
+func describeKeys(root reflect.Type, key, typeName string) string {
+	t := findType(root, typeName, map[reflect.Type]bool{})
+	if t == nil {
+		return typeName
+	}
+	what := map[string]string{"Task": "the task file", "Source": "the source file"}[t.Name()]
+	if what == "" {
+		what = "its section"
+	}
+	var keys []string
+	for i := range t.NumField() {
+		if tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]; tag != "" && tag != "-" {
+			keys = append(keys, tag)
+		}
+	}
+	best, dist := "", len(key)/3+2
+	for _, k := range keys {
+		if d := editDistance(key, k); d < dist {
+			best, dist = k, d
+		}
+	}
+	if best != "" {
+		return what + " (did you mean " + best + "?)"
+	}
+	return what
+}
+
+// findType is the struct type named name (package.Type) reachable from t through fields, pointers,
+// slices and maps.
+func findType(t reflect.Type, name string, seen map[reflect.Type]bool) reflect.Type {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map || t.Kind() == reflect.Array {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || seen[t] {
+		return nil
+	}
+	seen[t] = true
+	if t.String() == name {
+		return t
+	}
+	for i := range t.NumField() {
+		if found := findType(t.Field(i).Type, name, seen); found != nil {
+			return found
+		}
+	}
+	return nil
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // notSupported records keys set away from DM's default.

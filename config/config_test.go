@@ -404,3 +404,22 @@ func TestDMTaskTemplate(t *testing.T) {
 		t.Errorf("an undefined validator: %v", err)
 	}
 }
+
+// TestUnknownKeyNamesTheNearest: a misspelled key names its line, the part of the file (never a Go
+// type) and the known key nearest to it.
+func TestUnknownKeyNamesTheNearest(t *testing.T) {
+	for _, c := range []struct{ body, want string }{
+		{"name: t\ntask-mdoe: all\n", "task.yaml: line 2: field task-mdoe is not a known key of the task file (did you mean task-mode?)"},
+		{"name: t\nzzz: 1\n", "task.yaml: line 2: field zzz is not a known key of the task file"},
+		{"name: t\nmydumpers:\n  m:\n    treads: 4\n", "line 4: field treads is not a known key of its section (did you mean threads?)"},
+	} {
+		_, err := ParseTask("task.yaml", []byte(c.body))
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "config.") {
+			t.Errorf("%q: %v, want %q", c.body, err, c.want)
+		}
+	}
+	_, err := ParseSource("source.yaml", []byte("source-id: s\nfrom:\n  hots: x\n"))
+	if err == nil || !strings.Contains(err.Error(), "field hots is not a known key of its section (did you mean host?)") {
+		t.Errorf("source: %v", err)
+	}
+}

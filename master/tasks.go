@@ -77,7 +77,7 @@ func (s *Service) operateSource(ctx context.Context, l *leaderState, req *pb.Ope
 				continue
 			}
 			if err := ping(ctx, src.From); err != nil {
-				errs = append(errs, fmt.Errorf("source %s: cannot connect to from (%s): %v", src.SourceID, src.From, err))
+				errs = append(errs, fmt.Errorf("source %s: cannot connect to the database server its file names (from: %s): %v", src.SourceID, src.From, err))
 				continue
 			}
 			stored, err := s.encryptPasswords(raw, []string{"from", "password"})
