@@ -29,7 +29,7 @@ test: vet
 	exit $$status
 
 # The whole fault matrix: kill -9 of the leader master, the owner worker and the non-owner worker at
-# each of 7 steps of a lock (21 cells, TRIBUTARY_FAULT_RUNS runs each), plus the partition and failover
+# each of 6 steps of a lock (18 cells, TRIBUTARY_FAULT_RUNS runs each), plus the partition and failover
 # tests. `make test` runs one cell per step.
 FAULT_RUNS ?= 1
 test-faults:
