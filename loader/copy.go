@@ -210,6 +210,7 @@ func (c *copier) viaInsert(ctx context.Context, tx *sql.Tx, rows *sql.Rows) (cop
 			}
 			stmt = appendValue(stmt, b, c.kinds[i], c.u.noBackslash)
 			st.bytes += int64(len(b))
+			c.u.sentBytes.Add(int64(len(b)))
 		}
 		stmt = append(stmt, ')')
 		if c.key >= 0 {
@@ -217,6 +218,7 @@ func (c *copier) viaInsert(ctx context.Context, tx *sql.Tx, rows *sql.Rows) (cop
 		}
 		inBatch++
 		st.rows++
+		c.u.sentRows.Add(1)
 		if inBatch >= stmtRows || len(stmt) >= stmtBytes {
 			if err := flush(); err != nil {
 				return st, err
@@ -235,7 +237,7 @@ var readerSeq atomic.Int64
 // transfer, so it turns errors (a duplicate key, a value it had to change) into warnings: any warning
 // fails the chunk, except duplicate keys that on-duplicate ignore asks to skip.
 func (c *copier) viaLoadData(ctx context.Context, tx *sql.Tx, rows *sql.Rows) (copied, error) {
-	src := &tsvReader{rows: rows, key: c.key, raw: make([]sql.RawBytes, len(c.exprs))}
+	src := &tsvReader{rows: rows, key: c.key, raw: make([]sql.RawBytes, len(c.exprs)), u: c.u}
 	src.dest = make([]any, len(src.raw))
 	for i := range src.raw {
 		src.dest[i] = &src.raw[i]
@@ -317,9 +319,14 @@ type tsvReader struct {
 	st   copied
 	err  error
 	eof  bool
+	u    *Unit // counts the rows sent (sentRows)
 }
 
 func (r *tsvReader) Read(p []byte) (int, error) {
+	if r.u != nil {
+		rows, bytes := r.st.rows, r.st.bytes
+		defer func() { r.u.sentRows.Add(r.st.rows - rows); r.u.sentBytes.Add(r.st.bytes - bytes) }()
+	}
 	for r.off == len(r.buf) {
 		if r.eof {
 			return 0, io.EOF
@@ -407,6 +414,13 @@ func (c *copier) chunkOnce(ctx context.Context, q string, limit int) (err error)
 		return err
 	}
 	var st copied
+	counted := false // the chunk's sent rows moved to the committed ones
+	defer func() {
+		if !counted {
+			c.u.sentRows.Add(-st.rows)
+			c.u.sentBytes.Add(-st.bytes)
+		}
+	}()
 	if c.loadData {
 		st, err = c.viaLoadData(ctx, tx, rows)
 	} else {
@@ -431,6 +445,9 @@ func (c *copier) chunkOnce(ctx context.Context, q string, limit int) (err error)
 		return err
 	}
 	*c.lane = l
+	c.u.sentRows.Add(-total) // before the committed ones grow: a reader sees less for a moment, never more
+	c.u.sentBytes.Add(-bytes)
+	counted = true
 	c.u.doneRows.Add(total)
 	c.u.doneBytes.Add(bytes)
 	failpoint.Inject("load-chunk-committed") // between chunks

@@ -78,6 +78,10 @@ type Unit struct {
 	totalBytes atomic.Int64
 	doneRows   atomic.Int64
 	doneBytes  atomic.Int64
+	// sentRows, sentBytes: of the chunks in flight, the rows sent downstream and not yet committed
+	// (query-status counts them, so a table copied in one transaction shows its progress too).
+	sentRows  atomic.Int64
+	sentBytes atomic.Int64
 	snapPos    atomic.Value // string
 	// noBackslash: the downstream session's sql_mode has NO_BACKSLASH_ESCAPES (strings are then
 	// escaped by doubling quotes only).
@@ -124,7 +128,8 @@ type Result struct {
 	done func(context.Context) error
 }
 
-// Progress is the load's state for query-status.
+// Progress is the load's state for query-status. The finished rows and bytes are those committed
+// downstream and those of the chunks in flight sent so far.
 type Progress struct {
 	State                     string // snapshot, loading, loaded (waiting for the cut-over), switched
 	FinishedRows, TotalRows   int64
@@ -135,8 +140,8 @@ type Progress struct {
 
 // Progress returns the load's progress (totals are the source's estimates).
 func (u *Unit) Progress() Progress {
-	p := Progress{State: u.state.Load().(string), FinishedRows: u.doneRows.Load(), TotalRows: u.totalRows.Load(),
-		FinishedBytes: u.doneBytes.Load(), TotalBytes: u.totalBytes.Load(), MetaBinlog: u.snapPos.Load().(string)}
+	p := Progress{State: u.state.Load().(string), FinishedRows: u.doneRows.Load() + u.sentRows.Load(), TotalRows: u.totalRows.Load(),
+		FinishedBytes: u.doneBytes.Load() + u.sentBytes.Load(), TotalBytes: u.totalBytes.Load(), MetaBinlog: u.snapPos.Load().(string)}
 	if !u.started.IsZero() {
 		p.Elapsed = time.Since(u.started)
 	}

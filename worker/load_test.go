@@ -432,3 +432,41 @@ func TestFullLoadRefusesHalfAlteredShards(t *testing.T) {
 	}
 	c.convergeTable("db.t", "t_1,t_2", "id, v, c")
 }
+
+// TestLoadProgressMovesWithinATransaction: a table without a key is copied in one transaction; the
+// load's progress (query-status' finishedRows, finishedBytes, progress) still rises while it is sent,
+// not only when it commits.
+func TestLoadProgressMovesWithinATransaction(t *testing.T) {
+	const rows = 200_000
+	c := loadCluster(t, 0)
+	c.up(0, fmt.Sprintf("INSERT INTO db_1.u_1 (f, txt, j) SELECT seq, REPEAT('é', 20), JSON_OBJECT('k', seq) FROM db_1.seq_1_to_%d", rows))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var unit atomic.Pointer[loader.Unit]
+	p := c.loadParams(0)
+	p.onUnit = func(u *loader.Unit) { unit.Store(u) }
+	errs := make(chan error, 1)
+	go func() { errs <- runLoad(ctx, p) }()
+	seen := map[int64]bool{}
+	var bytes int64
+	eventually(t, 120*time.Second, func() bool {
+		u := unit.Load()
+		if u == nil {
+			return false
+		}
+		pr := u.Progress()
+		if pr.State == "loading" && pr.FinishedRows > 0 && pr.FinishedRows < rows {
+			seen[pr.FinishedRows] = true
+			bytes = max(bytes, pr.FinishedBytes)
+		}
+		return pr.State == "loaded"
+	}, func() string { return "source 1 did not finish loading" })
+	if len(seen) < 2 || bytes == 0 {
+		t.Fatalf("while the table was sent, query-status showed %d distinct row counts between 0 and %d (bytes %d): the progress did not move", len(seen), rows, bytes)
+	}
+	if p := unit.Load().Progress(); p.FinishedRows != rows+3 || p.Done() != 1 {
+		t.Fatalf("after the load: %+v", p)
+	}
+	cancel()
+	<-errs
+}
