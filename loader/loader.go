@@ -82,7 +82,7 @@ type Unit struct {
 	// (query-status counts them, so a table copied in one transaction shows its progress too).
 	sentRows  atomic.Int64
 	sentBytes atomic.Int64
-	snapPos    atomic.Value // string
+	snapPos   atomic.Value // string
 	// noBackslash: the downstream session's sql_mode has NO_BACKSLASH_ESCAPES (strings are then
 	// escaped by doubling quotes only).
 	noBackslash bool
