@@ -104,3 +104,45 @@ func TestE2EReaderErrors(t *testing.T) {
 		t.Fatalf("message %q", msg)
 	}
 }
+
+// TestE2EReaderAccessDenied: the source user loses REPLICATION SLAVE while the task runs; when its
+// binlog connection is cut, the reconnect is refused, and the subtask pauses saying which grant it
+// needs, instead of retrying for ever; resume-task after the grant goes on.
+func TestE2EReaderAccessDenied(t *testing.T) {
+	c := startWith(t, e2e.Options{Workers: 2, TaskMode: "incremental"}, false)
+	c.up(1, "CREATE USER repl@'127.0.0.1' IDENTIFIED BY 'pw'", "GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT, RELOAD ON *.* TO repl@'127.0.0.1'")
+	c.ok("operate-source", "stop", s2)
+	f, err := c.SourceFile(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ok("operate-source", "create", c.writeFile("repl.yaml", strings.Replace(strings.Replace(string(body), "user: root", "user: repl", 1), `password: ""`, "password: pw", 1)))
+	tf, err := c.TaskFile(c.task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.startTask(tf)
+	c.waitStage("Running")
+	c.up(1, insertRows("db_2.t_1", 1, 11, ""))
+	c.converge("id, v")
+	c.up(1, "REVOKE REPLICATION SLAVE ON *.* FROM repl@'127.0.0.1'")
+	ids, err := e2e.Rows(c.UpDBs[1], "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = 'repl' AND COMMAND LIKE 'Binlog Dump%'")
+	if err != nil || len(ids) == 0 {
+		t.Fatalf("the binlog connection of repl: %v %v", ids, err)
+	}
+	for _, id := range ids {
+		c.up(1, "KILL "+id)
+	}
+	c.until("source 2 paused on the missing grant", func(r e2e.Result) bool {
+		sub, ok := sourceSub(r, s2)
+		raw, _ := firstError(sub)
+		return ok && sub.Str("stage") == "Paused" && strings.Contains(raw, "GRANT REPLICATION SLAVE") && strings.Contains(raw, "A retry cannot fix this")
+	}, "query-status", c.task)
+	c.up(1, "GRANT REPLICATION SLAVE ON *.* TO repl@'127.0.0.1'", insertRows("db_2.t_2", 20, 31, ""))
+	c.ok("resume-task", c.task)
+	c.converge("id, v")
+}
