@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	gmysql "github.com/go-mysql-org/go-mysql/mysql"
@@ -191,6 +192,7 @@ func sourceHas(ctx context.Context, db *sql.DB, flavor string) string {
 // connection and then fails at once is not retried every second. query-status shows the last failure
 // and the attempt count until the source answers again (any event, a heartbeat included).
 type readRetry struct {
+	dirty    atomic.Bool // a failure is recorded that an event has not cleared yet: read's fast path
 	mu       sync.Mutex
 	attempt  int
 	last     error
@@ -204,16 +206,21 @@ func (r *readRetry) failed(err error) (attempt int, wait time.Duration) {
 	defer r.mu.Unlock()
 	r.attempt++
 	r.last, r.at, r.answered = err, time.Now(), false
+	r.dirty.Store(true)
 	return r.attempt, min(2*time.Second<<min(r.attempt-1, 4), 30*time.Second)
 }
 
 // read records an event: the source answers; one that moves the binlog (moves) also starts the
 // backoff again.
 func (r *readRetry) read(ev *replication.BinlogEvent) {
+	if !r.dirty.Load() {
+		return // nothing failed since the binlog last moved: one atomic load per event
+	}
 	r.mu.Lock()
 	r.answered = true
 	if r.attempt != 0 && moves(ev) {
 		r.attempt, r.last = 0, nil
+		r.dirty.Store(false)
 	}
 	r.mu.Unlock()
 }

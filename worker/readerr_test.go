@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	gmysql "github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/tributary-db/tributary/pessimist"
 )
@@ -158,5 +160,35 @@ func TestClassifyRead(t *testing.T) {
 		if _, got := classifyRead(c.err); got != c.class {
 			t.Errorf("%v: class %q, want %q", c.err, got, c.class)
 		}
+	}
+}
+
+// TestReadRetryBackoff: the wait doubles from 2 s to 30 s across failures; a heartbeat or the fake
+// rotate of a new dump shows the source answers (the failure is no longer shown) but does not start
+// the backoff again; an event of the binlog does.
+func TestReadRetryBackoff(t *testing.T) {
+	var r readRetry
+	var waits []time.Duration
+	for range 6 {
+		_, w := r.failed(io.ErrUnexpectedEOF)
+		waits = append(waits, w)
+	}
+	want := []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second}
+	if !slices.Equal(waits, want) {
+		t.Fatalf("waits %v, want %v", waits, want)
+	}
+	if _, _, _, ok := r.failing(); !ok {
+		t.Fatal("the failure is not shown")
+	}
+	r.read(&replication.BinlogEvent{Header: &replication.EventHeader{EventType: replication.HEARTBEAT_EVENT, LogPos: 1234}})
+	if _, _, _, ok := r.failing(); ok {
+		t.Fatal("the failure is still shown after the source answered")
+	}
+	if n, w := r.failed(io.ErrUnexpectedEOF); n != 7 || w != 30*time.Second {
+		t.Fatalf("after a heartbeat: attempt %d, wait %v: the backoff started again", n, w)
+	}
+	r.read(&replication.BinlogEvent{Header: &replication.EventHeader{EventType: replication.QUERY_EVENT, LogPos: 2000}})
+	if n, w := r.failed(io.ErrUnexpectedEOF); n != 1 || w != 2*time.Second {
+		t.Fatalf("after the binlog moved: attempt %d, wait %v", n, w)
 	}
 }
