@@ -394,3 +394,20 @@ func joinTables(ts []TableName) string {
 	}
 	return strings.Join(s, ", ")
 }
+
+// SyncedAt is, when the group is synced, the latest position among its tables' items of the active
+// step: a reader past it has read every table's DDL of the step. False when it is not synced.
+func (g *ShardingGroup) SyncedAt() (Position, bool) {
+	if !g.InSharding() || !g.status().Synced {
+		return Position{}, false
+	}
+	var at Position
+	for _, seq := range g.tables {
+		if len(seq.Items) > g.active {
+			if pos := seq.Items[g.active].Pos; pos.Compare(at) > 0 {
+				at = pos
+			}
+		}
+	}
+	return at, true
+}

@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -103,6 +104,7 @@ type Syncer struct {
 	groups   map[TableName]*shardgroup.ShardingGroup // by target
 	ddlStart map[TableName]map[Position]ddlEvent     // per target: DDL item (end) position -> its event
 	retry    readRetry                               // the reader's reconnects (readerr.go)
+	infoAt   map[TableName]Position                  // per target: an info deferred until the re-read passes this (postDeferred)
 	sessions eventSessions                           // the session settings of DDL events (eventsession.go)
 	pending  map[TableName]bool                      // targets whose info is posted and operation awaited
 	opCh     chan opResult
@@ -417,6 +419,11 @@ func (s *Syncer) Run(ctx context.Context) error {
 			if err := s.handle(ctx, ev.BinlogEvent, ev.gtid); err != nil {
 				return err
 			}
+			if len(s.infoAt) > 0 {
+				if err := s.postDeferred(ctx); err != nil {
+					return err
+				}
+			}
 		case res := <-s.opCh:
 			if err := s.applyOperation(ctx, res); err != nil {
 				return err
@@ -497,6 +504,7 @@ func (s *Syncer) init(ctx context.Context) error {
 	}
 	s.groups = map[TableName]*shardgroup.ShardingGroup{}
 	s.ddlStart = map[TableName]map[Position]ddlEvent{}
+	s.infoAt = map[TableName]Position{}
 	s.gtidAt = map[Position]string{}
 	s.pending = map[TableName]bool{}
 	s.heldBack = map[TableName]bool{}
@@ -1878,6 +1886,32 @@ func (s *Syncer) postInfo(ctx context.Context, target TableName) error {
 	return nil
 }
 
+// postDeferred posts the infos applyOperation deferred whose steps the re-read has passed: the DML
+// read before them goes downstream first.
+func (s *Syncer) postDeferred(ctx context.Context) error {
+	flushed := false
+	for _, target := range slices.SortedFunc(maps.Keys(s.infoAt), func(a, b TableName) int { return strings.Compare(a.String(), b.String()) }) {
+		if s.lastPos.Compare(s.infoAt[target]) < 0 {
+			continue
+		}
+		delete(s.infoAt, target)
+		g := s.groups[target]
+		if g == nil || s.pending[target] || !g.Status().Synced {
+			continue // posted meanwhile (the step's DDL read again), or no longer synced
+		}
+		if !flushed {
+			if err := s.flush(ctx); err != nil {
+				return err
+			}
+			flushed = true
+		}
+		if err := s.postInfo(ctx, target); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // applyOperation executes or skips the DDLs of a resolved lock, saves the checkpoint past them, marks
 // the operation done, and re-reads the DML held back behind them.
 func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
@@ -2032,6 +2066,14 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 		s.resync, s.resyncLock = &from, lock
 	}
 	if g.Status().Synced {
+		if held {
+			// The next step is reached already, but DML before its DDLs was held back and is read
+			// again now: its owner may run it as soon as the info is in, so the info waits until the
+			// re-read has passed every table's DDL of the step (postDeferred).
+			at, _ := g.SyncedAt()
+			s.infoAt[target] = at
+			return nil
+		}
 		return s.postInfo(ctx, target)
 	}
 	return nil

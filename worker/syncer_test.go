@@ -843,3 +843,39 @@ func TestResumePositionMovesUnderMultiTableTransactions(t *testing.T) {
 	}
 	c.converge("id, v")
 }
+
+// TestNextLockWaitsForTheReRead: a source reaches two locks' DDLs before the first resolves, with
+// many rows between them on one shard (held back behind the first). When the first resolves, the rows
+// are read again; the info of the second must not go before they are downstream, or its owner runs
+// the second DDL (here a DROP of the column the rows fill) first and the rows are refused or lost.
+func TestNextLockWaitsForTheReRead(t *testing.T) {
+	c := newCluster(t)
+	c.startSyncer(0)
+	c.startSyncer(1)
+	var vals []string
+	for i := range 20000 {
+		vals = append(vals, fmt.Sprintf("(%d, 'v', %d)", 10000+i, i))
+	}
+	c.up(1, "ALTER TABLE db_2.t_1 ADD COLUMN c INT", "INSERT INTO db_2.t_1 VALUES "+strings.Join(vals, ","), "ALTER TABLE db_2.t_1 DROP COLUMN c",
+		"ALTER TABLE db_2.t_2 ADD COLUMN c INT", "ALTER TABLE db_2.t_2 DROP COLUMN c")
+	c.up(0, "ALTER TABLE db_1.t_1 ADD COLUMN c INT", "ALTER TABLE db_1.t_2 ADD COLUMN c INT",
+		"ALTER TABLE db_1.t_1 DROP COLUMN c", "ALTER TABLE db_1.t_2 DROP COLUMN c")
+	want := c.merged("id, v")
+	var got []string
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		select {
+		case err := <-c.failures(1):
+			t.Fatalf("source 2 stopped: %v", err)
+		default:
+		}
+		if got, _ = e2e.Rows(c.downDB, "SELECT id, v FROM db.t"); slices.Equal(got, want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("downstream did not converge: %s", e2e.FirstDiff(got, want))
+		}
+	}
+	if n := c.downColumns(); n != 2 {
+		t.Fatalf("db.t has %d columns, want 2 (id, v)", n)
+	}
+}
