@@ -312,7 +312,7 @@ func checkSource(ctx context.Context, r report, task *config.Task, inst config.I
 	if hasLoad && !fresh {
 		what = "the full load resumes, copying what remains of"
 	}
-	r.info(ItemLoadSize, source, "%s %d tables: about %d rows, %s (information_schema's estimates)", what, len(tables), rows, humanBytes(bytes))
+	r.info(ItemLoadSize, source, "%s %d tables: about %d rows, %s (information_schema's estimates, scaled to the tables' files where those have grown past them)", what, len(tables), rows, humanBytes(bytes))
 	// A source with a load header resumes it: its targets are placed already. Otherwise its load
 	// plans where each target goes, and refuses a target holding rows unless on-duplicate merges.
 	if hasLoad && !fresh {
@@ -657,23 +657,17 @@ func checkDumpPrivileges(ctx context.Context, db *sql.DB, source, global string,
 
 // listTables lists the source's tables that the task replicates, with their size estimates.
 func listTables(ctx context.Context, db *sql.DB, rt *router.Router) ([]srcTable, error) {
-	rows, err := db.QueryContext(ctx, "SELECT TABLE_SCHEMA, TABLE_NAME, COALESCE(TABLE_ROWS, 0), COALESCE(DATA_LENGTH, 0) FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' ORDER BY 1, 2")
+	tables, err := dbutil.TableEstimates(ctx, db)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	var out []srcTable
-	for rows.Next() {
-		var t srcTable
-		if err := rows.Scan(&t.table.Schema, &t.table.Name, &t.rows, &t.bytes); err != nil {
-			return nil, err
-		}
-		if !rt.Skip(t.table) {
-			t.target = rt.Route(t.table)
-			out = append(out, t)
+	for _, e := range tables {
+		if !rt.Skip(e.Table) {
+			out = append(out, srcTable{table: e.Table, target: rt.Route(e.Table), rows: e.Rows, bytes: e.Bytes})
 		}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func collectShards(ctx context.Context, db *sql.DB, source string, tables []srcTable, byTarget map[shardgroup.TableName][]shardColumns) error {

@@ -370,29 +370,21 @@ func sameShardDefinitions(source string, tables map[TableName]*found) error {
 // LIMIT 0 so that the snapshot holds its metadata lock: its definition cannot change until the load
 // ends.
 func (u *Unit) inspect(ctx context.Context, c *sql.Conn) (map[TableName]*found, error) {
-	rows, err := c.QueryContext(ctx, "SELECT TABLE_SCHEMA, TABLE_NAME, COALESCE(TABLE_ROWS, 0), COALESCE(DATA_LENGTH, 0) FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys') ORDER BY 1, 2")
+	tables, err := dbutil.TableEstimates(ctx, c)
 	if err != nil {
 		return nil, fmt.Errorf("list tables of source %s: %w", u.cfg.Source, err)
 	}
 	out := map[TableName]*found{}
 	var order []TableName
-	for rows.Next() {
-		var t TableName
-		f := &found{}
-		if err := rows.Scan(&t.Schema, &t.Name, &f.estRows, &f.estBytes); err != nil {
-			rows.Close()
-			return nil, err
-		}
+	for _, e := range tables {
+		t := e.Table
 		if u.cfg.Router.Skip(t) {
 			continue
 		}
+		f := &found{estRows: e.Rows, estBytes: e.Bytes}
 		f.info.Src, f.info.Target = t, u.cfg.Router.Route(t)
 		out[t] = f
 		order = append(order, t)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
 	}
 	for _, t := range order {
 		f := out[t]
