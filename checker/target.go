@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,8 +17,23 @@ import (
 // in the target databases and the meta schema, and write and read the rows there.
 const ItemTargetPrivilege = "target_privilege"
 
-// targetPrivileges are what the target user needs on each target database and on the meta schema.
+// targetPrivileges are what the target user needs on each target database: the rows' and the
+// CREATE of the targets (CREATE DATABASE IF NOT EXISTS needs it even where the database exists) always;
+// ALTER and DROP for the replicated DDL and the load's cut-over (its RENAME), INDEX for index DDL.
 var targetPrivileges = []string{"SELECT", "INSERT", "UPDATE", "DELETE", "CREATE", "DROP", "ALTER", "INDEX"}
+
+// needed reports whether the task cannot run at all without privilege p: the rows' and CREATE; ALTER
+// and DROP too for a task that loads (the cut-over renames the hidden tables into place). Without the
+// others the DDL that needs them pauses the subtask when it comes: a warning.
+func needed(p string, loads bool) bool {
+	switch p {
+	case "SELECT", "INSERT", "UPDATE", "DELETE", "CREATE":
+		return true
+	case "ALTER", "DROP":
+		return loads
+	}
+	return false
+}
 
 // grant is one line of SHOW GRANTS that gives privileges on *.* or on a database (a pattern).
 type grant struct {
@@ -124,8 +140,8 @@ func targetSchemas(ctx context.Context, db *sql.DB, task *config.Task, inst conf
 	return nil
 }
 
-// checkTargetPrivileges checks that the target user has targetPrivileges on every target database and
-// on the meta schema, naming the grant that would give what is missing.
+// checkTargetPrivileges checks that the target user has targetPrivileges on every target database,
+// naming the grant that would give what is missing (the meta schema is probed by ItemMetaSchema).
 func checkTargetPrivileges(ctx context.Context, r report, down *sql.DB, task *config.Task, schemas map[string]bool) {
 	rows, err := down.QueryContext(ctx, "SHOW GRANTS")
 	if err != nil {
@@ -144,28 +160,24 @@ func checkTargetPrivileges(ctx context.Context, r report, down *sql.DB, task *co
 	}
 	rows.Close()
 	grants, unsure := parseGrants(lines)
-	all := []string{task.MetaSchema}
-	for s := range schemas {
-		if s != task.MetaSchema {
-			all = append(all, s)
+	for _, db := range slices.Sorted(maps.Keys(schemas)) {
+		if db == task.MetaSchema {
+			continue
 		}
-	}
-	slices.Sort(all[1:])
-	for _, db := range all {
 		missing := missingOn(grants, db)
 		if len(missing) == 0 {
 			continue
 		}
-		what := "target database " + db
-		if db == task.MetaSchema {
-			what = "meta schema " + db
-		}
-		msg := fmt.Sprintf("the target user lacks %s on %s, which the task creates or writes (GRANT %s ON `%s`.* TO the target user)",
-			strings.Join(missing, ", "), what, strings.Join(missing, ", "), strings.ReplaceAll(db, "`", "``"))
-		if unsure {
+		blocking := slices.ContainsFunc(missing, func(p string) bool { return needed(p, task.Dumps()) })
+		msg := fmt.Sprintf("the target user lacks %s on target database %s (GRANT %s ON `%s`.* TO the target user)",
+			strings.Join(missing, ", "), db, strings.Join(missing, ", "), strings.ReplaceAll(db, "`", "``"))
+		switch {
+		case unsure:
 			r.warn(ItemTargetPrivilege, "", "%s; the user also has roles, whose privileges are not read: check them", msg)
-		} else {
-			r.fail(ItemTargetPrivilege, "", "%s", msg)
+		case blocking:
+			r.fail(ItemTargetPrivilege, "", "%s: the task writes and creates its tables there", msg)
+		default:
+			r.warn(ItemTargetPrivilege, "", "%s: a replicated DDL that needs it pauses the subtask", msg)
 		}
 	}
 }

@@ -42,7 +42,18 @@ func TestTargetPrivilege(t *testing.T) {
 	task, srcs := e.task("all", "root", "")
 	task.TargetDatabase.User, task.TargetDatabase.Password = "tgt", "pw"
 	mustContain(t, find(Check(ctx, task, srcs, false), ItemTargetPrivilege, Error), "lacks CREATE, DROP, ALTER, INDEX on target database db", "GRANT CREATE, DROP, ALTER, INDEX ON `db`.* TO")
-	e.down.Exec(t, e.downDB, "GRANT CREATE, DROP, ALTER, INDEX ON `db`.* TO 'tgt'@'127.0.0.1'")
+	// An incremental task can run without the DDL privileges: a warning.
+	e.down.Exec(t, e.downDB, "GRANT CREATE ON `db`.* TO 'tgt'@'127.0.0.1'")
+	inc, incSrcs := e.task("incremental", "root", "")
+	inc.TargetDatabase.User, inc.TargetDatabase.Password = "tgt", "pw"
+	fs := Check(ctx, inc, incSrcs, false)
+	if len(find(fs, ItemTargetPrivilege, Error)) != 0 {
+		t.Fatalf("incremental without ALTER, DROP, INDEX: %s", Report(fs))
+	}
+	mustContain(t, find(fs, ItemTargetPrivilege, Warning), "lacks DROP, ALTER, INDEX", "pauses the subtask")
+	// A load needs ALTER and DROP for its cut-over.
+	mustContain(t, find(Check(ctx, task, srcs, false), ItemTargetPrivilege, Error), "lacks DROP, ALTER, INDEX")
+	e.down.Exec(t, e.downDB, "GRANT DROP, ALTER, INDEX ON `db`.* TO 'tgt'@'127.0.0.1'")
 	if fs := find(Check(ctx, task, srcs, false), ItemTargetPrivilege, Error); len(fs) != 0 {
 		t.Fatalf("with the grants: %s", Report(fs))
 	}

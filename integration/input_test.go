@@ -147,9 +147,17 @@ func TestE2EBadInputIsRefusedAndChangesNothing(t *testing.T) {
 	contains(t, c.fails("check-task", nometa), "[meta_schema] downstream", "meta-schema `dm_meta`", "Access denied for user 'nometa'", meta.Privileges)
 	contains(t, c.fails("start-task", nometa), "precheck failed; nothing started", "[meta_schema] downstream", "`dm_meta`")
 	c.noTask()
-	// A subtask that cannot start (its user may not create the target table, which no precheck
-	// covers): start-task answers false with each source's cause, and stop-task removes the task.
-	out = c.fails("start-task", asUser("nodb.yaml", "nodb"))
+	// A target user that may not create the target table: the precheck names the grant, and nothing
+	// starts. With that check ignored, the subtasks cannot start: start-task answers false with each
+	// source's cause, and stop-task removes the task.
+	nodb := asUser("nodb.yaml", "nodb")
+	contains(t, c.fails("start-task", nodb), "precheck failed; nothing started", "[target_privilege]", "lacks CREATE, DROP, ALTER", "GRANT CREATE, DROP, ALTER")
+	c.noTask()
+	ignoring, err := os.ReadFile(nodb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = c.fails("start-task", c.writeFile("nodb-ignoring.yaml", string(ignoring)+"ignore-checking-items: [\"target_privilege\"]\n"))
 	contains(t, out, "did not start on "+s1+", "+s2, "denied", "'nodb'@", "stop-task "+c.task)
 	c.ok("stop-task", c.task)
 	c.noTask()
