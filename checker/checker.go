@@ -354,7 +354,7 @@ func checkStart(ctx context.Context, r report, task *config.Task, inst config.In
 		checkStartGTID(ctx, r, source, m.BinlogGTID, db, src.Flavor)
 		return
 	}
-	files, err := binaryLogs(ctx, db)
+	files, err := dbutil.BinaryLogs(ctx, db)
 	if err != nil {
 		r.fail(ItemMetaPosition, source, "SHOW BINARY LOGS: %v", err)
 		return
@@ -364,48 +364,18 @@ func checkStart(ctx context.Context, r report, task *config.Task, inst config.In
 		return
 	}
 	for _, f := range files {
-		if f.name != m.BinlogName {
+		if f.Name != m.BinlogName {
 			continue
 		}
-		if int64(m.BinlogPos) > f.size {
+		if int64(m.BinlogPos) > f.Size {
 			r.fail(ItemMetaPosition, source, "meta binlog-pos %d is past the end of %s (%d bytes): set binlog-pos to a position in the file (SHOW BINLOG EVENTS IN '%s')",
-				m.BinlogPos, f.name, f.size, f.name)
+				m.BinlogPos, f.Name, f.Size, f.Name)
 		}
 		return
 	}
 	r.fail(ItemMetaPosition, source, "meta binlog-name %s is not a binlog file of the source, which has %s to %s (SHOW BINARY LOGS): it was purged, "+
 		"or the server names its binlog otherwise (log-bin's base name); set binlog-name and binlog-pos to a position the source has, or use task-mode: all",
-		m.BinlogName, files[0].name, files[len(files)-1].name)
-}
-
-type binaryLog struct {
-	name string
-	size int64
-}
-
-func binaryLogs(ctx context.Context, db *sql.DB) ([]binaryLog, error) {
-	rows, err := db.QueryContext(ctx, "SHOW BINARY LOGS")
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return nil, err
-	}
-	var out []binaryLog
-	for rows.Next() {
-		var f binaryLog
-		vals := []any{&f.name, &f.size}
-		for len(vals) < len(cols) {
-			vals = append(vals, new(sql.RawBytes)) // Encrypted (MySQL 8)
-		}
-		if err := rows.Scan(vals...); err != nil {
-			return nil, err
-		}
-		out = append(out, f)
-	}
-	return out, rows.Err()
+		m.BinlogName, files[0].Name, files[len(files)-1].Name)
 }
 
 // checkStartGTID checks a MariaDB meta binlog-gtid against the source's binlog: every domain it names

@@ -72,6 +72,38 @@ func SourcePosition(ctx context.Context, db RowsQuerier) (shardgroup.Position, s
 	return p, gtid.String, nil
 }
 
+// BinaryLog is one file of SHOW BINARY LOGS.
+type BinaryLog struct {
+	Name string
+	Size int64
+}
+
+// BinaryLogs lists a server's binlog files, oldest first (SHOW BINARY LOGS; MySQL 8 adds a column).
+func BinaryLogs(ctx context.Context, db RowsQuerier) ([]BinaryLog, error) {
+	rows, err := db.QueryContext(ctx, "SHOW BINARY LOGS")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	var out []BinaryLog
+	for rows.Next() {
+		var f BinaryLog
+		vals := []any{&f.Name, &f.Size}
+		for len(vals) < len(cols) {
+			vals = append(vals, new(sql.RawBytes)) // Encrypted (MySQL 8)
+		}
+		if err := rows.Scan(vals...); err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
 // masterStatus reads the file and position of SHOW MASTER STATUS (4 columns on MariaDB, 5 on MySQL).
 func masterStatus(ctx context.Context, db RowsQuerier, q string) (shardgroup.Position, error) {
 	var p shardgroup.Position

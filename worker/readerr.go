@@ -15,6 +15,8 @@ import (
 	gmysql "github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 	"go.uber.org/zap"
+
+	"github.com/tributary-db/tributary/dbutil"
 )
 
 // The binlog reader's errors fall in the classes of errors.go too. Permanent: the source does not have
@@ -147,31 +149,13 @@ func (e *ReadError) Error() string {
 func sourceHas(ctx context.Context, db *sql.DB, flavor string) string {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	rows, err := db.QueryContext(ctx, "SHOW BINARY LOGS")
+	files, err := dbutil.BinaryLogs(ctx, db)
 	if err != nil {
 		return "binlog files that could not be listed (SHOW BINARY LOGS: " + err.Error() + ")"
 	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	var first, last string
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		var name string
-		vals[0] = &name
-		for i := 1; i < len(vals); i++ {
-			vals[i] = new(sql.RawBytes)
-		}
-		if err := rows.Scan(vals...); err != nil {
-			return "binlog files that could not be listed (SHOW BINARY LOGS: " + err.Error() + ")"
-		}
-		if first == "" {
-			first = name
-		}
-		last = name
-	}
 	has := "no binlog files (SHOW BINARY LOGS is empty: is log-bin on?)"
-	if first != "" {
-		has = fmt.Sprintf("binlog files %s to %s (SHOW BINARY LOGS)", first, last)
+	if len(files) > 0 {
+		has = fmt.Sprintf("binlog files %s to %s (SHOW BINARY LOGS)", files[0].Name, files[len(files)-1].Name)
 	}
 	q, what := "SELECT @@gtid_binlog_pos", "gtid_binlog_pos"
 	if flavor == gmysql.MySQLFlavor {
