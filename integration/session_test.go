@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -12,15 +11,14 @@ import (
 	"github.com/tributary-db/tributary/internal/e2e"
 )
 
-// definitionBody is SHOW CREATE TABLE of table without its first line (the name) and AUTO_INCREMENT.
-func definitionBody(t *testing.T, db *sql.DB, table string) string {
+// definitionBody is e2e.DefinitionBody, failing the test on error.
+func definitionBody(t testing.TB, db *sql.DB, table string) string {
 	t.Helper()
-	var name, def string
-	if err := db.QueryRow("SHOW CREATE TABLE "+table).Scan(&name, &def); err != nil {
-		t.Fatalf("SHOW CREATE TABLE %s: %v", table, err)
+	body, err := e2e.DefinitionBody(db, table)
+	if err != nil {
+		t.Fatal(err)
 	}
-	_, rest, _ := strings.Cut(def, "\n")
-	return regexp.MustCompile(` AUTO_INCREMENT=\d+`).ReplaceAllString(rest, "")
+	return body
 }
 
 // TestE2EDDLRunsInItsSession: through the binaries, with every server at time_zone +08:00 (the

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/binary"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -16,15 +15,14 @@ import (
 	"github.com/tributary-db/tributary/session"
 )
 
-// body is SHOW CREATE TABLE of table without its first line (the name) and the AUTO_INCREMENT counter.
+// body is e2e.DefinitionBody, failing the test on error.
 func body(t testing.TB, db *sql.DB, table string) string {
 	t.Helper()
-	var name, def string
-	if err := db.QueryRow("SHOW CREATE TABLE "+table).Scan(&name, &def); err != nil {
-		t.Fatalf("SHOW CREATE TABLE %s: %v", table, err)
+	body, err := e2e.DefinitionBody(db, table)
+	if err != nil {
+		t.Fatal(err)
 	}
-	_, rest, _ := strings.Cut(def, "\n")
-	return regexp.MustCompile(` AUTO_INCREMENT=\d+`).ReplaceAllString(rest, "")
+	return body
 }
 
 // sessionConn is one connection to source i's server: what is SET on it holds for what follows.

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -530,6 +531,19 @@ func (c *Cluster) Exec(i int, stmts ...string) error {
 	}
 	return nil
 }
+
+// DefinitionBody is SHOW CREATE TABLE of table without its first line (the name) and the
+// AUTO_INCREMENT counter: what an upstream shard and its downstream target should share.
+func DefinitionBody(db *sql.DB, table string) (string, error) {
+	var name, def string
+	if err := db.QueryRow("SHOW CREATE TABLE "+table).Scan(&name, &def); err != nil {
+		return "", fmt.Errorf("SHOW CREATE TABLE %s: %w", table, err)
+	}
+	_, rest, _ := strings.Cut(def, "\n")
+	return autoIncrement.ReplaceAllString(rest, ""), nil
+}
+
+var autoIncrement = regexp.MustCompile(` AUTO_INCREMENT=\d+`)
 
 // Rows returns a query's rows as sorted strings.
 func Rows(db *sql.DB, q string) ([]string, error) {
