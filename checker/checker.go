@@ -214,8 +214,7 @@ func Check(ctx context.Context, task *config.Task, sources map[string]*config.So
 			}
 			continue
 		}
-		checkSource(ctx, r, task, inst, db, down, fresh, loads, byTarget, planned)
-		checkStart(ctx, r, task, inst, src, db, down, fresh)
+		checkSource(ctx, r, task, inst, src, db, down, fresh, loads, byTarget, planned)
 		_ = targetSchemas(ctx, db, task, inst, schemas) // a failure to list tables is reported above
 		db.Close()
 	}
@@ -249,7 +248,7 @@ func Check(ctx context.Context, task *config.Task, sources map[string]*config.So
 }
 
 // checkSource runs the checks of one source.
-func checkSource(ctx context.Context, r report, task *config.Task, inst config.Instance, db, down *sql.DB, fresh bool,
+func checkSource(ctx context.Context, r report, task *config.Task, inst config.Instance, src *config.Source, db, down *sql.DB, fresh bool,
 	loads map[string]loader.LoadState, byTarget map[shardgroup.TableName][]shardColumns, planned map[shardgroup.TableName][]loadInto) {
 	source := inst.SourceID
 	grants, grantsErr := globalGrants(ctx, db)
@@ -265,11 +264,14 @@ func checkSource(ctx context.Context, r report, task *config.Task, inst config.I
 		checkBinlog(ctx, db, source, r, false)
 	}
 	resuming := false
+	var err error
 	if !fresh {
-		var err error
 		if resuming, err = meta.HasCheckpoint(ctx, down, task.MetaSchema, task.Name, source); err != nil {
 			r.fail(ItemConnection, "", "read checkpoint of task %s: %v", task.Name, err)
 		}
+	}
+	if err == nil {
+		checkStart(ctx, r, task, inst, src, db, resuming)
 	}
 	// The load runs unless this source's load was switched (handed over to the sync unit) already.
 	state, hasLoad := loads[source]
@@ -335,15 +337,10 @@ const NoMeta = "no meta: the task starts this source at its current binlog posit
 // checkStart checks where an incremental task starts a source that has no checkpoint (or whose
 // checkpoint start-task --remove-meta removes): at its meta, which must be a position the source has;
 // without one, at its current position.
-func checkStart(ctx context.Context, r report, task *config.Task, inst config.Instance, src *config.Source, db, down *sql.DB, fresh bool) {
+func checkStart(ctx context.Context, r report, task *config.Task, inst config.Instance, src *config.Source, db *sql.DB, resuming bool) {
 	source := inst.SourceID
-	if task.TaskMode != "incremental" {
-		return
-	}
-	if !fresh {
-		if has, err := meta.HasCheckpoint(ctx, down, task.MetaSchema, task.Name, source); err != nil || has {
-			return // resumes from its checkpoint (an error is reported by checkSource)
-		}
+	if task.TaskMode != "incremental" || resuming {
+		return // it loads first, or resumes from its checkpoint
 	}
 	m := inst.Meta
 	if m == nil || m.BinlogName == "" && (m.BinlogGTID == "" || !src.EnableGTID) {
