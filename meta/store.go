@@ -516,7 +516,7 @@ func (s *Store) markSQL(lockHash, lockID, ddl string, m Marker) string {
 
 // MarkRunningSQL is the statement that writes a marker in state "running" (with no definition) for a
 // DDL whose run shows on its table and that nobody ran in this round of the lock (see the worker's
-// Sink.ExecDDLFirst), to go in one query before the DDL, which the server then runs only if it
+// DDLExecutor.ExecDDLFirst), to go in one query before the DDL, which the server then runs only if it
 // succeeds. A marker of the same DDL already there is of an earlier round, and is overwritten. When the
 // store has an epoch, it fails (1048: a NULL key in a single-row INSERT, an error in every sql_mode)
 // unless the checkpoint's owner is this store's epoch or an older one, as CheckEpoch would.

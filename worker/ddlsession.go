@@ -143,7 +143,7 @@ func isServerError(err error) bool {
 // are set after prefix, so Tributary's own statements run in the sink's session, and put back in the
 // same query after q; when the query fails they are put back on the same connection, and a connection
 // that cannot be put back is closed, never returned to the pool.
-func (s *Sink) runDDL(ctx context.Context, db *sql.DB, prefix, q string, in session.Settings) error {
+func (s *DDLExecutor) runDDL(ctx context.Context, db *sql.DB, prefix, q string, in session.Settings) error {
 	join := func(stmts ...string) string {
 		var out []string
 		for _, st := range stmts {
@@ -186,6 +186,3 @@ func (s *Sink) runDDL(ctx context.Context, db *sql.DB, prefix, q string, in sess
 	}
 	return err
 }
-
-// SetLogger gives the sink a logger (for what it cannot carry of a DDL's session).
-func (s *Sink) SetLogger(log *zap.Logger) { s.session.log = log }

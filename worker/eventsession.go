@@ -14,7 +14,7 @@ import (
 )
 
 // eventSessions reads the session settings of a DDL's binlog event (session.Decode, session.Settings):
-// each DDL Tributary sends downstream because of an event runs in them (Sink.ExecDDL*). It names the
+// each DDL Tributary sends downstream because of an event runs in them (DDLExecutor.ExecDDL*). It names the
 // upstream's collations, read once from its information_schema.
 type eventSessions struct {
 	flavor string

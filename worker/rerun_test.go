@@ -24,13 +24,14 @@ func TestEffectsOnTheServer(t *testing.T) {
 	s := mariadbtest.Start(t)
 	db := s.DB(t)
 	sink := NewSink(db, "meta", "task", "s1")
+	ex := NewDDLExecutor(sink, nil, nil)
 	ctx := context.Background()
 	s.Exec(t, db, "CREATE DATABASE d")
 	table := "CREATE TABLE d.t (id BIGINT NOT NULL, a INT, b INT, c INT, v VARCHAR(16) DEFAULT 'v', s TEXT, " +
 		"j JSON, d DECIMAL(20,6), PRIMARY KEY (id), KEY i (c), KEY k (a)) DEFAULT CHARSET utf8mb4"
 	applied := func(effects []shardgroup.Effect) (bool, bool) {
 		t.Helper()
-		columns, indexes, err := sink.names(ctx, TableName{Schema: "d", Name: "t"})
+		columns, indexes, err := ex.names(ctx, TableName{Schema: "d", Name: "t"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,7 +139,8 @@ func TestRunningMarker(t *testing.T) {
 	ctx := context.Background()
 	ddlDB := workerDB(t, s.Port, nil, multiStatements)
 	sink := NewSink(workerDB(t, s.Port, nil), "meta", "task", "s1")
-	sink.SetDDLDB(ddlDB)
+	ex := NewDDLExecutor(sink, nil, nil)
+	ex.ddlDB = ddlDB
 	sink.SetEpoch(4)
 	if err := sink.Init(ctx); err != nil {
 		t.Fatal(err)
@@ -167,7 +169,7 @@ func TestRunningMarker(t *testing.T) {
 	}
 	definition := func() definition {
 		t.Helper()
-		def, err := sink.definition(ctx, tables)
+		def, err := ex.definition(ctx, tables)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,7 +198,7 @@ func TestRunningMarker(t *testing.T) {
 
 	// One query: the marker and the DDL, nothing before it.
 	add := "ALTER TABLE `d`.`t` ADD COLUMN `c` INT"
-	queries := sent(func() error { return sink.ExecDDLFirst(ctx, "L", []string{add}, nil, CheckpointUpdate{}) })
+	queries := sent(func() error { return ex.ExecDDLFirst(ctx, "L", []string{add}, nil, CheckpointUpdate{}) })
 	if len(queries) < 2 || !strings.HasPrefix(queries[0], "INSERT INTO `meta`.`task_ddl_marker`") || !strings.HasSuffix(queries[0], ";\n"+add) || sending(queries, add) != 1 {
 		t.Fatalf("queries of ExecDDLFirst: %q; want the running marker and the DDL first, in one query, and the DDL once", queries)
 	}
@@ -206,7 +208,7 @@ func TestRunningMarker(t *testing.T) {
 	doneNow(add, "")
 
 	// Run again after it is done (a crash before the checkpoint): nothing is sent.
-	if queries := sent(func() error { return sink.ExecDDLOnce(ctx, "L", []string{add}, nil, CheckpointUpdate{}) }); sending(queries, add) != 0 {
+	if queries := sent(func() error { return ex.ExecDDLOnce(ctx, "L", []string{add}, nil, CheckpointUpdate{}) }); sending(queries, add) != 0 {
 		t.Fatalf("a DDL marked done was sent again: %q", queries)
 	}
 	doneNow(add, "")
@@ -218,7 +220,7 @@ func TestRunningMarker(t *testing.T) {
 	if m, ok := marker(drop); !ok || m.State != meta.MarkerRunning || columns("v") != 0 {
 		t.Fatalf("marker %+v %v, column v %d", m, ok, columns("v"))
 	}
-	if queries := sent(func() error { return sink.ExecDDLOnce(ctx, "L", []string{drop}, nil, CheckpointUpdate{}) }); sending(queries, drop) != 0 {
+	if queries := sent(func() error { return ex.ExecDDLOnce(ctx, "L", []string{drop}, nil, CheckpointUpdate{}) }); sending(queries, drop) != 0 {
 		t.Fatalf("a DDL whose table shows it ran was sent again: %q", queries)
 	}
 	doneNow(drop, "")
@@ -227,7 +229,7 @@ func TestRunningMarker(t *testing.T) {
 	idx := "ALTER TABLE `d`.`t` ADD INDEX `ic` (`c`)"
 	s.Exec(t, db, sink.meta.MarkRunningSQL("L", idx))
 	before := definition()
-	if err := sink.ExecDDLOnce(ctx, "L", []string{idx}, nil, CheckpointUpdate{}); err != nil {
+	if err := ex.ExecDDLOnce(ctx, "L", []string{idx}, nil, CheckpointUpdate{}); err != nil {
 		t.Fatal(err)
 	}
 	var n int
@@ -239,7 +241,7 @@ func TestRunningMarker(t *testing.T) {
 	// The same DDL in a later round of the lock (the column was dropped since): the running marker
 	// takes the place of the earlier round's, and the DDL is sent once.
 	s.Exec(t, db, "ALTER TABLE d.t DROP COLUMN c")
-	queries = sent(func() error { return sink.ExecDDLFirst(ctx, "L", []string{add}, nil, CheckpointUpdate{}) })
+	queries = sent(func() error { return ex.ExecDDLFirst(ctx, "L", []string{add}, nil, CheckpointUpdate{}) })
 	if sending(queries, add) != 1 || !strings.HasPrefix(queries[0], "INSERT INTO `meta`.`task_ddl_marker`") || columns("c") != 1 {
 		t.Fatalf("the later round's DDL: queries %q, column c %d", queries, columns("c"))
 	}
@@ -248,7 +250,7 @@ func TestRunningMarker(t *testing.T) {
 	// An effect that does not show on the table: the definition is read first, and recorded.
 	modify := "ALTER TABLE `d`.`t` MODIFY COLUMN `c` BIGINT"
 	before = definition()
-	if err := sink.ExecDDLFirst(ctx, "L", []string{modify}, nil, CheckpointUpdate{}); err != nil {
+	if err := ex.ExecDDLFirst(ctx, "L", []string{modify}, nil, CheckpointUpdate{}); err != nil {
 		t.Fatal(err)
 	}
 	doneNow(modify, before.hash)
@@ -256,6 +258,7 @@ func TestRunningMarker(t *testing.T) {
 	// A newer binding claims the checkpoint: the server refuses the marker (1048), the DDL does not
 	// run, and the reads say why.
 	newer := NewSink(workerDB(t, s.Port, nil), "meta", "task", "s1")
+	newerEx := NewDDLExecutor(newer, nil, nil)
 	newer.SetEpoch(5)
 	if err := newer.Init(ctx); err != nil {
 		t.Fatal(err)
@@ -266,7 +269,7 @@ func TestRunningMarker(t *testing.T) {
 	if !errors.As(err, &me) || me.Number != 1048 {
 		t.Fatalf("running marker of a fenced binding: %v, want error 1048", err)
 	}
-	if err := sink.ExecDDLFirst(ctx, "L", []string{fenced}, nil, CheckpointUpdate{}); !errors.Is(err, ErrFenced) {
+	if err := ex.ExecDDLFirst(ctx, "L", []string{fenced}, nil, CheckpointUpdate{}); !errors.Is(err, ErrFenced) {
 		t.Fatalf("ExecDDLFirst of a fenced binding: %v, want ErrFenced", err)
 	}
 	if _, ok := marker(fenced); ok || columns("f") != 0 {
@@ -281,11 +284,11 @@ func TestRunningMarker(t *testing.T) {
 		t.Fatalf("a fenced binding changed a marker: %+v, was %+v", m, was)
 	}
 	// The newer binding runs it, once.
-	newer.SetDDLDB(ddlDB)
-	if err := newer.ExecDDLFirst(ctx, "L", []string{fenced}, nil, CheckpointUpdate{}); err != nil {
+	newerEx.ddlDB = ddlDB
+	if err := newerEx.ExecDDLFirst(ctx, "L", []string{fenced}, nil, CheckpointUpdate{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := newer.ExecDDLOnce(ctx, "L", []string{fenced}, nil, CheckpointUpdate{}); err != nil {
+	if err := newerEx.ExecDDLOnce(ctx, "L", []string{fenced}, nil, CheckpointUpdate{}); err != nil {
 		t.Fatal(err)
 	}
 	if columns("f") != 1 {

@@ -56,7 +56,7 @@ type SyncerConfig struct {
 	Online     *onlineddl.Rules
 	Downstream *sql.DB
 	// DDLDownstream, when set, is a pool to the same downstream opened with dbutil.MultiStatements: a
-	// lock's DDL goes with its "started" marker in one round trip (Sink.SetDDLDB).
+	// lock's DDL goes with its "started" marker in one round trip (NewDDLExecutor).
 	DDLDownstream *sql.DB
 	// GroupStatements says Downstream was opened with dbutil.MultiStatements too: a flush then sends its
 	// multi-row INSERTs several to a query (Sink.SetGroupStatements), one round trip where each
@@ -98,7 +98,8 @@ type SyncerConfig struct {
 type Syncer struct {
 	cfg      SyncerConfig
 	log      *zap.Logger
-	sink     *Sink // partition 0's, for DDL and checkpoint-only writes
+	sink     *Sink        // partition 0's, for checkpoint-only writes
+	ddl      *DDLExecutor // DDL downstream, exactly once (over partition 0's sink)
 	upstream *sql.DB
 	ckpt     Checkpoint
 	groups   map[TableName]*shardgroup.ShardingGroup // by target
@@ -359,12 +360,11 @@ func NewSyncer(cfg SyncerConfig) *Syncer {
 		sink := NewSink(cfg.Downstream, cfg.MetaSchema, cfg.Task, cfg.Source)
 		sink.maxRows = max(cfg.BatchRows, 256) // at least the 256-row statements of the INSERT limit we measure against
 		sink.SetEpoch(cfg.Epoch)
-		sink.SetDDLDB(cfg.DDLDownstream)
 		sink.SetGroupStatements(cfg.GroupStatements)
-		sink.SetLogger(s.log)
 		s.parts = append(s.parts, &partition{idx: i, sink: sink})
 	}
 	s.sink = s.parts[0].sink
+	s.ddl = NewDDLExecutor(s.sink, cfg.DDLDownstream, s.log)
 	return s
 }
 
@@ -632,7 +632,7 @@ func (s *Syncer) discover(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("definition of %s on source %s: %w", t, s.cfg.Source, err)
 		}
-		if err := s.sink.ExecDDL(ctx, []string{"CREATE DATABASE IF NOT EXISTS " + TableName{Schema: target.Schema}.String(), stmt}, nil, CheckpointUpdate{}); err != nil {
+		if err := s.ddl.ExecDDL(ctx, []string{"CREATE DATABASE IF NOT EXISTS " + TableName{Schema: target.Schema}.String(), stmt}, nil, CheckpointUpdate{}); err != nil {
 			return err
 		}
 	}
@@ -1663,7 +1663,7 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 					return fmt.Errorf("source %s at %s: %w", s.cfg.Source, end, err)
 				}
 			}
-			if err := s.sink.ExecDDLOnce(ctx, s.sourceMarker(end), []string{stmt}, in, CheckpointUpdate{Tables: tables}); err != nil {
+			if err := s.ddl.ExecDDLOnce(ctx, s.sourceMarker(end), []string{stmt}, in, CheckpointUpdate{Tables: tables}); err != nil {
 				return err
 			}
 			s.setTables(tables)
@@ -1684,7 +1684,7 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 			if named, err := shardgroup.TablesOf(stmt, ""); err == nil && len(named) == 1 && p.Kind == shardgroup.KindCreateTableLike {
 				ddls = nil // CREATE TABLE t_3 LIKE t_1 of two shards: the target is LIKE itself, and exists
 			}
-			if err := s.sink.ExecDDL(ctx, ddls, in, CheckpointUpdate{Tables: tables}); err != nil {
+			if err := s.ddl.ExecDDL(ctx, ddls, in, CheckpointUpdate{Tables: tables}); err != nil {
 				return err
 			}
 			s.setTables(tables)
@@ -1801,7 +1801,7 @@ func (s *Syncer) dropReplicatedTables(ctx context.Context, schema string, start,
 		target := s.cfg.Router.Route(t)
 		tables := map[TableName]Position{t: end}
 		s.log.Info("DROP DATABASE: dropping a table replicated from it", zap.String("schema", schema), zap.Stringer("table", target))
-		if err := s.sink.ExecDDLOnce(ctx, s.sourceMarker(end), []string{"DROP TABLE IF EXISTS " + target.String()}, nil, CheckpointUpdate{Tables: tables}); err != nil {
+		if err := s.ddl.ExecDDLOnce(ctx, s.sourceMarker(end), []string{"DROP TABLE IF EXISTS " + target.String()}, nil, CheckpointUpdate{Tables: tables}); err != nil {
 			return err
 		}
 		s.setTables(tables)
@@ -2031,9 +2031,9 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 			ddls = op.SQLs // skip: none
 		}
 		if res.info.WroteExec() {
-			err = s.sink.ExecDDLFirst(ctx, res.info.LockID(), ddls, in, up) // nobody can have run them yet
+			err = s.ddl.ExecDDLFirst(ctx, res.info.LockID(), ddls, in, up) // nobody can have run them yet
 		} else {
-			err = s.sink.ExecDDLOnce(ctx, res.info.LockID(), ddls, in, up)
+			err = s.ddl.ExecDDLOnce(ctx, res.info.LockID(), ddls, in, up)
 		}
 		if err != nil && downstreamPermanent(err) && len(starts) > 0 {
 			err = &StatementError{Task: s.cfg.Task, Source: s.cfg.Source, Table: first, Pos: starts[0],

@@ -20,7 +20,7 @@ import (
 //	flushed         batched DML before the DDL committed
 //	ddl prepared    epoch, definition and marker checked (owner); the "started" marker goes in one query
 //	                with the DDL (else it is written here); or, for a DDL sent behind a "running" marker
-//	                (Sink.ExecDDLFirst), nothing read: the query is about to go
+//	                (DDLExecutor.ExecDDLFirst), nothing read: the query is about to go
 //	ddl executed    the DDL returned downstream (owner)
 //	marked done     (owner)
 //	checkpoint      the checkpoint past the lock committed

@@ -1,0 +1,388 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+
+	"github.com/go-sql-driver/mysql"
+	"go.uber.org/zap"
+
+	"github.com/tributary-db/tributary/dbutil"
+	"github.com/tributary-db/tributary/internal/failpoint"
+	"github.com/tributary-db/tributary/meta"
+	"github.com/tributary-db/tributary/session"
+	"github.com/tributary-db/tributary/shardgroup"
+)
+
+// DDLExecutor runs DDL downstream exactly once, across crashes: the DDL markers around it (package
+// meta's), the definition reads they are checked against, the one-query forms that save round trips
+// on a lock's path, and the DDL's session settings (ddlsession.go). Each call ends with the
+// checkpoint update it is given, committed through the source's sink. It holds no DML.
+type DDLExecutor struct {
+	db *sql.DB
+	// ddlDB, when set, is a pool to the same downstream that takes multi-statement queries: a lock's
+	// DDL goes there in one round trip with its "started" marker. nil: two statements.
+	ddlDB   *sql.DB
+	meta    *meta.Store
+	sink    *Sink // commits the checkpoint update after the DDLs, and forgets its cached keys
+	session ddlSession
+}
+
+// NewDDLExecutor returns the DDL executor of the source whose sink is sink (its pool, meta store and
+// epoch fence). ddlDB is a pool to the same downstream opened with dbutil.MultiStatements, or nil; log
+// is for what it cannot carry of a DDL's session (nil: none).
+func NewDDLExecutor(sink *Sink, ddlDB *sql.DB, log *zap.Logger) *DDLExecutor {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &DDLExecutor{db: sink.db, ddlDB: ddlDB, meta: sink.meta, sink: sink, session: ddlSession{log: log}}
+}
+
+// alreadyApplied are the errors of a DDL that has already taken effect: duplicate column (1060), duplicate
+// key name (1061), table exists (1050), can't drop a missing column or key (1091), database exists
+// (1007), duplicate foreign key (1826), dropping a missing database (1008) or table (1051).
+var alreadyApplied = map[uint16]bool{1060: true, 1061: true, 1050: true, 1091: true, 1007: true, 1826: true, 1008: true, 1051: true}
+
+// ExecDDL runs DDLs that are idempotent by themselves (CREATE ... IF NOT EXISTS), treating "already
+// applied" errors as success, then commits the checkpoint update.
+//
+// Each of the ExecDDL functions runs the DDLs in the session settings in, those of the binlog event
+// they come from (nil: the sink's own; ddlsession.go).
+func (s *DDLExecutor) ExecDDL(ctx context.Context, ddls []string, in session.Settings, up CheckpointUpdate) error {
+	return s.ExecDDLOnce(ctx, "", ddls, in, up)
+}
+
+// ExecDDLOnce runs each DDL downstream exactly once for lockID, across crashes, then commits the
+// checkpoint update. A DDL is not transactional, so a marker row brackets it: "started" with the
+// definition of the tables it names before it runs, "done" with their definition after. On a re-run,
+// a DDL marked done whose tables still have the after-definition is skipped; one marked started
+// whose tables no longer have the before-definition took effect before a crash and is only marked
+// done; otherwise it runs. This holds because only the lock's owner changes those tables while the
+// lock is held. "Already applied" errors are still accepted as a last resort.
+//
+// A marker "running" (see ExecDDLFirst) holds no definition: its DDL ran if the columns and indexes
+// it adds or drops are there or gone (shardgroup.Applied), else it runs.
+//
+// An empty lockID runs the DDLs without markers.
+func (s *DDLExecutor) ExecDDLOnce(ctx context.Context, lockID string, ddls []string, in session.Settings, up CheckpointUpdate) error {
+	return s.execDDLs(ctx, lockID, false, ddls, in, up)
+}
+
+// ExecDDLFirst is ExecDDLOnce for DDLs that nobody can have run for lockID yet: the owner's exec was
+// written by the put of its own info that completed the lock, so no earlier exec of this lock exists.
+// Each DDL whose effect on its table can be read off the table (shardgroup.Effects: ADD or DROP
+// COLUMN, a named index, with MODIFY beside them; the common case) then goes downstream behind a
+// marker "running" in one query (execRunning): no read before it, a round trip less on a lock's path
+// to a downstream that is usually idle when a lock resolves. The others go as in ExecDDLOnce.
+func (s *DDLExecutor) ExecDDLFirst(ctx context.Context, lockID string, ddls []string, in session.Settings, up CheckpointUpdate) error {
+	return s.execDDLs(ctx, lockID, true, ddls, in, up)
+}
+
+func (s *DDLExecutor) execDDLs(ctx context.Context, lockID string, first bool, ddls []string, in session.Settings, up CheckpointUpdate) error {
+	for _, q := range ddls {
+		if err := s.execOnce(ctx, lockID, q, first && lockID != "", in); err != nil {
+			return err
+		}
+	}
+	s.sink.ForgetKeys()
+	return s.sink.Flush(ctx, nil, up)
+}
+
+func (s *DDLExecutor) execOnce(ctx context.Context, lockID, q string, first bool, in session.Settings) error {
+	var tables []TableName
+	if lockID != "" {
+		var err error
+		if tables, err = shardgroup.TablesOf(q, ""); err != nil {
+			return fmt.Errorf("DDL %q: %w", q, err)
+		}
+	}
+	// The "started" marker must be committed before q runs. With ddlDB both go in one query: the
+	// server runs its statements in order, each INSERT commits on its own (autocommit), and it stops at
+	// the first error, so q runs only after the marker is in. Only for a q without ";": the query is
+	// then exactly these two statements. The same holds for the "running" marker of execRunning.
+	together := len(tables) > 0 && s.ddlDB != nil && !strings.Contains(q, ";")
+	if first && together && len(tables) == 1 {
+		if _, ok := shardgroup.Effects(q); ok {
+			ran, err := s.execRunning(ctx, lockID, q, tables, in)
+			if ran || err != nil {
+				return err
+			}
+		}
+	}
+	cur, m, ok, err := s.before(ctx, lockID, q, tables)
+	if err != nil {
+		return err
+	}
+	if len(tables) > 0 {
+		switch {
+		case !ok:
+		case m.State == "done" && cur.is(m.After):
+			return nil // ran before a restart; its tables are as it left them
+		case m.State == "started" && !cur.is(m.Before):
+			return s.mark(ctx, lockID, q, "done", m.Before, cur.hash) // took effect before a crash
+		case m.State == meta.MarkerRunning && len(tables) == 1:
+			ran, err := s.ranBefore(ctx, q, tables[0])
+			if err != nil {
+				return err
+			}
+			if ran {
+				return s.mark(ctx, lockID, q, "done", "", cur.hash) // took effect before a crash
+			}
+			// It did not run (or the table does not say): it runs, and an "already applied" error is
+			// taken for success.
+		}
+	}
+	if len(tables) > 0 && !together {
+		if err := s.mark(ctx, lockID, q, "started", cur.hash, ""); err != nil {
+			return err
+		}
+	}
+	traceStep(ctx, "ddl prepared")
+	if together {
+		err = s.runDDL(ctx, s.ddlDB, s.meta.MarkSQL(lockID, q, meta.Marker{State: "started", Before: cur.hash}), q, in)
+	} else {
+		err = s.runDDL(ctx, s.db, "", q, in)
+	}
+	if err != nil {
+		// An "already applied" error is q's: the marker's INSERT has none of those.
+		var me *mysql.MySQLError
+		if !errors.As(err, &me) || !alreadyApplied[me.Number] {
+			if together {
+				return fmt.Errorf("write the started marker of lock %s and execute DDL %q downstream: %w", lockID, q, err)
+			}
+			return fmt.Errorf("execute DDL %q downstream: %w", q, err)
+		}
+	}
+	traceStep(ctx, "ddl executed")
+	if len(tables) == 0 {
+		return nil
+	}
+	return s.markDone(ctx, lockID, q, cur.hash, tables)
+}
+
+// execRunning runs q (shardgroup.Effects), which nobody ran in this round of the lock, in one query
+// behind a marker in state "running" that the server writes only while the checkpoint belongs to this
+// binding (meta.Store.MarkRunningSQL; a marker of q from an earlier round is overwritten): the fence,
+// the marker and the DDL in one round trip, with no definition read before it. When that query fails,
+// whatever failed (a newer binding, q itself, the connection), it reports ran false and no error, and
+// execOnce goes the way that reads first: a running marker, if the server wrote one, says to run q
+// unless the table shows it ran, and the same error, if it lasts, is reported from there.
+func (s *DDLExecutor) execRunning(ctx context.Context, lockID, q string, tables []TableName, in session.Settings) (ran bool, err error) {
+	traceStep(ctx, "ddl prepared")
+	if err := s.runDDL(ctx, s.ddlDB, s.meta.MarkRunningSQL(lockID, q), q, in); err != nil {
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		return false, nil // the reading way meets the same error again, if it lasts, and reports it
+	}
+	traceStep(ctx, "ddl executed")
+	return true, s.markDone(ctx, lockID, q, "", tables)
+}
+
+// markDone marks q done with the definition its tables have now (before is the one recorded before it
+// ran, "" when none was).
+func (s *DDLExecutor) markDone(ctx context.Context, lockID, q, before string, tables []TableName) error {
+	if !strings.HasPrefix(lockID, "source:") {
+		failpoint.Inject("worker-after-ddl") // a lock's DDL ran downstream; no marker, checkpoint or done yet
+	}
+	after, err := s.definition(ctx, tables)
+	if err != nil {
+		return err
+	}
+	if err := s.mark(ctx, lockID, q, "done", before, after.hash); err != nil {
+		return err
+	}
+	traceStep(ctx, "marked done")
+	return nil
+}
+
+// ranBefore reports whether t shows that q, a DDL marked running, took effect: every column and index
+// q adds is there and every one it drops is gone (shardgroup.Applied); false when they are not, when
+// some are and some are not, or when q's effects cannot be read off t.
+func (s *DDLExecutor) ranBefore(ctx context.Context, q string, t TableName) (bool, error) {
+	effects, ok := shardgroup.Effects(q)
+	if !ok {
+		return false, nil
+	}
+	columns, indexes, err := s.names(ctx, t)
+	if err != nil {
+		return false, err
+	}
+	ran, known := shardgroup.Applied(effects, columns, indexes)
+	return ran && known, nil
+}
+
+// names reads the column names of t (dbutil.Columns) and its index names (the primary key is the index
+// PRIMARY).
+func (s *DDLExecutor) names(ctx context.Context, t TableName) (columns, indexes []string, err error) {
+	cols, err := dbutil.Columns(ctx, s.db, t)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, c := range cols {
+		columns = append(columns, c.Name)
+	}
+	rows, err := s.db.QueryContext(ctx, "SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", t.Schema, t.Name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("index names of %s: %w", t, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, nil, fmt.Errorf("index names of %s: %w", t, err)
+		}
+		indexes = append(indexes, name)
+	}
+	return columns, indexes, rows.Err()
+}
+
+// before reads what execOnce decides on before it runs q: the epoch fence, which stops a worker whose
+// binding was taken away before it runs any DDL; and, when q names tables, their definition and q's
+// marker. With a DDL connection (ddlDB) all of it is one multi-statement query there: one round trip,
+// and the connection the marker and q go on next is awake (on a VM, waking an idle connection costs
+// more than the round trip). Without one, the reads run at once, each on its own connection.
+func (s *DDLExecutor) before(ctx context.Context, lockID, q string, tables []TableName) (cur definition, m meta.Marker, ok bool, err error) {
+	if s.ddlDB != nil && len(tables) > 0 {
+		return s.beforeInOneQuery(ctx, lockID, q, tables)
+	}
+	var wg sync.WaitGroup
+	var defErr, markErr error
+	if len(tables) > 0 {
+		wg.Add(2)
+		go func() { defer wg.Done(); cur, defErr = s.definition(ctx, tables) }()
+		go func() { defer wg.Done(); m, ok, markErr = s.meta.Marker(ctx, lockID, q) }()
+	}
+	err = s.meta.CheckEpoch(ctx, s.db, false)
+	wg.Wait()
+	for _, e := range []error{err, defErr, markErr} {
+		if e != nil {
+			return definition{}, meta.Marker{}, false, e
+		}
+	}
+	return cur, m, ok, nil
+}
+
+// beforeInOneQuery is before's one query on ddlDB: the fence's SELECT (when there is an epoch), the
+// marker's, and SHOW CREATE TABLE of each table, in that order. The server stops at the first error: a
+// table that does not exist is "absent", and the tables after it are read one query each.
+func (s *DDLExecutor) beforeInOneQuery(ctx context.Context, lockID, q string, tables []TableName) (cur definition, m meta.Marker, ok bool, err error) {
+	fail := func(err error) (definition, meta.Marker, bool, error) { return definition{}, meta.Marker{}, false, err }
+	epoch := s.meta.EpochSQL()
+	stmts := make([]string, 0, len(tables)+2)
+	if epoch != "" {
+		stmts = append(stmts, epoch)
+	}
+	stmts = append(stmts, s.meta.MarkerSQL(lockID, q))
+	for _, t := range tables {
+		stmts = append(stmts, "SHOW CREATE TABLE "+t.String())
+	}
+	rows, err := s.ddlDB.QueryContext(ctx, strings.Join(stmts, ";\n"))
+	if err != nil {
+		return fail(fmt.Errorf("read what lock %s's DDL is checked against (epoch, marker, definitions): %w", lockID, err))
+	}
+	defer rows.Close()
+	// next moves to the next statement's result; false with rows.Err() nil cannot happen while
+	// statements are left, so it is reported as a short answer.
+	next := func() error {
+		if rows.NextResultSet() {
+			return nil
+		}
+		return cmp.Or(rows.Err(), errors.New("the server answered fewer statements than were sent"))
+	}
+	row := oneRow(rows)
+	if epoch != "" {
+		if err := s.meta.ScanOwner(row); err != nil {
+			return fail(err)
+		}
+		if err := next(); err != nil {
+			return fail(fmt.Errorf("read DDL marker of %s: %w", lockID, err))
+		}
+	}
+	switch m, err = meta.ScanMarker(row); {
+	case err == nil:
+		ok = true
+	case !errors.Is(err, sql.ErrNoRows):
+		return fail(fmt.Errorf("read DDL marker of %s: %w", lockID, err))
+	}
+	defs := make([]string, len(tables))
+	for i, t := range tables {
+		err := next()
+		if dbutil.IsNoSuchTable(err) {
+			// The server stopped here: this table is absent, the rest are read one by one.
+			defs[i] = "absent"
+			for j := i + 1; j < len(tables); j++ {
+				if defs[j], err = s.showCreate(ctx, s.ddlDB, tables[j]); err != nil {
+					return fail(err)
+				}
+			}
+			break
+		}
+		var name string
+		if err == nil {
+			err = row(&name, &defs[i])
+		}
+		if err != nil {
+			return fail(fmt.Errorf("definition of %s: %w", t, err))
+		}
+	}
+	return definitionOf(tables, defs), m, ok, nil
+}
+
+func (s *DDLExecutor) mark(ctx context.Context, lockID, q, state, before, after string) error {
+	return s.meta.Mark(ctx, lockID, q, meta.Marker{State: state, Before: before, After: after})
+}
+
+var autoIncrement = regexp.MustCompile(` AUTO_INCREMENT=\d+`)
+
+// definition is what a DDL marker compares: the SHOW CREATE TABLE of each table the DDL names
+// (without the AUTO_INCREMENT counter, which DML moves), or "absent".
+type definition struct {
+	text string
+	hash string // "sha256:" and the hex SHA-256 of text: what markers store (a definition may hold
+	// bytes that are not text, such as a BINARY column's DEFAULT)
+}
+
+// is reports whether a marker's stored definition is this one (markers written before hashing hold the
+// text itself).
+func (d definition) is(stored string) bool { return stored == d.hash || stored == d.text }
+
+func (s *DDLExecutor) definition(ctx context.Context, tables []TableName) (definition, error) {
+	defs := make([]string, len(tables))
+	for i, t := range tables {
+		var err error
+		if defs[i], err = s.showCreate(ctx, s.db, t); err != nil {
+			return definition{}, err
+		}
+	}
+	return definitionOf(tables, defs), nil
+}
+
+// showCreate is SHOW CREATE TABLE of t, or "absent".
+func (s *DDLExecutor) showCreate(ctx context.Context, db *sql.DB, t TableName) (string, error) {
+	var name, def string
+	err := db.QueryRowContext(ctx, "SHOW CREATE TABLE "+t.String()).Scan(&name, &def)
+	if dbutil.IsNoSuchTable(err) {
+		return "absent", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("definition of %s: %w", t, err)
+	}
+	return def, nil
+}
+
+// definitionOf is the definition of tables whose SHOW CREATE TABLE (or "absent") are defs.
+func definitionOf(tables []TableName, defs []string) definition {
+	var sb strings.Builder
+	for i, t := range tables {
+		sb.WriteString(t.String() + ": " + autoIncrement.ReplaceAllString(defs[i], "") + "\n")
+	}
+	return definition{text: sb.String(), hash: fmt.Sprintf("sha256:%x", sha256.Sum256([]byte(sb.String())))}
+}
