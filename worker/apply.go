@@ -1,0 +1,532 @@
+// The applier stage: the batch on worker-count connections (partitions, key lanes: lanes.go), the flush
+// pipeline with its checkpoint updates, and safe mode.
+
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/tributary-db/tributary/meta"
+	"github.com/tributary-db/tributary/onlineddl"
+)
+
+// partition is one downstream connection's share of the batch. pos holds, per upstream table, the
+// position its transaction may write as the table's (every row of the table up to there is in it or
+// committed before); lanes, the position of the table's rows on this connection when they are spread
+// by key (lanes.go).
+type partition struct {
+	idx   int
+	sink  *Sink
+	batch []Change
+	// spare is the batch slice of the partition's last committed flush, emptied, for its next batch
+	// (a flush in flight holds the other one).
+	spare []Change
+	pos   map[TableName]Position
+	lanes map[TableName]laneClaim
+}
+
+type laneClaim struct {
+	pos   Position
+	cols  []string
+	chunk int
+}
+
+// partitionOf is the connection of a table's changes that are not spread by key.
+func (s *Syncer) partitionOf(t TableName) *partition {
+	h := fnv.New32a()
+	h.Write([]byte(t.Schema))
+	h.Write([]byte{0})
+	h.Write([]byte(t.Name))
+	return s.parts[h.Sum32()%uint32(len(s.parts))]
+}
+
+// place adds the changes of one rows event of src (ending at end) to the batch: by key lane with a
+// plan, else on the table's own connection (lanes.go).
+func (s *Syncer) place(ctx context.Context, src TableName, plan *keyPlan, changes []Change, end Position) error {
+	home := s.partitionOf(src)
+	lanes := s.evLanes[:0]
+	keys := s.evKeys[:0]
+	var offs []int // keys of change i: keys[offs[i]:offs[i+1]]
+	// Only a hot table's changes are spread, and only theirs are tracked by key: a table on its own
+	// connection keeps its binlog order there (as before key lanes, rows of two shard tables with the
+	// same key are not ordered with each other).
+	spread := plan != nil && s.hot[src]
+	serial := !spread
+	if spread && !s.spreadLog[src] {
+		s.spreadLog[src] = true
+		s.log.Info("hot table: its changes are spread over the connections by key", zap.Stringer("table", src),
+			zap.String("target", plan.target), zap.Strings("key", plan.cols), zap.Int("connections", len(s.parts)))
+	}
+	if spread {
+		offs = make([]int, 0, len(changes)+1)
+		if s.evLocal == nil {
+			s.evLocal = map[uint64]int{}
+		}
+		clear(s.evLocal)
+		n := len(s.parts)
+		for i := range changes {
+			var l int
+			l, s.keyBuf = laneOf(s.keyBuf, keyImage(&changes[i]), plan.laneIdx, n, plan.chunk)
+			lanes = append(lanes, l)
+			offs = append(offs, len(keys))
+			keys, s.keyBuf = plan.appendKeys(keys, s.keyBuf, &changes[i])
+			for _, k := range keys[offs[i]:] {
+				if other, ok := s.evLocal[k]; ok && other != l {
+					serial = true // rows of this event pass a key between lanes
+				}
+				s.evLocal[k] = l
+			}
+		}
+		offs = append(offs, len(keys))
+	}
+	if serial {
+		lanes = lanes[:0]
+		for range changes {
+			lanes = append(lanes, home.idx)
+		}
+	}
+	// A barrier when a key of the event is on another connection in the batch, or (on the table's own
+	// connection) when rows of the table are on another: they must commit first.
+	conflict := false
+	if spread {
+		for i := range changes {
+			for _, k := range keys[offs[i]:offs[i+1]] {
+				if c, ok := s.keyConn[k]; ok && c != lanes[i] {
+					conflict = true
+				}
+			}
+		}
+	}
+	if serial && !conflict {
+		for _, p := range s.parts {
+			if _, ok := p.lanes[src]; ok && p != home {
+				conflict = true
+			}
+			if _, ok := p.pos[src]; ok && p != home {
+				conflict = true
+			}
+		}
+	}
+	if conflict {
+		if err := s.barrier(ctx); err != nil {
+			return err
+		}
+		// A new batch (which may spread other tables): decide again; nothing conflicts in it.
+		return s.place(ctx, src, plan, changes, end)
+	}
+	s.tableRows[src] += len(changes)
+	for i := range changes {
+		p := s.parts[lanes[i]]
+		if len(p.batch) == cap(p.batch) {
+			// Doubled, rather than append's quarter for large slices: a batch of TxnRows changes is
+			// megabytes, and each step copies it.
+			p.batch = slices.Grow(p.batch, max(cap(p.batch), 64))
+		}
+		p.batch = append(p.batch, changes[i])
+		s.rows++
+		s.batchBytes += rowBytes(changes[i].Row) + rowBytes(changes[i].Old)
+		if spread {
+			for _, k := range keys[offs[i]:offs[i+1]] {
+				s.keyConn[k] = lanes[i]
+			}
+			if !serial {
+				p.lanes[src] = laneClaim{pos: end, cols: plan.cols, chunk: plan.chunk}
+			}
+		}
+	}
+	s.evLanes, s.evKeys = lanes, keys
+	if serial {
+		home.pos[src] = end
+		if spread {
+			// Rows of other lanes are on the table's connection: no lane position may be written for
+			// them before they commit, so what follows goes in the next flush.
+			return s.barrier(ctx)
+		}
+	}
+	return nil
+}
+
+// barrier starts committing the batch (when there is one), so that whatever is added next commits
+// after it.
+func (s *Syncer) barrier(ctx context.Context) error {
+	for _, p := range s.parts {
+		if len(p.batch) > 0 || len(p.pos) > 0 || len(p.lanes) > 0 {
+			return s.flushAsync(ctx)
+		}
+	}
+	return nil
+}
+
+func (s *Syncer) notePeak() {
+	if n := int64(s.rows); n > s.peakRows.Load() {
+		s.peakRows.Store(n)
+	}
+}
+
+// PeakBatchedRows is the largest number of row changes the syncer has held in memory at once: held-back
+// DML is re-read rather than buffered, so it stays within the batch size (plus one rows event) however
+// long a lock waits.
+func (s *Syncer) PeakBatchedRows() int64 { return s.peakRows.Load() }
+
+func (s *Syncer) resetBatch() {
+	for _, p := range s.parts {
+		p.batch, p.pos, p.lanes = p.batch[:0], map[TableName]Position{}, map[TableName]laneClaim{}
+	}
+	s.rows, s.batchBytes = 0, 0
+	s.keyConn = map[uint64]int{}
+	s.tableRows = map[TableName]int{}
+}
+
+// chooseHot picks the tables the next batch spreads by key, from a batch of total rows just flushed.
+func (s *Syncer) chooseHot(total int) {
+	if total >= s.cfg.TxnRows/2 { // a barrier's or a tick's small batch says little
+		s.hot = map[TableName]bool{}
+		for t, n := range s.tableRows {
+			if n*len(s.parts) > 2*total {
+				s.hot[t] = true
+			}
+		}
+	}
+	clear(s.tableRows)
+}
+
+// takeOnlineDirty returns the online DDL runs changed since the last call, encoded ("" for a run that
+// is over), or nil.
+func (s *Syncer) takeOnlineDirty() map[TableName]string {
+	if len(s.onlineDirty) == 0 {
+		return nil
+	}
+	out := make(map[TableName]string, len(s.onlineDirty))
+	for t := range s.onlineDirty {
+		out[t] = onlineddl.Encode(s.runs[t])
+	}
+	s.onlineDirty = map[TableName]bool{}
+	return out
+}
+
+// flush commits the batched changes with their checkpoints, one transaction per partition in
+// parallel. It may run between any two events: the per-table positions skip what is applied when it
+// is read again. The resume position written is never past data that is not committed: with one
+// partition involved it goes in the same transaction; with several, each writes the previous safe
+// position and the new one follows in a later flush, once all have committed.
+func (s *Syncer) setSafeMode(on bool) {
+	for _, p := range s.parts {
+		p.sink.SetSafeMode(on)
+	}
+	s.log.Info("safe mode", zap.Bool("on", on), zap.Bool("safe-mode", s.cfg.SafeMode), zap.Duration("safe-mode-duration", s.cfg.SafeModeDuration))
+}
+
+// maxBatchBytes bounds the memory of a batch of wide rows: a flush starts at TxnRows rows or this many
+// bytes of values, whichever comes first.
+const maxBatchBytes = 32 << 20
+
+func (s *Syncer) batchFull() bool { return s.rows >= s.cfg.TxnRows || s.batchBytes >= maxBatchBytes }
+
+// flush commits every batched change with the checkpoint and returns once it is committed, with the
+// positions of tables whose rows it spread over lanes (a DDL follows it, which may change the keys).
+// flushRows flushes when DML is batched (or lanes' table positions wait to be merged), and reports
+// whether it did; a checkpoint with nothing else is left for the next flush.
+func (s *Syncer) flushRows(ctx context.Context) (bool, error) {
+	if err := s.waitFlush(ctx); err != nil {
+		return false, err
+	}
+	busy := len(s.consolidate) > 0
+	for _, p := range s.parts {
+		busy = busy || len(p.batch) > 0 || len(p.pos) > 0 || len(p.lanes) > 0
+	}
+	if !busy {
+		return false, nil
+	}
+	return true, s.flush(ctx)
+}
+
+func (s *Syncer) flush(ctx context.Context) error {
+	if err := s.flushWith(ctx, false); err != nil {
+		return err
+	}
+	if len(s.consolidate) > 0 {
+		return s.flushWith(ctx, false)
+	}
+	return nil
+}
+
+// flushAsync starts committing the batch and returns at once: the next batch is read and built
+// while it commits. The next flush of either kind first waits for it, so at most one flush is in
+// flight and every state change of a commit (table checkpoints, the resume position) is made in
+// commit order, in the event loop.
+func (s *Syncer) flushAsync(ctx context.Context) error { return s.flushWith(ctx, true) }
+
+// inflight is a flush whose transactions are running.
+type inflight struct {
+	done       chan struct{}
+	busy       []*partition // the batches being committed (the partitions have new ones)
+	ups        []CheckpointUpdate
+	spread     map[TableName]Position // tables it writes lanes of, with their last position
+	merged     []TableName            // tables whose lanes of earlier flushes it moves the table position past
+	errs       []error
+	global     Position
+	globalGTID string
+	persist    bool // the transactions move the resume position to global
+	// prev is the resume position the first transaction writes when several commit: the previous
+	// flush's, which committed whole (zero: none to write).
+	prev     Position
+	prevGTID string
+}
+
+func (s *Syncer) flushWith(ctx context.Context, async bool) error {
+	if err := s.waitFlush(ctx); err != nil {
+		return err
+	}
+	if !s.safeUntil.IsZero() && time.Now().After(s.safeUntil) {
+		s.safeUntil = time.Time{}
+		s.setSafeMode(false)
+	}
+	global := s.safeGlobal()
+	var busy []*partition
+	for _, p := range s.parts {
+		if len(p.batch) > 0 || len(p.pos) > 0 || len(p.lanes) > 0 {
+			busy = append(busy, p)
+		}
+	}
+	s.schemas.prune(s.persisted)
+	schemas := s.schemas.takeDirty()
+	online := s.takeOnlineDirty()
+	tables, lanes, spread := s.claims(busy)
+	// The tables whose lanes the last flush committed: their table position moves past them now, in
+	// the transaction that writes it anyway, else in the first.
+	var merged []TableName
+	merge := map[TableName]Position{}
+	for t, pos := range s.consolidate {
+		merged = append(merged, t)
+		written := false
+		for i := range busy {
+			if _, ok := tables[i][t]; ok {
+				written = true
+			}
+		}
+		if !written {
+			merge[t] = pos
+		}
+	}
+	if len(busy) == 0 {
+		if global.Compare(s.persisted) == 0 && schemas == nil && online == nil && len(merged) == 0 {
+			return nil
+		}
+		if err := s.sink.Flush(ctx, nil, CheckpointUpdate{Global: global, GlobalGTID: s.gtidFor(global), Tables: merge, Schemas: schemas, Online: online}); err != nil {
+			return err
+		}
+		s.persisted = global
+		s.persistedGTID = s.gtidFor(global)
+		s.ckpt.Global = global
+		s.noteTables(merge)
+		clear(s.consolidate)
+		s.afterCommit()
+		return nil
+	}
+	for t, pos := range merge {
+		tables[0][t] = pos
+	}
+	f := &inflight{done: make(chan struct{}), errs: make([]error, len(busy)), ups: make([]CheckpointUpdate, len(busy)), spread: spread, merged: merged,
+		global: global, globalGTID: s.gtidFor(global), persist: len(busy) == 1}
+	ups := f.ups
+	for i, p := range busy {
+		if f.persist {
+			ups[i] = CheckpointUpdate{Global: global, GlobalGTID: f.globalGTID, Tables: tables[i], Lanes: lanes[i], Schemas: schemas, Online: online}
+		} else {
+			// Several connections commit separately: none may move the resume position past another's
+			// rows (the table checkpoints say what each committed), so none writes this flush's; the
+			// first writes the previous flush's, and only it, so that they do not queue on its row lock
+			// one behind the other.
+			ups[i] = CheckpointUpdate{Tables: tables[i], Lanes: lanes[i]}
+			if i == 0 {
+				ups[i].Schemas, ups[i].Online = schemas, online
+				// The previous flush committed whole: its resume position is safe, and only this
+				// transaction writes it.
+				if s.committed.Compare(s.persisted) > 0 {
+					f.prev, f.prevGTID = s.committed, s.committedGTID
+					ups[i].Global, ups[i].GlobalGTID = f.prev, f.prevGTID
+				}
+			}
+		}
+		f.busy = append(f.busy, &partition{idx: p.idx, sink: p.sink, batch: p.batch})
+		next := p.spare
+		if next == nil {
+			next = make([]Change, 0, cap(p.batch))
+		}
+		p.batch, p.spare, p.pos, p.lanes = next, nil, map[TableName]Position{}, map[TableName]laneClaim{}
+	}
+	s.chooseHot(s.rows)
+	s.rows, s.batchBytes = 0, 0
+	clear(s.keyConn)
+	var wg sync.WaitGroup
+	for i, p := range f.busy {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if hook := testHookFlush; hook != nil {
+				if f.errs[i] = hook(p.idx, len(f.busy)); f.errs[i] != nil {
+					return
+				}
+			}
+			f.errs[i] = p.sink.Flush(ctx, p.batch, ups[i])
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(f.done)
+	}()
+	s.flushing = f
+	if async {
+		return nil
+	}
+	return s.waitFlush(ctx)
+}
+
+// testHookFlush, when a test sets it, runs before each transaction of a flush (connection part of
+// parts busy); an error stands for the transaction's failure (it does not run).
+var testHookFlush func(part, parts int) error
+
+// waitFlush waits for the flush in flight, if any, and records what it committed.
+func (s *Syncer) waitFlush(ctx context.Context) error {
+	f := s.flushing
+	if f == nil {
+		return nil
+	}
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.flushing = nil
+	for i, err := range f.errs {
+		if err != nil && downstreamPermanent(err) {
+			return s.refused(ctx, f.busy[i], err)
+		}
+	}
+	if err := errors.Join(f.errs...); err != nil {
+		return err
+	}
+	for _, b := range f.busy {
+		// Committed: its batch slice holds the partition's next batch but one.
+		clear(b.batch)
+		s.parts[b.idx].spare = b.batch[:0]
+	}
+	for _, t := range f.merged {
+		delete(s.consolidate, t)
+	}
+	for _, up := range f.ups {
+		s.noteTables(up.Tables)
+		for t, l := range up.Lanes {
+			s.noteLanes(t, l)
+		}
+	}
+	for t, pos := range f.spread {
+		s.consolidate[t] = pos
+	}
+	if f.persist {
+		s.persisted, s.persistedGTID = f.global, f.globalGTID
+	} else if !f.prev.IsZero() {
+		s.persisted, s.persistedGTID = f.prev, f.prevGTID
+	}
+	s.committed, s.committedGTID = f.global, f.globalGTID
+	s.ckpt.Global = f.global
+	s.afterCommit()
+	return nil
+}
+
+// claims turns the busy partitions' positions into their checkpoint updates: a table whose rows are all
+// on one connection gets its table position there; one spread over several gets a lane position on
+// each (and the table position where a partition holds one), and is returned in spread with its last
+// position.
+func (s *Syncer) claims(busy []*partition) (tables []map[TableName]Position, lanes []map[TableName][]meta.Lane, spread map[TableName]Position) {
+	on := map[TableName][]int{}
+	for i, p := range busy {
+		for t := range p.pos {
+			on[t] = append(on[t], i)
+		}
+		for t := range p.lanes {
+			if _, ok := p.pos[t]; !ok {
+				on[t] = append(on[t], i)
+			}
+		}
+	}
+	tables = make([]map[TableName]Position, len(busy))
+	lanes = make([]map[TableName][]meta.Lane, len(busy))
+	for i := range busy {
+		tables[i], lanes[i] = map[TableName]Position{}, map[TableName][]meta.Lane{}
+	}
+	spread = map[TableName]Position{}
+	for t, idx := range on {
+		if len(idx) == 1 {
+			p := busy[idx[0]]
+			pos := p.pos[t]
+			if l, ok := p.lanes[t]; ok && l.pos.Compare(pos) > 0 {
+				pos = l.pos
+			}
+			tables[idx[0]][t] = pos
+			continue
+		}
+		var last Position
+		for _, i := range idx {
+			p := busy[i]
+			if pos, ok := p.pos[t]; ok {
+				tables[i][t] = pos
+				if pos.Compare(last) > 0 {
+					last = pos
+				}
+			}
+			if l, ok := p.lanes[t]; ok {
+				lanes[i][t] = append(lanes[i][t], meta.Lane{N: len(s.parts), Index: p.idx, Chunk: l.chunk, Cols: l.cols, Pos: l.pos})
+				if l.pos.Compare(last) > 0 {
+					last = l.pos
+				}
+			}
+		}
+		spread[t] = last
+	}
+	return tables, lanes, spread
+}
+
+// noteTables records committed table positions.
+func (s *Syncer) noteTables(tables map[TableName]Position) {
+	for t, pos := range tables {
+		s.ckpt.Tables[t] = pos
+		s.pruneLanes(t)
+	}
+}
+
+// afterCommit forgets what no read from the resume position on can need.
+func (s *Syncer) afterCommit() {
+	s.cfg.Operators.prune(s.persisted)
+	for p := range s.gtidAt {
+		if p.Compare(s.persisted) < 0 {
+			delete(s.gtidAt, p)
+		}
+	}
+}
+
+// refused turns a batch's failed transaction into the error of the change the downstream refuses
+// for good, found by applying the batch's changes one by one in a transaction rolled back. Other
+// errors are returned as they are (retried).
+func (s *Syncer) refused(ctx context.Context, p *partition, err error) error {
+	if !downstreamPermanent(err) || len(p.batch) == 0 {
+		return err
+	}
+	i, cause := p.sink.Locate(ctx, p.batch)
+	if i < 0 || !downstreamPermanent(cause) {
+		c := p.batch[0]
+		return &StatementError{Task: s.cfg.Task, Source: s.cfg.Source, Table: c.Source, Pos: c.Pos,
+			Stmt: fmt.Sprintf("a transaction of %d row changes starting with %s", len(p.batch), describe(c)), DML: true, Cause: err}
+	}
+	c := p.batch[i]
+	s.log.Error("the downstream refuses a row change", zap.Stringer("table", c.Source), zap.Stringer("pos", c.Pos), zap.Error(cause))
+	return &StatementError{Task: s.cfg.Task, Source: s.cfg.Source, Table: c.Source, Pos: c.Pos, Stmt: describe(c), DML: true, Cause: cause}
+}

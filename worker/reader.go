@@ -1,0 +1,132 @@
+// The binlog reader stage: the go-mysql stream, where an event group starts and ends, and the GTID set
+// at a position (reconnects with backoff and the read errors: readerr.go).
+
+package worker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+	"go.uber.org/zap"
+)
+
+// resumePoint is where a reader starts: a position, and in GTID mode the GTID set there.
+type resumePoint struct {
+	pos  Position
+	gtid string
+}
+
+type reader struct {
+	cancel context.CancelFunc
+	syncer *replication.BinlogSyncer
+	events chan readEvent
+	errc   chan error
+	done   chan struct{}
+}
+
+// readEvent is an event with, for a MariaDB GTID event, a copy of its GTID taken as it was read
+// (go-mysql v1.12 may overwrite the GTID of an event later).
+type readEvent struct {
+	*replication.BinlogEvent
+	gtid *mysql.MariadbGTID
+}
+
+func (r *reader) stop() {
+	r.cancel()
+	<-r.done
+	r.syncer.Close()
+}
+
+// readAheadEvents is how many binlog events the reader decodes ahead of the event loop (go-mysql's
+// EventCacheCount), besides the reader's own channel.
+const readAheadEvents = 512
+
+func (s *Syncer) startReader(ctx context.Context, from resumePoint) (*reader, error) {
+	bs := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
+		ServerID: s.cfg.ServerID, Flavor: s.cfg.Flavor,
+		Host: s.cfg.Host, Port: s.cfg.Port, User: s.cfg.User, Password: s.cfg.Password, TLSConfig: s.cfg.TLS,
+		// Few quick retries inside go-mysql; longer outages go to Run's reconnect loop with backoff.
+		HeartbeatPeriod: time.Second, ReadTimeout: 5 * time.Second, MaxReconnectAttempts: 2,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		// TIMESTAMP values as UTC text; the downstream session's time_zone is +00:00 (OpenDB).
+		TimestampStringLocation: time.UTC,
+		RowsEventDecodeFunc:     decodeRows, // DATETIME values with a zero month or day read exactly
+		// Events decoded ahead of the event loop. go-mysql's default, 10240, decoded a whole backlog of
+		// hundreds of thousands of rows into memory while the loop waited on the downstream: a worker's
+		// RSS, the GC's work over it, and page faults on a first catch-up. 512 keeps the loop fed.
+		EventCacheCount: readAheadEvents,
+	})
+	var streamer *replication.BinlogStreamer
+	var err error
+	if s.cfg.EnableGTID && from.gtid != "" {
+		if s.gtids, err = parseMariadbGTIDs(from.gtid); err != nil {
+			bs.Close()
+			return nil, fmt.Errorf("source %s: %w", s.cfg.Source, err)
+		}
+		var set mysql.GTIDSet
+		if set, err = mysql.ParseMariadbGTIDSet(from.gtid); err == nil {
+			streamer, err = bs.StartSyncGTID(set)
+		}
+	} else {
+		s.gtids = mariadbGTIDs{}
+		streamer, err = bs.StartSync(mysql.Position{Name: from.pos.File, Pos: from.pos.Pos})
+	}
+	if err != nil {
+		bs.Close()
+		return nil, fmt.Errorf("start binlog of source %s at %s %s: %w", s.cfg.Source, from.pos, from.gtid, err)
+	}
+	s.log.Info("start reading binlog", zap.Stringer("from", from.pos), zap.String("gtid", from.gtid))
+	s.file, s.lastPos, s.groupStart, s.curGTID = from.pos.File, from.pos, from.pos, nil
+	s.committed, s.committedGTID = Position{}, "" // reading again from here: nothing past it is safe yet
+	s.resetBatch()
+	rctx, cancel := context.WithCancel(ctx)
+	r := &reader{cancel: cancel, syncer: bs, events: make(chan readEvent, 256), errc: make(chan error, 1), done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		for {
+			ev, err := streamer.GetEvent(rctx)
+			if err != nil {
+				if rctx.Err() == nil {
+					r.errc <- err
+				}
+				return
+			}
+			re := readEvent{BinlogEvent: ev}
+			if g, ok := ev.Event.(*replication.MariadbGTIDEvent); ok {
+				gtid := g.GTID
+				re.gtid = &gtid
+			}
+			select {
+			case r.events <- re:
+			case <-rctx.Done():
+				return
+			}
+		}
+	}()
+	return r, nil
+}
+
+// endGroup records that the event group ending at end is complete.
+func (s *Syncer) endGroup(end Position) {
+	if s.curGTID != nil {
+		s.gtids.add(*s.curGTID)
+		s.curGTID = nil
+	}
+	s.lastPos = end
+}
+
+// gtidFor is the GTID set at a resume position: the current one, or one recorded at a DDL.
+func (s *Syncer) gtidFor(pos Position) string {
+	if !s.cfg.EnableGTID {
+		return ""
+	}
+	if pos.Compare(s.lastPos) == 0 {
+		return s.gtids.String()
+	}
+	return s.gtidAt[pos]
+}

@@ -1,0 +1,181 @@
+// The rows stage: a rows event to row changes (filters, operators, the load's snapshots, row shapes from
+// the table map and the tracked schema).
+
+package worker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+	"go.uber.org/zap"
+
+	"github.com/tributary-db/tributary/router"
+	"github.com/tributary-db/tributary/shardgroup"
+)
+
+func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *replication.RowsEvent, start, end Position) error {
+	src := TableName{Schema: string(e.Table.Schema), Name: string(e.Table.Table)}
+	if s.cfg.Router.Skip(src) {
+		return nil
+	}
+	if end.Compare(s.ckpt.Tables[src]) <= 0 {
+		return nil // applied before (re-sync or restart)
+	}
+	target := s.cfg.Router.Route(src)
+	if g, ok := s.groups[target]; ok && g.Blocked(src, end) {
+		s.heldBack[target] = true
+		return nil // past the group's pending DDL: read again after it is resolved
+	}
+	if op, ok := s.cfg.Operators.find(false, start); ok {
+		// The user's statements may change any row: everything before them commits first, and
+		// everything after them after.
+		if err := s.barrier(ctx); err != nil {
+			return err
+		}
+		part := s.partitionOf(src)
+		s.log.Warn("binlog event handled by an operator (binlog "+op.Op+")", zap.Stringer("table", src), zap.Stringer("pos", start), zap.Strings("sqls", op.SQLs))
+		for _, q := range op.SQLs {
+			part.batch = append(part.batch, Change{Kind: Raw, ChangeOrigin: &ChangeOrigin{Source: src, Target: target, SQL: q, Pos: start}})
+			s.rows++
+		}
+		part.pos[src] = end // handled: a re-read (re-sync) must not run the replacement again
+		return s.barrier(ctx)
+	}
+	if !s.cfg.Filter.Empty() {
+		event := "insert"
+		switch typ {
+		case replication.UPDATE_ROWS_EVENTv0, replication.UPDATE_ROWS_EVENTv1, replication.UPDATE_ROWS_EVENTv2:
+			event = "update"
+		case replication.DELETE_ROWS_EVENTv0, replication.DELETE_ROWS_EVENTv1, replication.DELETE_ROWS_EVENTv2:
+			event = "delete"
+		}
+		switch act, rule := s.cfg.Filter.Decide(src, []string{event}, ""); act {
+		case router.IgnoreEvent:
+			return nil
+		case router.FailEvent:
+			return s.filterStop(rule, end, fmt.Sprintf("event %q of %s", event, src))
+		}
+	}
+	shape, err := s.shapeOf(src, e.Table, end)
+	if err != nil {
+		return err
+	}
+	cols := shape.cols
+	var plan *keyPlan
+	if s.cfg.SpreadHotTables {
+		if plan, err = s.planFor(ctx, target, shape); err != nil {
+			return err
+		}
+	}
+	// A row of a lane whose position is at or past this event was applied before a restart.
+	perRow := s.lanesAfter(src, end)
+	changes := s.evChanges[:0]
+	if n := len(e.Rows); cap(changes) < n {
+		changes = make([]Change, 0, n)
+	}
+	defer func() {
+		clear(changes) // the rows are in the batch now; the scratch slice keeps none alive
+		s.evChanges = changes[:0]
+	}()
+	origin := &ChangeOrigin{Source: src, Target: target, Columns: cols, Pos: start}
+	add := func(kind ChangeKind, row, old []any) {
+		if row != nil {
+			row = shape.apply(row)
+		}
+		if old != nil {
+			old = shape.apply(old)
+		}
+		c := Change{Kind: kind, Row: row, Old: old, ChangeOrigin: origin}
+		if perRow && s.laneApplied(src, cols, keyImage(&c), end) {
+			return
+		}
+		changes = append(changes, c)
+	}
+	defer s.notePeak()
+	// copied: the row with this image is in a load's copy taken after this event (only for a table
+	// loaded from more than one snapshot, between them).
+	copied := func([]any) bool { return false }
+	if kr := s.loadKeys[src]; kr != nil && end.Compare(kr.Max) <= 0 {
+		copied = func(row []any) bool { return kr.Copied(row, end) }
+	}
+	switch typ {
+	case replication.WRITE_ROWS_EVENTv0, replication.WRITE_ROWS_EVENTv1, replication.WRITE_ROWS_EVENTv2:
+		for _, r := range e.Rows {
+			if !copied(r) {
+				add(Insert, r, nil)
+			}
+		}
+	case replication.UPDATE_ROWS_EVENTv0, replication.UPDATE_ROWS_EVENTv1, replication.UPDATE_ROWS_EVENTv2:
+		for i := 0; i+1 < len(e.Rows); i += 2 {
+			oldIn, newIn := copied(e.Rows[i]), copied(e.Rows[i+1])
+			switch {
+			case oldIn && newIn:
+			case oldIn: // the old row had left the copy; the new one was not in it yet
+				add(Insert, e.Rows[i+1], nil)
+			case newIn: // the old row is in the copy, the new one too
+				add(Delete, nil, e.Rows[i])
+			default:
+				add(Update, e.Rows[i+1], e.Rows[i])
+			}
+		}
+	case replication.DELETE_ROWS_EVENTv0, replication.DELETE_ROWS_EVENTv1, replication.DELETE_ROWS_EVENTv2:
+		for _, r := range e.Rows {
+			if !copied(r) {
+				add(Delete, nil, r)
+			}
+		}
+	default:
+		return nil
+	}
+	if err := s.place(ctx, src, plan, changes, end); err != nil {
+		return err
+	}
+	if s.batchFull() {
+		// Also inside a large upstream transaction: the table checkpoints are per rows event and the
+		// resume position stays at the transaction's start, so memory is bounded and nothing repeats.
+		return s.flushAsync(ctx)
+	}
+	return nil
+}
+
+// shapeOf returns how the rows of table map tm of src, at end, are written downstream. The shape is
+// kept per table while the table map and the tracked schema version stay the same: a transaction's rows
+// events share one table map, so a large one computes it once.
+func (s *Syncer) shapeOf(src TableName, tm *replication.TableMapEvent, end Position) (*rowShape, error) {
+	tracked, known := s.schemas.at(src, end)
+	if c, ok := s.shapes[src]; ok && c.tm == tm && sameVersion(c.tracked, tracked) {
+		return c.shape, nil
+	}
+	names := tm.ColumnNameString()
+	if len(names) == 0 {
+		// binlog_row_metadata is not FULL: use the columns tracked from the table's DDL.
+		if !known || uint64(len(tracked)) != tm.ColumnCount {
+			return nil, fmt.Errorf("source %s: the binlog has no column names for %s and the tracked schema (%d columns) does not fit the event (%d columns): set binlog_row_metadata=FULL",
+				s.cfg.Source, src, len(tracked), tm.ColumnCount)
+		}
+		names = shardgroup.ColumnNames(tracked)
+	}
+	shape := newRowShape(tm, names, tracked, s.cfg.Flavor == mysql.MariaDBFlavor)
+	s.shapes[src] = cachedShape{tm: tm, tracked: tracked, shape: shape}
+	return shape, nil
+}
+
+type cachedShape struct {
+	tm      *replication.TableMapEvent
+	tracked []shardgroup.Column
+	shape   *rowShape
+}
+
+// sameVersion reports whether two tracked column lists are the same version (the tracker never
+// changes a version's list in place).
+func sameVersion(a, b []shardgroup.Column) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// filterStop is the error of a binlog event filter rule with action Error.
+func (s *Syncer) filterStop(rule string, end Position, what string) error {
+	return &filterError{s.evStart, fmt.Errorf("source %s at %s: binlog event filter %s (action Error) stops at %s; to go on past it: binlog skip %s -b %s -s %s",
+		s.cfg.Source, end, rule, what, s.cfg.Task, s.evStart.BinlogPos(), s.cfg.Source)}
+}

@@ -1,0 +1,130 @@
+// The sync unit's status: the snapshot query-status reads, refreshed every flush interval, and its rates.
+
+package worker
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tributary-db/tributary/pessimist"
+	"github.com/tributary-db/tributary/shardgroup"
+)
+
+// Status is a snapshot of a syncer for query-status, refreshed every flush interval.
+type Status struct {
+	SyncerBinlog Position // committed resume position
+	SyncerGTID   string
+	TotalEvents  int64
+	BlockingDDLs []string // DDLs of the locks this source has put its info for and waits on
+	LockIDs      []string
+	Unresolved   []shardgroup.Unresolved
+
+	// TotalRows are the rows committed downstream since the syncer started; the rates are per second
+	// since then (Total) and over the last 30 seconds (Recent), of rows and of binlog events (Tps, DM's
+	// name).
+	TotalRows                                int64
+	TotalRps, RecentRps, TotalTps, RecentTps int64
+
+	// ReadErr is the binlog read failure being retried (nil: none), ReadAttempt the attempts since
+	// the binlog last moved, ReadErrAt when it failed last.
+	ReadErr     error
+	ReadAttempt int
+	ReadErrAt   time.Time
+}
+
+// Started is closed once the syncer has saved where it starts (a first start's position is fixed from
+// then on) and begins to read the binlog.
+func (s *Syncer) Started() <-chan struct{} { return s.started }
+
+// Status returns the last snapshot.
+func (s *Syncer) Status() Status {
+	s.statusMu.Lock()
+	defer s.statusMu.Unlock()
+	st := s.status
+	st.TotalEvents = s.events.Load()
+	st.TotalRows, st.TotalRps, st.RecentRps, st.TotalTps, st.RecentTps = s.rates.rates(time.Now(), appliedRows(s.cfg.Task, s.cfg.Source), st.TotalEvents)
+	if attempt, err, at, ok := s.retry.failing(); ok {
+		st.ReadErr, st.ReadAttempt, st.ReadErrAt = err, attempt, at
+	}
+	return st
+}
+
+// rateWindow turns cumulative counts of rows and events into rates: since the first sample and over
+// the last 30 seconds. It keeps a sample a second at most.
+type rateWindow struct {
+	mu      sync.Mutex
+	samples []rateSample // oldest first; the first is the start
+}
+
+type rateSample struct {
+	at           time.Time
+	rows, events int64
+}
+
+const recentRateWindow = 30 * time.Second
+
+// note records the counts at now.
+func (w *rateWindow) note(now time.Time, rows, events int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n := len(w.samples); n > 0 && now.Sub(w.samples[n-1].at) < time.Second {
+		return
+	}
+	w.samples = append(w.samples, rateSample{now, rows, events})
+	// Keep the start, and from the rest the samples of the window plus the one just before it.
+	for len(w.samples) > 3 && now.Sub(w.samples[2].at) > recentRateWindow {
+		w.samples = append(w.samples[:1], w.samples[2:]...)
+	}
+}
+
+// rates are the rows since the start, and the rows and events per second since the start and over
+// the last 30 seconds (rows and events are the cumulative counts now).
+func (w *rateWindow) rates(now time.Time, rows, events int64) (totalRows, totalRps, recentRps, totalTps, recentTps int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.samples) == 0 {
+		return 0, 0, 0, 0, 0
+	}
+	per := func(d int64, since time.Time) int64 {
+		if secs := now.Sub(since).Seconds(); secs >= 1 {
+			return int64(float64(d) / secs)
+		}
+		return 0
+	}
+	start := w.samples[0]
+	recent := start
+	for _, s := range w.samples {
+		if now.Sub(s.at) <= recentRateWindow {
+			break
+		}
+		recent = s
+	}
+	totalRows = rows - start.rows
+	return totalRows, per(totalRows, start.at), per(rows-recent.rows, recent.at), per(events-start.events, start.at), per(events-recent.events, recent.at)
+}
+
+func (s *Syncer) publishStatus() {
+	st := Status{SyncerBinlog: s.persisted, SyncerGTID: s.persistedGTID}
+	targets := make([]TableName, 0, len(s.groups))
+	for t := range s.groups {
+		targets = append(targets, t)
+	}
+	slices.SortFunc(targets, func(a, b TableName) int { return strings.Compare(a.String(), b.String()) })
+	for _, t := range targets {
+		u, ok := s.groups[t].Unresolved()
+		if !ok {
+			continue
+		}
+		st.Unresolved = append(st.Unresolved, u)
+		if s.pending[t] {
+			st.BlockingDDLs = append(st.BlockingDDLs, u.DDLs...)
+			st.LockIDs = append(st.LockIDs, pessimist.LockID(s.cfg.Task, t.String()))
+		}
+	}
+	s.statusMu.Lock()
+	s.status = st
+	s.statusMu.Unlock()
+	s.rates.note(time.Now(), appliedRows(s.cfg.Task, s.cfg.Source), s.events.Load())
+}
