@@ -7,53 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
-	"strings"
 )
-
-// Cond guards a Txn. Plain: the key's ModRevision must equal ModRevision (0: the key must not exist).
-// Prefix: no key under Key may have a ModRevision above ModRevision, i.e. nothing under it was put
-// since the Keeper's revision (one comparison for all keys of a lock, however many sources it has).
-// End (with Prefix false): the same for the keys in [Key, End) only.
-type Cond struct {
-	Key         string
-	ModRevision int64
-	Prefix      bool
-	End         string
-}
-
-// DefaultMaxTxnOps is etcd's default limit on the comparisons and on the operations of one transaction
-// (--max-txn-ops). Larger decisions are written in several transactions, one after the other.
-const DefaultMaxTxnOps = 128
-
-// KV is a key and the value to put there.
-type KV struct{ Key, Value string }
-
-// Txn is one decision of the Keeper: an etcd transaction that writes Puts and Deletes only if every
-// Cond holds. Conds name the exact revisions the decision was based on, so a decision taken on stale
-// state (a deposed leader, a restarted coordinator, a duplicate) fails instead of acting twice.
-type Txn struct {
-	LockID         string
-	Reason         string
-	Conds          []Cond
-	Puts           []KV
-	Deletes        []string
-	DeletePrefixes []string // only for unlock --force-remove
-}
-
-func (t Txn) String() string {
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "%s %s:", t.LockID, t.Reason)
-	for _, p := range t.Puts {
-		fmt.Fprintf(&sb, " put %s", p.Key)
-	}
-	for _, d := range t.Deletes {
-		fmt.Fprintf(&sb, " delete %s", d)
-	}
-	for _, d := range t.DeletePrefixes {
-		fmt.Fprintf(&sb, " delete-prefix %s", d)
-	}
-	return sb.String()
-}
 
 type lockState struct {
 	task, target string
@@ -73,22 +27,6 @@ type lockState struct {
 	// lock waiting for more infos or dones has nothing to do: without them each of a lock's N watch
 	// events cost an O(N log N) decision, O(N² log N) per lock.
 	cnt lockCounts
-}
-
-// lockCounts summarizes a lock's keys against its task's sources.
-type lockCounts struct {
-	waiting  int             // sources of the task with an info and no operation, not participants of the exec
-	implicit int             // participants of the exec that have not finished the round (see implicitSkip)
-	foreign  int             // info and operation keys of sources not in the task
-	notDone  int             // operations not done
-	done     int             // operations done
-	execs    map[string]bool // sources holding an exec operation
-}
-
-// srcCount is what one source contributes to a lock's counts.
-type srcCount struct {
-	waiting, implicit, foreign, notDone, done int
-	exec                                      bool
 }
 
 // setExec finds l's exec operation and its participants after an exec operation or the round changed.
@@ -121,101 +59,8 @@ func (l *lockState) implicitSkip(i Info) bool {
 	return l.participant(i.Source) && i.CreateRevision < l.exec.CreateRevision && sameDDLs(i.DDLs, l.exec.DDLs)
 }
 
-// count is what one source contributes to a lock's counts.
-func (k *Keeper) count(l *lockState, src string) (c srcCount) {
-	in := k.taskSets[l.task].in[src]
-	i, hasInfo := l.infos[src]
-	o, hasOp := l.ops[src]
-	if hasInfo && !hasOp && in {
-		switch {
-		case !l.participant(src):
-			c.waiting = 1
-		case l.implicitSkip(i):
-			c.implicit = 1
-		}
-		// else a participant's info of its next round: it waits for this round's cleanup
-	}
-	if !in {
-		if hasInfo {
-			c.foreign++
-		}
-		if hasOp {
-			c.foreign++
-		}
-	}
-	if hasOp {
-		if o.Done {
-			c.done = 1
-		} else {
-			c.notDone = 1
-		}
-		c.exec = o.Exec
-	}
-	return
-}
-
-// change runs f, which changes src's keys of l, and updates l's counts. A change of an exec operation
-// changes what every participant counts as: the lock is recounted (a few times per round).
-func (k *Keeper) change(l *lockState, src string, f func()) {
-	before, hadOp := l.ops[src]
-	c0 := k.count(l, src)
-	f()
-	after, hasOp := l.ops[src]
-	if hadOp && before.Exec || hasOp && after.Exec {
-		l.setExec()
-		l.cnt = k.recount(l)
-		return
-	}
-	c1 := k.count(l, src)
-	l.cnt.waiting += c1.waiting - c0.waiting
-	l.cnt.implicit += c1.implicit - c0.implicit
-	l.cnt.foreign += c1.foreign - c0.foreign
-	l.cnt.notDone += c1.notDone - c0.notDone
-	l.cnt.done += c1.done - c0.done
-}
-
-// recount computes l's counts from scratch (after its task's sources or its exec changed; tests
-// compare it with the kept counts).
-func (k *Keeper) recount(l *lockState) lockCounts {
-	var c lockCounts
-	srcs := map[string]bool{}
-	for s := range l.infos {
-		srcs[s] = true
-	}
-	for s := range l.ops {
-		srcs[s] = true
-	}
-	for s := range srcs {
-		sc := k.count(l, s)
-		c.waiting += sc.waiting
-		c.implicit += sc.implicit
-		c.foreign += sc.foreign
-		c.notDone += sc.notDone
-		c.done += sc.done
-		if sc.exec {
-			if c.execs == nil {
-				c.execs = map[string]bool{}
-			}
-			c.execs[s] = true
-		}
-	}
-	return c
-}
-
 // verifyCounts makes Decide check every lock's kept counts against a recount (tests set it).
 var verifyCounts bool
-
-func sameCounts(a, b lockCounts) bool {
-	if a.waiting != b.waiting || a.implicit != b.implicit || a.foreign != b.foreign || a.notDone != b.notDone || a.done != b.done || len(a.execs) != len(b.execs) {
-		return false
-	}
-	for s := range a.execs {
-		if !b.execs[s] {
-			return false
-		}
-	}
-	return true
-}
 
 // taskSet is a task's sources, sorted and as a set, computed once per change of the task's key.
 type taskSet struct {
