@@ -10,6 +10,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -40,49 +41,49 @@ type laneClaim struct {
 }
 
 // partitionOf is the connection of a table's changes that are not spread by key.
-func (s *Syncer) partitionOf(t TableName) *partition {
+func (a *applier) partitionOf(t TableName) *partition {
 	h := fnv.New32a()
 	h.Write([]byte(t.Schema))
 	h.Write([]byte{0})
 	h.Write([]byte(t.Name))
-	return s.parts[h.Sum32()%uint32(len(s.parts))]
+	return a.parts[h.Sum32()%uint32(len(a.parts))]
 }
 
 // place adds the changes of one rows event of src (ending at end) to the batch: by key lane with a
 // plan, else on the table's own connection (lanes.go).
 func (s *Syncer) place(ctx context.Context, src TableName, plan *keyPlan, changes []Change, end Position) error {
-	home := s.partitionOf(src)
-	lanes := s.evLanes[:0]
-	keys := s.evKeys[:0]
+	home := s.apply.partitionOf(src)
+	lanes := s.apply.evLanes[:0]
+	keys := s.apply.evKeys[:0]
 	var offs []int // keys of change i: keys[offs[i]:offs[i+1]]
 	// Only a hot table's changes are spread, and only theirs are tracked by key: a table on its own
 	// connection keeps its binlog order there (as before key lanes, rows of two shard tables with the
 	// same key are not ordered with each other).
-	spread := plan != nil && s.hot[src]
+	spread := plan != nil && s.apply.hot[src]
 	serial := !spread
-	if spread && !s.spreadLog[src] {
-		s.spreadLog[src] = true
+	if spread && !s.apply.spreadLog[src] {
+		s.apply.spreadLog[src] = true
 		s.log.Info("hot table: its changes are spread over the connections by key", zap.Stringer("table", src),
-			zap.String("target", plan.target), zap.Strings("key", plan.cols), zap.Int("connections", len(s.parts)))
+			zap.String("target", plan.target), zap.Strings("key", plan.cols), zap.Int("connections", len(s.apply.parts)))
 	}
 	if spread {
 		offs = make([]int, 0, len(changes)+1)
-		if s.evLocal == nil {
-			s.evLocal = map[uint64]int{}
+		if s.apply.evLocal == nil {
+			s.apply.evLocal = map[uint64]int{}
 		}
-		clear(s.evLocal)
-		n := len(s.parts)
+		clear(s.apply.evLocal)
+		n := len(s.apply.parts)
 		for i := range changes {
 			var l int
-			l, s.keyBuf = laneOf(s.keyBuf, keyImage(&changes[i]), plan.laneIdx, n, plan.chunk)
+			l, s.apply.keyBuf = laneOf(s.apply.keyBuf, keyImage(&changes[i]), plan.laneIdx, n, plan.chunk)
 			lanes = append(lanes, l)
 			offs = append(offs, len(keys))
-			keys, s.keyBuf = plan.appendKeys(keys, s.keyBuf, &changes[i])
+			keys, s.apply.keyBuf = plan.appendKeys(keys, s.apply.keyBuf, &changes[i])
 			for _, k := range keys[offs[i]:] {
-				if other, ok := s.evLocal[k]; ok && other != l {
+				if other, ok := s.apply.evLocal[k]; ok && other != l {
 					serial = true // rows of this event pass a key between lanes
 				}
-				s.evLocal[k] = l
+				s.apply.evLocal[k] = l
 			}
 		}
 		offs = append(offs, len(keys))
@@ -99,14 +100,14 @@ func (s *Syncer) place(ctx context.Context, src TableName, plan *keyPlan, change
 	if spread {
 		for i := range changes {
 			for _, k := range keys[offs[i]:offs[i+1]] {
-				if c, ok := s.keyConn[k]; ok && c != lanes[i] {
+				if c, ok := s.apply.keyConn[k]; ok && c != lanes[i] {
 					conflict = true
 				}
 			}
 		}
 	}
 	if serial && !conflict {
-		for _, p := range s.parts {
+		for _, p := range s.apply.parts {
 			if _, ok := p.lanes[src]; ok && p != home {
 				conflict = true
 			}
@@ -122,27 +123,27 @@ func (s *Syncer) place(ctx context.Context, src TableName, plan *keyPlan, change
 		// A new batch (which may spread other tables): decide again; nothing conflicts in it.
 		return s.place(ctx, src, plan, changes, end)
 	}
-	s.tableRows[src] += len(changes)
+	s.apply.tableRows[src] += len(changes)
 	for i := range changes {
-		p := s.parts[lanes[i]]
+		p := s.apply.parts[lanes[i]]
 		if len(p.batch) == cap(p.batch) {
 			// Doubled, rather than append's quarter for large slices: a batch of TxnRows changes is
 			// megabytes, and each step copies it.
 			p.batch = slices.Grow(p.batch, max(cap(p.batch), 64))
 		}
 		p.batch = append(p.batch, changes[i])
-		s.rows++
-		s.batchBytes += rowBytes(changes[i].Row) + rowBytes(changes[i].Old)
+		s.apply.rows++
+		s.apply.batchBytes += rowBytes(changes[i].Row) + rowBytes(changes[i].Old)
 		if spread {
 			for _, k := range keys[offs[i]:offs[i+1]] {
-				s.keyConn[k] = lanes[i]
+				s.apply.keyConn[k] = lanes[i]
 			}
 			if !serial {
 				p.lanes[src] = laneClaim{pos: end, cols: plan.cols, chunk: plan.chunk}
 			}
 		}
 	}
-	s.evLanes, s.evKeys = lanes, keys
+	s.apply.evLanes, s.apply.evKeys = lanes, keys
 	if serial {
 		home.pos[src] = end
 		if spread {
@@ -157,7 +158,7 @@ func (s *Syncer) place(ctx context.Context, src TableName, plan *keyPlan, change
 // barrier starts committing the batch (when there is one), so that whatever is added next commits
 // after it.
 func (s *Syncer) barrier(ctx context.Context) error {
-	for _, p := range s.parts {
+	for _, p := range s.apply.parts {
 		if len(p.batch) > 0 || len(p.pos) > 0 || len(p.lanes) > 0 {
 			return s.flushAsync(ctx)
 		}
@@ -165,37 +166,37 @@ func (s *Syncer) barrier(ctx context.Context) error {
 	return nil
 }
 
-func (s *Syncer) notePeak() {
-	if n := int64(s.rows); n > s.peakRows.Load() {
-		s.peakRows.Store(n)
+func (a *applier) notePeak() {
+	if n := int64(a.rows); n > a.peakRows.Load() {
+		a.peakRows.Store(n)
 	}
 }
 
 // PeakBatchedRows is the largest number of row changes the syncer has held in memory at once: held-back
 // DML is re-read rather than buffered, so it stays within the batch size (plus one rows event) however
 // long a lock waits.
-func (s *Syncer) PeakBatchedRows() int64 { return s.peakRows.Load() }
+func (s *Syncer) PeakBatchedRows() int64 { return s.apply.peakRows.Load() }
 
-func (s *Syncer) resetBatch() {
-	for _, p := range s.parts {
+func (a *applier) resetBatch() {
+	for _, p := range a.parts {
 		p.batch, p.pos, p.lanes = p.batch[:0], map[TableName]Position{}, map[TableName]laneClaim{}
 	}
-	s.rows, s.batchBytes = 0, 0
-	s.keyConn = map[uint64]int{}
-	s.tableRows = map[TableName]int{}
+	a.rows, a.batchBytes = 0, 0
+	a.keyConn = map[uint64]int{}
+	a.tableRows = map[TableName]int{}
 }
 
 // chooseHot picks the tables the next batch spreads by key, from a batch of total rows just flushed.
-func (s *Syncer) chooseHot(total int) {
-	if total >= s.cfg.TxnRows/2 { // a barrier's or a tick's small batch says little
-		s.hot = map[TableName]bool{}
-		for t, n := range s.tableRows {
-			if n*len(s.parts) > 2*total {
-				s.hot[t] = true
+func (a *applier) chooseHot(total int) {
+	if total >= a.txnRows/2 { // a barrier's or a tick's small batch says little
+		a.hot = map[TableName]bool{}
+		for t, n := range a.tableRows {
+			if n*len(a.parts) > 2*total {
+				a.hot[t] = true
 			}
 		}
 	}
-	clear(s.tableRows)
+	clear(a.tableRows)
 }
 
 // takeOnlineDirty returns the online DDL runs changed since the last call, encoded ("" for a run that
@@ -218,7 +219,7 @@ func (s *Syncer) takeOnlineDirty() map[TableName]string {
 // partition involved it goes in the same transaction; with several, each writes the previous safe
 // position and the new one follows in a later flush, once all have committed.
 func (s *Syncer) setSafeMode(on bool) {
-	for _, p := range s.parts {
+	for _, p := range s.apply.parts {
 		p.sink.SetSafeMode(on)
 	}
 	s.log.Info("safe mode", zap.Bool("on", on), zap.Bool("safe-mode", s.cfg.SafeMode), zap.Duration("safe-mode-duration", s.cfg.SafeModeDuration))
@@ -228,7 +229,9 @@ func (s *Syncer) setSafeMode(on bool) {
 // bytes of values, whichever comes first.
 const maxBatchBytes = 32 << 20
 
-func (s *Syncer) batchFull() bool { return s.rows >= s.cfg.TxnRows || s.batchBytes >= maxBatchBytes }
+func (a *applier) batchFull() bool {
+	return a.rows >= a.txnRows || a.batchBytes >= maxBatchBytes
+}
 
 // flush commits every batched change with the checkpoint and returns once it is committed, with the
 // positions of tables whose rows it spread over lanes (a DDL follows it, which may change the keys).
@@ -238,8 +241,8 @@ func (s *Syncer) flushRows(ctx context.Context) (bool, error) {
 	if err := s.waitFlush(ctx); err != nil {
 		return false, err
 	}
-	busy := len(s.consolidate) > 0
-	for _, p := range s.parts {
+	busy := len(s.apply.consolidate) > 0
+	for _, p := range s.apply.parts {
 		busy = busy || len(p.batch) > 0 || len(p.pos) > 0 || len(p.lanes) > 0
 	}
 	if !busy {
@@ -252,7 +255,7 @@ func (s *Syncer) flush(ctx context.Context) error {
 	if err := s.flushWith(ctx, false); err != nil {
 		return err
 	}
-	if len(s.consolidate) > 0 {
+	if len(s.apply.consolidate) > 0 {
 		return s.flushWith(ctx, false)
 	}
 	return nil
@@ -285,26 +288,26 @@ func (s *Syncer) flushWith(ctx context.Context, async bool) error {
 	if err := s.waitFlush(ctx); err != nil {
 		return err
 	}
-	if !s.safeUntil.IsZero() && time.Now().After(s.safeUntil) {
-		s.safeUntil = time.Time{}
+	if !s.apply.safeUntil.IsZero() && time.Now().After(s.apply.safeUntil) {
+		s.apply.safeUntil = time.Time{}
 		s.setSafeMode(false)
 	}
 	global := s.safeGlobal()
 	var busy []*partition
-	for _, p := range s.parts {
+	for _, p := range s.apply.parts {
 		if len(p.batch) > 0 || len(p.pos) > 0 || len(p.lanes) > 0 {
 			busy = append(busy, p)
 		}
 	}
-	s.schemas.prune(s.persisted)
+	s.schemas.prune(s.apply.persisted)
 	schemas := s.schemas.takeDirty()
 	online := s.takeOnlineDirty()
-	tables, lanes, spread := s.claims(busy)
+	tables, lanes, spread := s.apply.claims(busy)
 	// The tables whose lanes the last flush committed: their table position moves past them now, in
 	// the transaction that writes it anyway, else in the first.
 	var merged []TableName
 	merge := map[TableName]Position{}
-	for t, pos := range s.consolidate {
+	for t, pos := range s.apply.consolidate {
 		merged = append(merged, t)
 		written := false
 		for i := range busy {
@@ -317,17 +320,17 @@ func (s *Syncer) flushWith(ctx context.Context, async bool) error {
 		}
 	}
 	if len(busy) == 0 {
-		if global.Compare(s.persisted) == 0 && schemas == nil && online == nil && len(merged) == 0 {
+		if global.Compare(s.apply.persisted) == 0 && schemas == nil && online == nil && len(merged) == 0 {
 			return nil
 		}
-		if err := s.sink.Flush(ctx, nil, CheckpointUpdate{Global: global, GlobalGTID: s.gtidFor(global), Tables: merge, Schemas: schemas, Online: online}); err != nil {
+		if err := s.sink.Flush(ctx, nil, CheckpointUpdate{Global: global, GlobalGTID: s.cur.gtidFor(global), Tables: merge, Schemas: schemas, Online: online}); err != nil {
 			return err
 		}
-		s.persisted = global
-		s.persistedGTID = s.gtidFor(global)
+		s.apply.persisted = global
+		s.apply.persistedGTID = s.cur.gtidFor(global)
 		s.ckpt.Global = global
 		s.noteTables(merge)
-		clear(s.consolidate)
+		clear(s.apply.consolidate)
 		s.afterCommit()
 		return nil
 	}
@@ -335,7 +338,7 @@ func (s *Syncer) flushWith(ctx context.Context, async bool) error {
 		tables[0][t] = pos
 	}
 	f := &inflight{done: make(chan struct{}), errs: make([]error, len(busy)), ups: make([]CheckpointUpdate, len(busy)), spread: spread, merged: merged,
-		global: global, globalGTID: s.gtidFor(global), persist: len(busy) == 1}
+		global: global, globalGTID: s.cur.gtidFor(global), persist: len(busy) == 1}
 	ups := f.ups
 	for i, p := range busy {
 		if f.persist {
@@ -350,8 +353,8 @@ func (s *Syncer) flushWith(ctx context.Context, async bool) error {
 				ups[i].Schemas, ups[i].Online = schemas, online
 				// The previous flush committed whole: its resume position is safe, and only this
 				// transaction writes it.
-				if s.committed.Compare(s.persisted) > 0 {
-					f.prev, f.prevGTID = s.committed, s.committedGTID
+				if s.apply.committed.Compare(s.apply.persisted) > 0 {
+					f.prev, f.prevGTID = s.apply.committed, s.apply.committedGTID
 					ups[i].Global, ups[i].GlobalGTID = f.prev, f.prevGTID
 				}
 			}
@@ -363,9 +366,9 @@ func (s *Syncer) flushWith(ctx context.Context, async bool) error {
 		}
 		p.batch, p.spare, p.pos, p.lanes = next, nil, map[TableName]Position{}, map[TableName]laneClaim{}
 	}
-	s.chooseHot(s.rows)
-	s.rows, s.batchBytes = 0, 0
-	clear(s.keyConn)
+	s.apply.chooseHot(s.apply.rows)
+	s.apply.rows, s.apply.batchBytes = 0, 0
+	clear(s.apply.keyConn)
 	var wg sync.WaitGroup
 	for i, p := range f.busy {
 		wg.Add(1)
@@ -383,7 +386,7 @@ func (s *Syncer) flushWith(ctx context.Context, async bool) error {
 		wg.Wait()
 		close(f.done)
 	}()
-	s.flushing = f
+	s.apply.flushing = f
 	if async {
 		return nil
 	}
@@ -396,7 +399,7 @@ var testHookFlush func(part, parts int) error
 
 // waitFlush waits for the flush in flight, if any, and records what it committed.
 func (s *Syncer) waitFlush(ctx context.Context) error {
-	f := s.flushing
+	f := s.apply.flushing
 	if f == nil {
 		return nil
 	}
@@ -405,7 +408,7 @@ func (s *Syncer) waitFlush(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	s.flushing = nil
+	s.apply.flushing = nil
 	for i, err := range f.errs {
 		if err != nil && downstreamPermanent(err) {
 			return s.refused(ctx, f.busy[i], err)
@@ -417,10 +420,10 @@ func (s *Syncer) waitFlush(ctx context.Context) error {
 	for _, b := range f.busy {
 		// Committed: its batch slice holds the partition's next batch but one.
 		clear(b.batch)
-		s.parts[b.idx].spare = b.batch[:0]
+		s.apply.parts[b.idx].spare = b.batch[:0]
 	}
 	for _, t := range f.merged {
-		delete(s.consolidate, t)
+		delete(s.apply.consolidate, t)
 	}
 	for _, up := range f.ups {
 		s.noteTables(up.Tables)
@@ -429,14 +432,14 @@ func (s *Syncer) waitFlush(ctx context.Context) error {
 		}
 	}
 	for t, pos := range f.spread {
-		s.consolidate[t] = pos
+		s.apply.consolidate[t] = pos
 	}
 	if f.persist {
-		s.persisted, s.persistedGTID = f.global, f.globalGTID
+		s.apply.persisted, s.apply.persistedGTID = f.global, f.globalGTID
 	} else if !f.prev.IsZero() {
-		s.persisted, s.persistedGTID = f.prev, f.prevGTID
+		s.apply.persisted, s.apply.persistedGTID = f.prev, f.prevGTID
 	}
-	s.committed, s.committedGTID = f.global, f.globalGTID
+	s.apply.committed, s.apply.committedGTID = f.global, f.globalGTID
 	s.ckpt.Global = f.global
 	s.afterCommit()
 	return nil
@@ -446,7 +449,7 @@ func (s *Syncer) waitFlush(ctx context.Context) error {
 // on one connection gets its table position there; one spread over several gets a lane position on
 // each (and the table position where a partition holds one), and is returned in spread with its last
 // position.
-func (s *Syncer) claims(busy []*partition) (tables []map[TableName]Position, lanes []map[TableName][]meta.Lane, spread map[TableName]Position) {
+func (a *applier) claims(busy []*partition) (tables []map[TableName]Position, lanes []map[TableName][]meta.Lane, spread map[TableName]Position) {
 	on := map[TableName][]int{}
 	for i, p := range busy {
 		for t := range p.pos {
@@ -484,7 +487,7 @@ func (s *Syncer) claims(busy []*partition) (tables []map[TableName]Position, lan
 				}
 			}
 			if l, ok := p.lanes[t]; ok {
-				lanes[i][t] = append(lanes[i][t], meta.Lane{N: len(s.parts), Index: p.idx, Chunk: l.chunk, Cols: l.cols, Pos: l.pos})
+				lanes[i][t] = append(lanes[i][t], meta.Lane{N: len(a.parts), Index: p.idx, Chunk: l.chunk, Cols: l.cols, Pos: l.pos})
 				if l.pos.Compare(last) > 0 {
 					last = l.pos
 				}
@@ -505,10 +508,10 @@ func (s *Syncer) noteTables(tables map[TableName]Position) {
 
 // afterCommit forgets what no read from the resume position on can need.
 func (s *Syncer) afterCommit() {
-	s.cfg.Operators.prune(s.persisted)
-	for p := range s.gtidAt {
-		if p.Compare(s.persisted) < 0 {
-			delete(s.gtidAt, p)
+	s.cfg.Operators.prune(s.apply.persisted)
+	for p := range s.cur.gtidAt {
+		if p.Compare(s.apply.persisted) < 0 {
+			delete(s.cur.gtidAt, p)
 		}
 	}
 }
@@ -529,4 +532,39 @@ func (s *Syncer) refused(ctx context.Context, p *partition, err error) error {
 	c := p.batch[i]
 	s.log.Error("the downstream refuses a row change", zap.Stringer("table", c.Source), zap.Stringer("pos", c.Pos), zap.Error(cause))
 	return &StatementError{Task: s.cfg.Task, Source: s.cfg.Source, Table: c.Source, Pos: c.Pos, Stmt: describe(c), DML: true, Cause: cause}
+}
+
+// applier is the applier stage's state: the batch over the partitions (one per downstream
+// connection), the flush in flight, the key lanes of hot tables (lanes.go), and the resume positions
+// committed and persisted.
+type applier struct {
+	txnRows       int // cfg.TxnRows: a flush starts at this many rows
+	parts         []*partition
+	rows          int // rows batched over all partitions
+	batchBytes    int // their values' size, estimated (rowBytes)
+	peakRows      atomic.Int64
+	flushing      *inflight // the flush committing while the next batch is built (flushAsync)
+	safeUntil     time.Time // safe mode ends then (safe-mode-duration; zero: no end or off)
+	persisted     Position  // the resume position last committed
+	persistedGTID string
+	committed     Position // the resume position of the last flush that committed (maybe not written)
+	committedGTID string
+	// tableRows counts the batch's rows per table; hot are the tables spread by key, chosen from the
+	// last full batch: those with more than twice a connection's share of it. Others keep their own
+	// connection (many tables already use every connection, and spread each would write a lane
+	// position per table and connection).
+	tableRows map[TableName]int
+	hot       map[TableName]bool
+	spreadLog map[TableName]bool // tables whose first spread batch was logged
+	// Key lanes (lanes.go): the generation of the targets' unique keys (row shapes keep their key plan
+	// for one), the keys, which connection each key of the batch is on, and the tables whose last
+	// committed flush wrote lanes (their table position follows in the next transaction).
+	keyGen      int // moves when the targets' keys are forgotten (after a DDL)
+	targetKeys  map[TableName]*targetKeys
+	keyConn     map[uint64]int
+	consolidate map[TableName]Position
+	keyBuf      []byte
+	evKeys      []uint64
+	evLanes     []int
+	evLocal     map[uint64]int
 }

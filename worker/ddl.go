@@ -19,11 +19,11 @@ import (
 )
 
 func (s *Syncer) group(target TableName) *shardgroup.ShardingGroup {
-	g, ok := s.groups[target]
+	g, ok := s.shard.groups[target]
 	if !ok {
 		g = shardgroup.NewShardingGroup(target)
-		s.groups[target] = g
-		s.ddlStart[target] = map[Position]ddlEvent{}
+		s.shard.groups[target] = g
+		s.shard.ddlStart[target] = map[Position]ddlEvent{}
 	}
 	return g
 }
@@ -73,7 +73,7 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 		if pattern == "" {
 			pattern = "*"
 		}
-		return &filterError{s.evStart, fmt.Errorf("source %s at %s: %w; nothing ran downstream. To go on without this statement, binlog skip it, or ignore it with a binlog event filter "+
+		return &filterError{s.cur.evStart, fmt.Errorf("source %s at %s: %w; nothing ran downstream. To go on without this statement, binlog skip it, or ignore it with a binlog event filter "+
 			"(filters: {skip-it: {schema-pattern: %q, sql-pattern: [...], action: Ignore}} and filter-rules: [skip-it] in this source's mysql-instances entry), "+
 			"then stop-task and start-task with the changed file: the checkpoint is kept", s.cfg.Source, end, err, pattern)}
 	}
@@ -100,7 +100,7 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 		d := shardgroup.Decide(p.Kind, scope)
 		if d.Action == shardgroup.FollowRename {
 			// Each part of a multi-table RENAME in order, on the groups as the parts before it left them.
-			if end.Compare(s.renames.at) <= 0 {
+			if end.Compare(s.shard.renames.at) <= 0 {
 				continue // read again by a re-sync: the groups follow it already
 			}
 			why, err := s.rename(p, end)
@@ -113,12 +113,12 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 			renamed = true
 		}
 		if d.Action == shardgroup.Refuse {
-			return &RefusedDDLError{Task: s.cfg.Task, Start: s.evStart, Source: s.cfg.Source, Pos: end, DDL: q, Kind: p.Kind, Table: p.Source, Scope: scope, Why: d.Why}
+			return &RefusedDDLError{Task: s.cfg.Task, Start: s.cur.evStart, Source: s.cfg.Source, Pos: end, DDL: q, Kind: p.Kind, Table: p.Source, Scope: scope, Why: d.Why}
 		}
 		plan = append(plan, decided{p, scope, d})
 	}
 	if renamed {
-		s.renames.at = end
+		s.shard.renames.at = end
 	}
 	var sharded []shardgroup.Part
 	for _, x := range plan {
@@ -141,7 +141,7 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 					return fmt.Errorf("source %s at %s: %w", s.cfg.Source, end, err)
 				}
 			}
-			if err := s.ddl.ExecDDLOnce(ctx, s.sourceMarker(end), []string{stmt}, in, CheckpointUpdate{Tables: tables}); err != nil {
+			if err := s.exec.ExecDDLOnce(ctx, s.sourceMarker(end), []string{stmt}, in, CheckpointUpdate{Tables: tables}); err != nil {
 				return err
 			}
 			s.setTables(tables)
@@ -162,7 +162,7 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 			if named, err := shardgroup.TablesOf(stmt, ""); err == nil && len(named) == 1 && p.Kind == shardgroup.KindCreateTableLike {
 				ddls = nil // CREATE TABLE t_3 LIKE t_1 of two shards: the target is LIKE itself, and exists
 			}
-			if err := s.ddl.ExecDDL(ctx, ddls, in, CheckpointUpdate{Tables: tables}); err != nil {
+			if err := s.exec.ExecDDL(ctx, ddls, in, CheckpointUpdate{Tables: tables}); err != nil {
 				return err
 			}
 			s.setTables(tables)
@@ -176,7 +176,7 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 				g := s.group(target)
 				res := g.RemoveTable(t, end)
 				s.log.Info("shard table left its group", zap.Stringer("table", t), zap.Stringer("target", target), zap.String("ddl", p.SQL))
-				if res.Synced && !s.pending[target] && g.InSharding() {
+				if res.Synced && !s.shard.pending[target] && g.InSharding() {
 					if err := s.postInfo(ctx, target); err != nil {
 						return err
 					}
@@ -206,10 +206,10 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 		if res.Duplicate {
 			continue
 		}
-		s.ddlStart[item.Target][end] = ddlEvent{start: start, in: in}
+		s.shard.ddlStart[item.Target][end] = ddlEvent{start: start, in: in}
 		s.log.Info("sharding DDL reached", zap.String("lock", pessimist.LockID(s.cfg.Task, item.Target.String())), zap.Stringer("table", item.Source), zap.Strings("ddls", item.DDLs),
 			zap.Bool("synced", res.Synced), zap.Int("remaining", len(res.Remaining)))
-		if res.Synced && !s.pending[item.Target] {
+		if res.Synced && !s.shard.pending[item.Target] {
 			if err := s.postInfo(ctx, item.Target); err != nil {
 				return err
 			}
@@ -257,7 +257,7 @@ func (s *Syncer) scopeOf(p shardgroup.Part) shardgroup.Scope {
 // shardsIn lists the shard tables of schema in this source's groups.
 func (s *Syncer) shardsIn(schema string) []TableName {
 	var out []TableName
-	for _, g := range s.groups {
+	for _, g := range s.shard.groups {
 		for _, t := range g.Tables() {
 			if strings.EqualFold(t.Schema, schema) {
 				out = append(out, t)
@@ -279,7 +279,7 @@ func (s *Syncer) dropReplicatedTables(ctx context.Context, schema string, start,
 		target := s.cfg.Router.Route(t)
 		tables := map[TableName]Position{t: end}
 		s.log.Info("DROP DATABASE: dropping a table replicated from it", zap.String("schema", schema), zap.Stringer("table", target))
-		if err := s.ddl.ExecDDLOnce(ctx, s.sourceMarker(end), []string{"DROP TABLE IF EXISTS " + target.String()}, nil, CheckpointUpdate{Tables: tables}); err != nil {
+		if err := s.exec.ExecDDLOnce(ctx, s.sourceMarker(end), []string{"DROP TABLE IF EXISTS " + target.String()}, nil, CheckpointUpdate{Tables: tables}); err != nil {
 			return err
 		}
 		s.setTables(tables)
@@ -323,11 +323,11 @@ func (e *RefusedDDLError) Error() string {
 }
 
 func (s *Syncer) forgetKeys() {
-	for _, p := range s.parts {
+	for _, p := range s.apply.parts {
 		p.sink.ForgetKeys()
 	}
-	s.keyGen++
-	clear(s.targetKeys)
+	s.apply.keyGen++
+	clear(s.apply.targetKeys)
 }
 
 func (s *Syncer) setTables(tables map[TableName]Position) {

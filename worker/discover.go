@@ -126,7 +126,7 @@ func (s *Syncer) discover(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("definition of %s on source %s: %w", t, s.cfg.Source, err)
 		}
-		if err := s.ddl.ExecDDL(ctx, []string{"CREATE DATABASE IF NOT EXISTS " + TableName{Schema: target.Schema}.String(), stmt}, nil, CheckpointUpdate{}); err != nil {
+		if err := s.exec.ExecDDL(ctx, []string{"CREATE DATABASE IF NOT EXISTS " + TableName{Schema: target.Schema}.String(), stmt}, nil, CheckpointUpdate{}); err != nil {
 			return err
 		}
 	}

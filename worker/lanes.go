@@ -158,19 +158,19 @@ func columnIndexes(cols, names []string) ([]int, bool) {
 // with the shape (a transaction's rows events share one).
 func (s *Syncer) planFor(ctx context.Context, target TableName, shape *rowShape) (*keyPlan, error) {
 	cols := shape.cols
-	if len(s.parts) < 2 || len(cols) == 0 {
+	if len(s.apply.parts) < 2 || len(cols) == 0 {
 		return nil, nil
 	}
-	if c := &shape.plan; c.ok && c.gen == s.keyGen && c.target == target {
+	if c := &shape.plan; c.ok && c.gen == s.apply.keyGen && c.target == target {
 		return c.plan, nil
 	}
-	tk, ok := s.targetKeys[target]
+	tk, ok := s.apply.targetKeys[target]
 	if !ok {
 		var err error
 		if tk, err = readTargetKeys(ctx, s.cfg.Downstream, target); err != nil {
 			return nil, err
 		}
-		s.targetKeys[target] = tk
+		s.apply.targetKeys[target] = tk
 		if !tk.spread {
 			s.log.Info("target's changes stay on one connection per upstream table", zap.Stringer("target", target), zap.String("why", tk.why))
 		}
@@ -199,7 +199,7 @@ func (s *Syncer) planFor(ctx context.Context, target TableName, shape *rowShape)
 			plan.names = append(plan.names, u.name)
 		}
 	}
-	shape.plan = planCache{ok: true, gen: s.keyGen, target: target, plan: plan}
+	shape.plan = planCache{ok: true, gen: s.apply.keyGen, target: target, plan: plan}
 	return plan, nil
 }
 
@@ -353,7 +353,7 @@ func (s *Syncer) laneApplied(src TableName, cols []string, image []any, end Posi
 			continue
 		}
 		var lane int
-		lane, s.keyBuf = laneOf(s.keyBuf, image, idx, l.N, l.Chunk)
+		lane, s.apply.keyBuf = laneOf(s.apply.keyBuf, image, idx, l.N, l.Chunk)
 		if lane == l.Index {
 			return true
 		}

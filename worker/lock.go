@@ -17,6 +17,7 @@ import (
 	"github.com/tributary-db/tributary/internal/failpoint"
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/session"
+	"github.com/tributary-db/tributary/shardgroup"
 )
 
 type opResult struct {
@@ -30,25 +31,25 @@ type opResult struct {
 // postInfo tells the master the group of target is synced and waits for the operation in the
 // background, so other targets keep flowing.
 func (s *Syncer) postInfo(ctx context.Context, target TableName) error {
-	g := s.groups[target]
+	g := s.shard.groups[target]
 	ddls := g.Status().ActiveDDLs
 	var in session.Settings
 	if u, ok := g.Unresolved(); ok {
-		in = s.ddlStart[target][u.FirstPosition].in
+		in = s.shard.ddlStart[target][u.FirstPosition].in
 	}
 	lock := pessimist.LockID(s.cfg.Task, target.String())
-	s.trace(lock, "ddl read", s.ddlReadAt)
+	s.trace(lock, "ddl read", s.shard.ddlReadAt)
 	s.trace(lock, "info putting", time.Now())
 	info, err := s.cfg.Agent.PutInfoIn(ctx, target.String(), ddls, in.String())
 	if err != nil {
 		return err
 	}
 	s.trace(lock, "info put", time.Now())
-	s.pending[target] = true
+	s.shard.pending[target] = true
 	go func() {
 		op, err := s.cfg.Agent.WaitOperation(ctx, info)
 		select {
-		case s.opCh <- opResult{target: target, info: info, op: op, err: err, at: time.Now()}:
+		case s.shard.opCh <- opResult{target: target, info: info, op: op, err: err, at: time.Now()}:
 		case <-ctx.Done():
 		}
 	}()
@@ -59,13 +60,13 @@ func (s *Syncer) postInfo(ctx context.Context, target TableName) error {
 // read before them goes downstream first.
 func (s *Syncer) postDeferred(ctx context.Context) error {
 	flushed := false
-	for _, target := range slices.SortedFunc(maps.Keys(s.infoAt), func(a, b TableName) int { return strings.Compare(a.String(), b.String()) }) {
-		if s.lastPos.Compare(s.infoAt[target]) < 0 {
+	for _, target := range slices.SortedFunc(maps.Keys(s.shard.infoAt), func(a, b TableName) int { return strings.Compare(a.String(), b.String()) }) {
+		if s.cur.lastPos.Compare(s.shard.infoAt[target]) < 0 {
 			continue
 		}
-		delete(s.infoAt, target)
-		g := s.groups[target]
-		if g == nil || s.pending[target] || !g.Status().Synced {
+		delete(s.shard.infoAt, target)
+		g := s.shard.groups[target]
+		if g == nil || s.shard.pending[target] || !g.Status().Synced {
 			continue // posted meanwhile (the step's DDL read again), or no longer synced
 		}
 		if !flushed {
@@ -121,8 +122,8 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 		return err
 	}
 	s.trace(lock, "flushed", time.Now())
-	delete(s.pending, res.target)
-	g := s.groups[res.target]
+	delete(s.shard.pending, res.target)
+	g := s.shard.groups[res.target]
 	if st := g.Status(); !slices.Equal(st.ActiveDDLs, res.op.DDLs) {
 		return fmt.Errorf("source %s: lock %s answered DDLs %q, but the group waits on %q", s.cfg.Source, res.info.LockID(), res.op.DDLs, st.ActiveDDLs)
 	}
@@ -140,7 +141,7 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 	var in session.Settings
 	for _, t := range resolution.Tables {
 		p := resolution.Positions[t]
-		if ev, ok := s.ddlStart[res.target][p]; ok {
+		if ev, ok := s.shard.ddlStart[res.target][p]; ok {
 			if len(starts) == 0 || ev.start.Compare(starts[0]) < 0 {
 				first, in = t, ev.in
 				starts = append([]Position{ev.start}, starts...)
@@ -150,14 +151,14 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 		}
 	}
 	for _, t := range resolution.Tables {
-		if ev, ok := s.ddlStart[res.target][resolution.Positions[t]]; ok && ev.in.String() != in.String() {
+		if ev, ok := s.shard.ddlStart[res.target][resolution.Positions[t]]; ok && ev.in.String() != in.String() {
 			s.log.Warn("a lock's DDLs ran upstream in different session settings: the first's apply downstream", zap.String("lock", lock),
 				zap.Stringer("table", first), zap.String("settings", in.String()), zap.Stringer("other", t), zap.String("its", ev.in.String()))
 		}
 	}
-	for p := range s.ddlStart[res.target] {
+	for p := range s.shard.ddlStart[res.target] {
 		if p.Compare(resolution.ResyncFrom) <= 0 {
-			delete(s.ddlStart[res.target], p)
+			delete(s.shard.ddlStart[res.target], p)
 		}
 	}
 	// Held-back DML after ResyncFrom must be read again, so neither the reader nor a restart may
@@ -165,30 +166,30 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 	// Every DML this group held back lies after ResyncFrom (it was blocked by this step); when there
 	// is none, everything read so far is applied and the reader goes on (a restart of the reader
 	// costs a few milliseconds per source and lock).
-	held := s.heldBack[res.target]
-	delete(s.heldBack, res.target) // a re-read that finds DML still blocked (by the next step) sets it again
+	held := s.shard.heldBack[res.target]
+	delete(s.shard.heldBack, res.target) // a re-read that finds DML still blocked (by the next step) sets it again
 	from := resumePoint{pos: resolution.ResyncFrom}
 	if held {
-		if s.lastPos.Compare(from.pos) < 0 {
-			from.pos = s.lastPos
+		if s.cur.lastPos.Compare(from.pos) < 0 {
+			from.pos = s.cur.lastPos
 		}
-		from.gtid = s.gtidFor(from.pos)
+		from.gtid = s.cur.gtidFor(from.pos)
 		if s.cfg.EnableGTID {
 			// Rewind the GTID set with the position: resume points computed from here pair them.
-			s.gtidAt[from.pos] = from.gtid
-			if s.gtids, err = parseMariadbGTIDs(from.gtid); err != nil {
+			s.cur.gtidAt[from.pos] = from.gtid
+			if s.cur.gtids, err = parseMariadbGTIDs(from.gtid); err != nil {
 				return err
 			}
-			s.curGTID = nil
+			s.cur.curGTID = nil
 		}
-		s.lastPos = from.pos
-		s.committed, s.committedGTID = Position{}, ""
+		s.cur.lastPos = from.pos
+		s.apply.committed, s.apply.committedGTID = Position{}, ""
 	}
 	target := res.target
 	global := s.safeGlobal()
-	globalGTID := s.gtidFor(global)
-	if !rows && s.persisted.Compare(global) < 0 {
-		global, globalGTID = s.persisted, s.persistedGTID // see flushRows above
+	globalGTID := s.cur.gtidFor(global)
+	if !rows && s.apply.persisted.Compare(global) < 0 {
+		global, globalGTID = s.apply.persisted, s.apply.persistedGTID // see flushRows above
 	}
 	up := CheckpointUpdate{Global: global, GlobalGTID: globalGTID, Resolved: resolution.Positions, ResolvedTarget: &target, ResolvedDDLs: res.op.DDLs}
 	if res.op.Exec {
@@ -200,9 +201,9 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 			ddls = op.SQLs // skip: none
 		}
 		if res.info.WroteExec() {
-			err = s.ddl.ExecDDLFirst(ctx, res.info.LockID(), ddls, in, up) // nobody can have run them yet
+			err = s.exec.ExecDDLFirst(ctx, res.info.LockID(), ddls, in, up) // nobody can have run them yet
 		} else {
-			err = s.ddl.ExecDDLOnce(ctx, res.info.LockID(), ddls, in, up)
+			err = s.exec.ExecDDLOnce(ctx, res.info.LockID(), ddls, in, up)
 		}
 		if err != nil && downstreamPermanent(err) && len(starts) > 0 {
 			err = &StatementError{Task: s.cfg.Task, Source: s.cfg.Source, Table: first, Pos: starts[0],
@@ -222,7 +223,7 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 	for t, p := range resolution.Positions {
 		s.ckpt.Resolved[t] = p
 	}
-	s.ckpt.Global, s.persisted, s.persistedGTID = up.Global, up.Global, up.GlobalGTID
+	s.ckpt.Global, s.apply.persisted, s.apply.persistedGTID = up.Global, up.Global, up.GlobalGTID
 	if !removed {
 		if err := s.cfg.Agent.DoneOperationDeleteInfo(ctx, res.op, res.info); err != nil {
 			return err
@@ -231,8 +232,8 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 	}
 	s.forgetKeys()
 	s.log.Info("sharding DDL resolved", zap.String("lock", res.info.LockID()), zap.Bool("exec", res.op.Exec))
-	if held && (s.resync == nil || from.pos.Compare(s.resync.pos) < 0) {
-		s.resync, s.resyncLock = &from, lock
+	if held && (s.shard.resync == nil || from.pos.Compare(s.shard.resync.pos) < 0) {
+		s.shard.resync, s.shard.resyncLock = &from, lock
 	}
 	if g.Status().Synced {
 		if held {
@@ -240,10 +241,28 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 			// again now: its owner may run it as soon as the info is in, so the info waits until the
 			// re-read has passed every table's DDL of the step (postDeferred).
 			at, _ := g.SyncedAt()
-			s.infoAt[target] = at
+			s.shard.infoAt[target] = at
 			return nil
 		}
 		return s.postInfo(ctx, target)
 	}
 	return nil
+}
+
+// shardState is the DDL path's state of the source's shard groups: the groups by target, where their
+// DDLs start, the infos posted and awaited, the DML held back and the re-read it asks for, and the
+// renames followed.
+type shardState struct {
+	groups   map[TableName]*shardgroup.ShardingGroup // by target
+	ddlStart map[TableName]map[Position]ddlEvent     // per target: DDL item (end) position -> its event
+	infoAt   map[TableName]Position                  // per target: an info deferred until the re-read passes this (postDeferred)
+	pending  map[TableName]bool                      // targets whose info is posted and operation awaited
+	opCh     chan opResult
+	// heldBack: targets whose group held back DML (skipped it, to be re-read) since its active step
+	// began. A step resolved with nothing held back needs no re-read.
+	heldBack   map[TableName]bool
+	resync     *resumePoint
+	resyncLock string       // the lock whose resolution asked for the re-sync (for the trace)
+	ddlReadAt  time.Time    // when the DDL event being handled was read (for the trace)
+	renames    shardRenames // shard renames followed within their groups (rename.go)
 }

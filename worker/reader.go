@@ -64,7 +64,7 @@ func (s *Syncer) startReader(ctx context.Context, from resumePoint) (*reader, er
 	var streamer *replication.BinlogStreamer
 	var err error
 	if s.cfg.EnableGTID && from.gtid != "" {
-		if s.gtids, err = parseMariadbGTIDs(from.gtid); err != nil {
+		if s.cur.gtids, err = parseMariadbGTIDs(from.gtid); err != nil {
 			bs.Close()
 			return nil, fmt.Errorf("source %s: %w", s.cfg.Source, err)
 		}
@@ -73,7 +73,7 @@ func (s *Syncer) startReader(ctx context.Context, from resumePoint) (*reader, er
 			streamer, err = bs.StartSyncGTID(set)
 		}
 	} else {
-		s.gtids = mariadbGTIDs{}
+		s.cur.gtids = mariadbGTIDs{}
 		streamer, err = bs.StartSync(mysql.Position{Name: from.pos.File, Pos: from.pos.Pos})
 	}
 	if err != nil {
@@ -81,9 +81,9 @@ func (s *Syncer) startReader(ctx context.Context, from resumePoint) (*reader, er
 		return nil, fmt.Errorf("start binlog of source %s at %s %s: %w", s.cfg.Source, from.pos, from.gtid, err)
 	}
 	s.log.Info("start reading binlog", zap.Stringer("from", from.pos), zap.String("gtid", from.gtid))
-	s.file, s.lastPos, s.groupStart, s.curGTID = from.pos.File, from.pos, from.pos, nil
-	s.committed, s.committedGTID = Position{}, "" // reading again from here: nothing past it is safe yet
-	s.resetBatch()
+	s.cur.file, s.cur.lastPos, s.cur.groupStart, s.cur.curGTID = from.pos.File, from.pos, from.pos, nil
+	s.apply.committed, s.apply.committedGTID = Position{}, "" // reading again from here: nothing past it is safe yet
+	s.apply.resetBatch()
 	rctx, cancel := context.WithCancel(ctx)
 	r := &reader{cancel: cancel, syncer: bs, events: make(chan readEvent, 256), errc: make(chan error, 1), done: make(chan struct{})}
 	go func() {
@@ -112,21 +112,35 @@ func (s *Syncer) startReader(ctx context.Context, from resumePoint) (*reader, er
 }
 
 // endGroup records that the event group ending at end is complete.
-func (s *Syncer) endGroup(end Position) {
-	if s.curGTID != nil {
-		s.gtids.add(*s.curGTID)
-		s.curGTID = nil
+func (c *cursor) endGroup(end Position) {
+	if c.curGTID != nil {
+		c.gtids.add(*c.curGTID)
+		c.curGTID = nil
 	}
-	s.lastPos = end
+	c.lastPos = end
 }
 
 // gtidFor is the GTID set at a resume position: the current one, or one recorded at a DDL.
-func (s *Syncer) gtidFor(pos Position) string {
-	if !s.cfg.EnableGTID {
+func (c *cursor) gtidFor(pos Position) string {
+	if !c.gtidMode {
 		return ""
 	}
-	if pos.Compare(s.lastPos) == 0 {
-		return s.gtids.String()
+	if pos.Compare(c.lastPos) == 0 {
+		return c.gtids.String()
 	}
-	return s.gtidAt[pos]
+	return c.gtidAt[pos]
+}
+
+// cursor is where the reader stage is in the binlog: the file, the event group and event being read,
+// the last complete group, its GTID set and those recorded at DDLs, and the reconnects.
+type cursor struct {
+	gtidMode   bool // cfg.EnableGTID: resume points carry GTID sets
+	file       string
+	groupStart Position            // start of the current event group (GTID event)
+	evStart    Position            // start of the event being handled
+	lastPos    Position            // end of the last complete event group handled
+	gtids      mariadbGTIDs        // GTID set after the last complete event group (GTID mode)
+	curGTID    *mysql.MariadbGTID  // GTID of the event group being read
+	gtidAt     map[Position]string // GTID sets at DDL starts and ends, for resume points there
+	retry      readRetry           // the reader's reconnects (readerr.go)
 }

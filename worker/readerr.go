@@ -85,7 +85,7 @@ func (s *Syncer) connect(ctx context.Context, from resumePoint, failed error) (*
 					ServerID: s.cfg.ServerID, From: from.pos, GTID: from.gtid, Class: class, Code: code,
 					Has: sourceHas(ctx, s.upstream, s.cfg.Flavor), Cause: failed}
 			}
-			attempt, wait := s.retry.failed(failed)
+			attempt, wait := s.cur.retry.failed(failed)
 			s.log.Warn("binlog read failed, reconnecting", zap.Error(failed), zap.Int("attempt", attempt), zap.Duration("backoff", wait))
 			select {
 			case <-ctx.Done():

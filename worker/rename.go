@@ -32,7 +32,7 @@ func (s *Syncer) rename(p shardgroup.Part, end Position) (why string, err error)
 	src, dst := p.Source, p.RenamedTo
 	r := s.cfg.Router
 	target := r.Route(src)
-	g, ok := s.groups[target]
+	g, ok := s.shard.groups[target]
 	switch {
 	case p.AlsoAlters:
 		return "an ALTER TABLE RENAME that also changes the table cannot keep the shard's DDL sequence; " +
@@ -43,17 +43,17 @@ func (s *Syncer) rename(p shardgroup.Part, end Position) (why string, err error)
 		return fmt.Sprintf("its new name %s is not replicated by the task: the shard would leave %s", dst, target), nil
 	case !r.Sharded(dst) || r.Route(dst) != target:
 		return fmt.Sprintf("its new name %s routes to %s, not to %s: the shard would leave its merged table", dst, r.Route(dst), target), nil
-	case g.Holds(dst) || s.renames.vacated[target][dst]:
+	case g.Holds(dst) || s.shard.renames.vacated[target][dst]:
 		return fmt.Sprintf("rows of an earlier table named %s wait behind the pending lock of %s; rename after the lock resolves", dst, target), nil
 	}
 	if g.Blocked(src, end) {
-		if s.renames.vacated == nil {
-			s.renames.vacated = map[TableName]map[TableName]bool{}
+		if s.shard.renames.vacated == nil {
+			s.shard.renames.vacated = map[TableName]map[TableName]bool{}
 		}
-		if s.renames.vacated[target] == nil {
-			s.renames.vacated[target] = map[TableName]bool{}
+		if s.shard.renames.vacated[target] == nil {
+			s.shard.renames.vacated[target] = map[TableName]bool{}
 		}
-		s.renames.vacated[target][src] = true
+		s.shard.renames.vacated[target][src] = true
 	}
 	if err := g.RenameTable(src, dst, end, s.ckpt.Resolved[dst]); err != nil {
 		return "", fmt.Errorf("source %s: %w", s.cfg.Source, err)
@@ -73,6 +73,6 @@ func (s *Syncer) rename(p shardgroup.Part, end Position) (why string, err error)
 // renameSettled forgets the names left behind in target's group once it has no pending step.
 func (s *Syncer) renameSettled(target TableName, g *shardgroup.ShardingGroup) {
 	if !g.InSharding() {
-		delete(s.renames.vacated, target)
+		delete(s.shard.renames.vacated, target)
 	}
 }

@@ -24,8 +24,8 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 		return nil // applied before (re-sync or restart)
 	}
 	target := s.cfg.Router.Route(src)
-	if g, ok := s.groups[target]; ok && g.Blocked(src, end) {
-		s.heldBack[target] = true
+	if g, ok := s.shard.groups[target]; ok && g.Blocked(src, end) {
+		s.shard.heldBack[target] = true
 		return nil // past the group's pending DDL: read again after it is resolved
 	}
 	if op, ok := s.cfg.Operators.find(false, start); ok {
@@ -34,11 +34,11 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 		if err := s.barrier(ctx); err != nil {
 			return err
 		}
-		part := s.partitionOf(src)
+		part := s.apply.partitionOf(src)
 		s.log.Warn("binlog event handled by an operator (binlog "+op.Op+")", zap.Stringer("table", src), zap.Stringer("pos", start), zap.Strings("sqls", op.SQLs))
 		for _, q := range op.SQLs {
 			part.batch = append(part.batch, Change{Kind: Raw, ChangeOrigin: &ChangeOrigin{Source: src, Target: target, SQL: q, Pos: start}})
-			s.rows++
+			s.apply.rows++
 		}
 		part.pos[src] = end // handled: a re-read (re-sync) must not run the replacement again
 		return s.barrier(ctx)
@@ -93,7 +93,7 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 		}
 		changes = append(changes, c)
 	}
-	defer s.notePeak()
+	defer s.apply.notePeak()
 	// copied: the row with this image is in a load's copy taken after this event (only for a table
 	// loaded from more than one snapshot, between them).
 	copied := func([]any) bool { return false }
@@ -132,7 +132,7 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 	if err := s.place(ctx, src, plan, changes, end); err != nil {
 		return err
 	}
-	if s.batchFull() {
+	if s.apply.batchFull() {
 		// Also inside a large upstream transaction: the table checkpoints are per rows event and the
 		// resume position stays at the transaction's start, so memory is bounded and nothing repeats.
 		return s.flushAsync(ctx)
@@ -176,6 +176,6 @@ func sameVersion(a, b []shardgroup.Column) bool {
 
 // filterStop is the error of a binlog event filter rule with action Error.
 func (s *Syncer) filterStop(rule string, end Position, what string) error {
-	return &filterError{s.evStart, fmt.Errorf("source %s at %s: binlog event filter %s (action Error) stops at %s; to go on past it: binlog skip %s -b %s -s %s",
-		s.cfg.Source, end, rule, what, s.cfg.Task, s.evStart.BinlogPos(), s.cfg.Source)}
+	return &filterError{s.cur.evStart, fmt.Errorf("source %s at %s: binlog event filter %s (action Error) stops at %s; to go on past it: binlog skip %s -b %s -s %s",
+		s.cfg.Source, end, rule, what, s.cfg.Task, s.cur.evStart.BinlogPos(), s.cfg.Source)}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tributary-db/tributary/pessimist"
@@ -36,16 +37,16 @@ type Status struct {
 
 // Started is closed once the syncer has saved where it starts (a first start's position is fixed from
 // then on) and begins to read the binlog.
-func (s *Syncer) Started() <-chan struct{} { return s.started }
+func (s *Syncer) Started() <-chan struct{} { return s.board.started }
 
 // Status returns the last snapshot.
 func (s *Syncer) Status() Status {
-	s.statusMu.Lock()
-	defer s.statusMu.Unlock()
-	st := s.status
-	st.TotalEvents = s.events.Load()
-	st.TotalRows, st.TotalRps, st.RecentRps, st.TotalTps, st.RecentTps = s.rates.rates(time.Now(), appliedRows(s.cfg.Task, s.cfg.Source), st.TotalEvents)
-	if attempt, err, at, ok := s.retry.failing(); ok {
+	s.board.statusMu.Lock()
+	defer s.board.statusMu.Unlock()
+	st := s.board.status
+	st.TotalEvents = s.board.events.Load()
+	st.TotalRows, st.TotalRps, st.RecentRps, st.TotalTps, st.RecentTps = s.board.rates.rates(time.Now(), appliedRows(s.cfg.Task, s.cfg.Source), st.TotalEvents)
+	if attempt, err, at, ok := s.cur.retry.failing(); ok {
 		st.ReadErr, st.ReadAttempt, st.ReadErrAt = err, attempt, at
 	}
 	return st
@@ -106,25 +107,34 @@ func (w *rateWindow) rates(now time.Time, rows, events int64) (totalRows, totalR
 }
 
 func (s *Syncer) publishStatus() {
-	st := Status{SyncerBinlog: s.persisted, SyncerGTID: s.persistedGTID}
-	targets := make([]TableName, 0, len(s.groups))
-	for t := range s.groups {
+	st := Status{SyncerBinlog: s.apply.persisted, SyncerGTID: s.apply.persistedGTID}
+	targets := make([]TableName, 0, len(s.shard.groups))
+	for t := range s.shard.groups {
 		targets = append(targets, t)
 	}
 	slices.SortFunc(targets, func(a, b TableName) int { return strings.Compare(a.String(), b.String()) })
 	for _, t := range targets {
-		u, ok := s.groups[t].Unresolved()
+		u, ok := s.shard.groups[t].Unresolved()
 		if !ok {
 			continue
 		}
 		st.Unresolved = append(st.Unresolved, u)
-		if s.pending[t] {
+		if s.shard.pending[t] {
 			st.BlockingDDLs = append(st.BlockingDDLs, u.DDLs...)
 			st.LockIDs = append(st.LockIDs, pessimist.LockID(s.cfg.Task, t.String()))
 		}
 	}
-	s.statusMu.Lock()
-	s.status = st
-	s.statusMu.Unlock()
-	s.rates.note(time.Now(), appliedRows(s.cfg.Task, s.cfg.Source), s.events.Load())
+	s.board.statusMu.Lock()
+	s.board.status = st
+	s.board.statusMu.Unlock()
+	s.board.rates.note(time.Now(), appliedRows(s.cfg.Task, s.cfg.Source), s.board.events.Load())
+}
+
+// statusBoard is what query-status reads: the last snapshot and the counters and rates beside it.
+type statusBoard struct {
+	events   atomic.Int64
+	rates    rateWindow // samples of rows and events, for the rates of Status
+	started  chan struct{}
+	statusMu sync.Mutex
+	status   Status
 }

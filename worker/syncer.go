@@ -6,8 +6,6 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -89,43 +87,13 @@ type Syncer struct {
 	cfg      SyncerConfig
 	log      *zap.Logger
 	sink     *Sink        // partition 0's, for checkpoint-only writes
-	ddl      *DDLExecutor // DDL downstream, exactly once (over partition 0's sink)
+	exec     *DDLExecutor // DDL downstream, exactly once (over partition 0's sink)
 	upstream *sql.DB
 	ckpt     Checkpoint
-	groups   map[TableName]*shardgroup.ShardingGroup // by target
-	ddlStart map[TableName]map[Position]ddlEvent     // per target: DDL item (end) position -> its event
-	retry    readRetry                               // the reader's reconnects (readerr.go)
-	infoAt   map[TableName]Position                  // per target: an info deferred until the re-read passes this (postDeferred)
-	sessions eventSessions                           // the session settings of DDL events (eventsession.go)
-	pending  map[TableName]bool                      // targets whose info is posted and operation awaited
-	opCh     chan opResult
-
-	file          string
-	groupStart    Position  // start of the current event group (GTID event)
-	evStart       Position  // start of the event being handled
-	flushing      *inflight // the flush committing while the next batch is built (flushAsync)
-	safeUntil     time.Time // safe mode ends then (safe-mode-duration; zero: no end or off)
-	lastPos       Position  // end of the last complete event group handled
-	parts         []*partition
-	rows          int // rows batched over all partitions
-	batchBytes    int // their values' size, estimated (rowBytes)
-	peakRows      atomic.Int64
-	persisted     Position // the resume position last committed
-	persistedGTID string
-	committed     Position // the resume position of the last flush that committed (maybe not written)
-	committedGTID string
-	resync        *resumePoint
-	// heldBack: targets whose group held back DML (skipped it, to be re-read) since its active step
-	// began. A step resolved with nothing held back needs no re-read.
-	heldBack   map[TableName]bool
-	resyncLock string                    // the lock whose resolution asked for the re-sync (for the trace)
-	ddlReadAt  time.Time                 // when the DDL event being handled was read (for the trace)
-	fresh      bool                      // no checkpoint yet: the task's first start on this source
-	gtids      mariadbGTIDs              // GTID set after the last complete event group (GTID mode)
-	curGTID    *mysql.MariadbGTID        // GTID of the event group being read
-	gtidAt     map[Position]string       // GTID sets at DDL starts and ends, for resume points there
-	schemas    *schemaTracker            // column lists by position, for binlogs without column names
-	shapes     map[TableName]cachedShape // per table, the row shape of its last table map
+	sessions eventSessions             // the session settings of DDL events (eventsession.go)
+	fresh    bool                      // no checkpoint yet: the task's first start on this source
+	schemas  *schemaTracker            // column lists by position, for binlogs without column names
+	shapes   map[TableName]cachedShape // per table, the row shape of its last table map
 	// loadKeys: tables a full load copied from more than one snapshot (it was resumed after a crash):
 	// which snapshot holds which key, for the events between the snapshots.
 	loadKeys map[TableName]*loader.KeyRanges
@@ -133,33 +101,12 @@ type Syncer struct {
 	// checkpoint; onlineDirty those changed since the last flush.
 	runs        onlineddl.Runs
 	onlineDirty map[TableName]bool
-	// Key lanes (lanes.go): the generation of the targets' unique keys (row shapes keep their key plan
-	// for one), the keys, which connection each key of the batch is on, and the tables whose last
-	// committed flush wrote lanes (their table position follows in the next transaction).
-	keyGen      int // moves when the targets' keys are forgotten (after a DDL)
-	targetKeys  map[TableName]*targetKeys
-	keyConn     map[uint64]int
-	consolidate map[TableName]Position
-	// tableRows counts the batch's rows per table; hot are the tables spread by key, chosen from the
-	// last full batch: those with more than twice a connection's share of it. Others keep their own
-	// connection (many tables already use every connection, and spread each would write a lane
-	// position per table and connection).
-	tableRows map[TableName]int
-	hot       map[TableName]bool
-	spreadLog map[TableName]bool // tables whose first spread batch was logged
-	keyBuf    []byte
-	evKeys    []uint64
-	evLanes   []int
-	evLocal   map[uint64]int
 	// evChanges is the changes of the rows event being handled (reused from event to event).
 	evChanges []Change
-	renames   shardRenames // shard renames followed within their groups (rename.go)
-
-	events   atomic.Int64
-	rates    rateWindow // samples of rows and events, for the rates of Status
-	started  chan struct{}
-	statusMu sync.Mutex
-	status   Status
+	cur       cursor      // the reader stage: where the binlog is read (reader.go)
+	apply     applier     // the applier stage: batch, flush pipeline, committed positions (apply.go)
+	shard     shardState  // the shard groups and their locks (lock.go)
+	board     statusBoard // what query-status reads (status.go)
 }
 
 // NewSyncer returns a syncer; Run starts it.
@@ -184,16 +131,17 @@ func NewSyncer(cfg SyncerConfig) *Syncer {
 		// the others were closed and opened again at each flush.
 		cfg.Downstream.SetMaxIdleConns(cfg.WorkerCount + 2)
 	}
-	s := &Syncer{cfg: cfg, log: cfg.Log.With(zap.String("task", cfg.Task), zap.String("source", cfg.Source)), started: make(chan struct{})}
+	s := &Syncer{cfg: cfg, log: cfg.Log.With(zap.String("task", cfg.Task), zap.String("source", cfg.Source)), board: statusBoard{started: make(chan struct{})}}
 	for i := 0; i < cfg.WorkerCount; i++ {
 		sink := NewSink(cfg.Downstream, cfg.MetaSchema, cfg.Task, cfg.Source)
 		sink.maxRows = max(cfg.BatchRows, 256) // at least the 256-row statements of the INSERT limit we measure against
 		sink.SetEpoch(cfg.Epoch)
 		sink.SetGroupStatements(cfg.GroupStatements)
-		s.parts = append(s.parts, &partition{idx: i, sink: sink})
+		s.apply.parts = append(s.apply.parts, &partition{idx: i, sink: sink})
 	}
-	s.sink = s.parts[0].sink
-	s.ddl = NewDDLExecutor(s.sink, cfg.DDLDownstream, s.log)
+	s.sink = s.apply.parts[0].sink
+	s.apply.txnRows, s.cur.gtidMode = cfg.TxnRows, cfg.EnableGTID
+	s.exec = NewDDLExecutor(s.sink, cfg.DDLDownstream, s.log)
 	return s
 }
 
@@ -208,11 +156,11 @@ func (s *Syncer) Run(ctx context.Context) error {
 	if s.cfg.SafeMode || s.cfg.SafeModeDuration > 0 {
 		s.setSafeMode(true)
 		if !s.cfg.SafeMode {
-			s.safeUntil = time.Now().Add(s.cfg.SafeModeDuration)
+			s.apply.safeUntil = time.Now().Add(s.cfg.SafeModeDuration)
 		}
 	}
 	s.publishStatus()
-	close(s.started)
+	close(s.board.started)
 	r, err := s.connect(ctx, resumePoint{s.ckpt.Global, s.ckpt.GlobalGTID}, nil)
 	if err != nil {
 		return err
@@ -225,7 +173,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 	flush := time.NewTicker(50 * time.Millisecond)
 	defer flush.Stop()
 	defer func() {
-		if f := s.flushing; f != nil {
+		if f := s.apply.flushing; f != nil {
 			<-f.done // no transaction of this syncer outlives Run
 		}
 	}()
@@ -240,20 +188,20 @@ func (s *Syncer) Run(ctx context.Context) error {
 				return err
 			}
 			r.stop()
-			if r, err = s.connect(ctx, resumePoint{s.lastPos, s.gtidFor(s.lastPos)}, err); err != nil {
+			if r, err = s.connect(ctx, resumePoint{s.cur.lastPos, s.cur.gtidFor(s.cur.lastPos)}, err); err != nil {
 				return err
 			}
 		case ev := <-r.events:
-			s.retry.read(ev.BinlogEvent)
+			s.cur.retry.read(ev.BinlogEvent)
 			if err := s.handle(ctx, ev.BinlogEvent, ev.gtid); err != nil {
 				return err
 			}
-			if len(s.infoAt) > 0 {
+			if len(s.shard.infoAt) > 0 {
 				if err := s.postDeferred(ctx); err != nil {
 					return err
 				}
 			}
-		case res := <-s.opCh:
+		case res := <-s.shard.opCh:
 			if err := s.applyOperation(ctx, res); err != nil {
 				return err
 			}
@@ -263,15 +211,15 @@ func (s *Syncer) Run(ctx context.Context) error {
 			}
 			s.publishStatus()
 		}
-		if s.resync != nil {
-			from := *s.resync
-			s.resync = nil
+		if s.shard.resync != nil {
+			from := *s.shard.resync
+			s.shard.resync = nil
 			r.stop()
 			s.log.Info("re-sync held-back DML", zap.Stringer("from", from.pos), zap.String("gtid", from.gtid))
 			if r, err = s.connect(ctx, from, nil); err != nil {
 				return err
 			}
-			s.trace(s.resyncLock, "re-sync started", time.Now())
+			s.trace(s.shard.resyncLock, "re-sync started", time.Now())
 		}
 	}
 }
@@ -311,7 +259,7 @@ func (s *Syncer) init(ctx context.Context) error {
 			}
 		}
 	}
-	s.lastPos = s.ckpt.Global
+	s.cur.lastPos = s.ckpt.Global
 	s.runs, s.onlineDirty = onlineddl.Runs{}, map[TableName]bool{}
 	for t, js := range s.ckpt.Online {
 		run, err := onlineddl.Decode(js)
@@ -324,22 +272,22 @@ func (s *Syncer) init(ctx context.Context) error {
 	}
 	s.schemas = newSchemaTracker()
 	s.shapes = map[TableName]cachedShape{}
-	s.targetKeys, s.consolidate, s.spreadLog = map[TableName]*targetKeys{}, map[TableName]Position{}, map[TableName]bool{}
+	s.apply.targetKeys, s.apply.consolidate, s.apply.spreadLog = map[TableName]*targetKeys{}, map[TableName]Position{}, map[TableName]bool{}
 	for t := range s.ckpt.Lanes {
 		s.pruneLanes(t)
 	}
 	if err := s.schemas.load(s.ckpt.Schemas); err != nil {
 		return err
 	}
-	s.groups = map[TableName]*shardgroup.ShardingGroup{}
-	s.ddlStart = map[TableName]map[Position]ddlEvent{}
-	s.infoAt = map[TableName]Position{}
-	s.gtidAt = map[Position]string{}
-	s.pending = map[TableName]bool{}
-	s.heldBack = map[TableName]bool{}
-	s.renames = shardRenames{} // renames after the resume position are read again
-	s.opCh = make(chan opResult, 16)
-	s.resetBatch()
+	s.shard.groups = map[TableName]*shardgroup.ShardingGroup{}
+	s.shard.ddlStart = map[TableName]map[Position]ddlEvent{}
+	s.shard.infoAt = map[TableName]Position{}
+	s.cur.gtidAt = map[Position]string{}
+	s.shard.pending = map[TableName]bool{}
+	s.shard.heldBack = map[TableName]bool{}
+	s.shard.renames = shardRenames{} // renames after the resume position are read again
+	s.shard.opCh = make(chan opResult, 16)
+	s.apply.resetBatch()
 	if err := s.discover(ctx); err != nil {
 		return err
 	}
@@ -347,33 +295,33 @@ func (s *Syncer) init(ctx context.Context) error {
 	if err := s.sink.Flush(ctx, nil, CheckpointUpdate{Global: s.ckpt.Global, GlobalGTID: s.ckpt.GlobalGTID, Schemas: s.schemas.takeDirty()}); err != nil {
 		return err
 	}
-	s.persisted, s.persistedGTID = s.ckpt.Global, s.ckpt.GlobalGTID
+	s.apply.persisted, s.apply.persistedGTID = s.ckpt.Global, s.ckpt.GlobalGTID
 	return s.recoverOperations(ctx)
 }
 
 func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent, gtid *mysql.MariadbGTID) error {
 	h := ev.Header
-	s.events.Add(1)
+	s.board.events.Add(1)
 	noteEvent(s.cfg.Task, s.cfg.Source, h.Timestamp) // metrics.go: the replication lag
 	if e, ok := ev.Event.(*replication.RotateEvent); ok {
-		s.file = string(e.NextLogName)
+		s.cur.file = string(e.NextLogName)
 		return nil
 	}
 	if h.LogPos == 0 { // artificial events
 		return nil
 	}
-	end := Position{File: s.file, Pos: h.LogPos}
-	start := Position{File: s.file, Pos: h.LogPos - h.EventSize}
-	s.evStart = start
+	end := Position{File: s.cur.file, Pos: h.LogPos}
+	start := Position{File: s.cur.file, Pos: h.LogPos - h.EventSize}
+	s.cur.evStart = start
 	switch e := ev.Event.(type) {
 	case *replication.MariadbGTIDEvent, *replication.GTIDEvent:
-		s.groupStart = start
-		s.curGTID = gtid
+		s.cur.groupStart = start
+		s.cur.curGTID = gtid
 	case *replication.RowsEvent:
 		return s.handleRows(ctx, ev.Header.EventType, e, start, end)
 	case *replication.XIDEvent:
-		s.endGroup(end)
-		if s.batchFull() {
+		s.cur.endGroup(end)
+		if s.apply.batchFull() {
 			return s.flushAsync(ctx)
 		}
 	case *replication.QueryEvent:
@@ -381,15 +329,15 @@ func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent, gtid *
 		if q == "BEGIN" {
 			return nil
 		}
-		s.ddlReadAt = time.Now()
+		s.shard.ddlReadAt = time.Now()
 		if err := s.flush(ctx); err != nil {
 			return err
 		}
 		if s.cfg.EnableGTID {
-			s.gtidAt[s.groupStart] = s.gtids.String()
+			s.cur.gtidAt[s.cur.groupStart] = s.cur.gtids.String()
 		}
 		skip := false
-		if op, ok := s.cfg.Operators.find(false, start, s.groupStart); ok {
+		if op, ok := s.cfg.Operators.find(false, start, s.cur.groupStart); ok {
 			// binlog skip: as if the statement were not there; binlog replace: the user's statements
 			// take its place (and its part in a shard group, when they are sharding DDLs).
 			s.log.Warn("DDL handled by an operator (binlog "+op.Op+")", zap.String("ddl", q), zap.Stringer("pos", start), zap.Strings("sqls", op.SQLs))
@@ -401,7 +349,7 @@ func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent, gtid *
 			if err != nil {
 				return err
 			}
-			if err := s.handleDDL(ctx, q, string(e.Schema), s.groupStart, end, in); err != nil {
+			if err := s.handleDDL(ctx, q, string(e.Schema), s.cur.groupStart, end, in); err != nil {
 				if downstreamPermanent(err) && !IsPermanent(err) {
 					table := TableName{Schema: string(e.Schema)}
 					if ts, terr := shardgroup.TablesOf(q, string(e.Schema)); terr == nil && len(ts) > 0 {
@@ -412,9 +360,9 @@ func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent, gtid *
 				return err
 			}
 		}
-		s.endGroup(end)
+		s.cur.endGroup(end)
 		if s.cfg.EnableGTID {
-			s.gtidAt[end] = s.gtids.String()
+			s.cur.gtidAt[end] = s.cur.gtids.String()
 		}
 	}
 	return nil
@@ -423,11 +371,11 @@ func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent, gtid *
 // safeGlobal is the position a restart may resume from: the last complete event group, but not past
 // the start of any pending sharding DDL (the rebuilt group must read it again).
 func (s *Syncer) safeGlobal() Position {
-	g := s.lastPos
-	for target, grp := range s.groups {
+	g := s.cur.lastPos
+	for target, grp := range s.shard.groups {
 		if u, ok := grp.Unresolved(); ok {
 			p := u.FirstPosition
-			if st, ok := s.ddlStart[target][p]; ok {
+			if st, ok := s.shard.ddlStart[target][p]; ok {
 				p = st.start
 			}
 			if p.Compare(g) < 0 {

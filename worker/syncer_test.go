@@ -817,7 +817,7 @@ func TestResumePositionMovesUnderMultiTableTransactions(t *testing.T) {
 		END WHILE;
 	END`, fmt.Sprintf("CALL db_1.fill(%d)", txns))
 	_, s := c.startSyncerGet(0)
-	if s.partitionOf(TableName{Schema: "db_1", Name: "t_1"}) == s.partitionOf(TableName{Schema: "db_1", Name: "t_2"}) {
+	if s.apply.partitionOf(TableName{Schema: "db_1", Name: "t_1"}) == s.apply.partitionOf(TableName{Schema: "db_1", Name: "t_2"}) {
 		t.Fatal("db_1.t_1 and db_1.t_2 share a partition: pick tables of different partitions")
 	}
 	movedEarly := false
