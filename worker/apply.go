@@ -53,8 +53,8 @@ func (a *applier) partitionOf(t TableName) *partition {
 // plan, else on the table's own connection (lanes.go).
 func (s *Syncer) place(ctx context.Context, src TableName, plan *keyPlan, changes []Change, end Position) error {
 	home := s.apply.partitionOf(src)
-	lanes := s.apply.evLanes[:0]
-	keys := s.apply.evKeys[:0]
+	lanes := s.apply.scratch.evLanes[:0]
+	keys := s.apply.scratch.evKeys[:0]
 	var offs []int // keys of change i: keys[offs[i]:offs[i+1]]
 	// Only a hot table's changes are spread, and only theirs are tracked by key: a table on its own
 	// connection keeps its binlog order there (as before key lanes, rows of two shard tables with the
@@ -68,22 +68,22 @@ func (s *Syncer) place(ctx context.Context, src TableName, plan *keyPlan, change
 	}
 	if spread {
 		offs = make([]int, 0, len(changes)+1)
-		if s.apply.evLocal == nil {
-			s.apply.evLocal = map[uint64]int{}
+		if s.apply.scratch.evLocal == nil {
+			s.apply.scratch.evLocal = map[uint64]int{}
 		}
-		clear(s.apply.evLocal)
+		clear(s.apply.scratch.evLocal)
 		n := len(s.apply.parts)
 		for i := range changes {
 			var l int
-			l, s.apply.keyBuf = laneOf(s.apply.keyBuf, keyImage(&changes[i]), plan.laneIdx, n, plan.chunk)
+			l, s.apply.scratch.keyBuf = laneOf(s.apply.scratch.keyBuf, keyImage(&changes[i]), plan.laneIdx, n, plan.chunk)
 			lanes = append(lanes, l)
 			offs = append(offs, len(keys))
-			keys, s.apply.keyBuf = plan.appendKeys(keys, s.apply.keyBuf, &changes[i])
+			keys, s.apply.scratch.keyBuf = plan.appendKeys(keys, s.apply.scratch.keyBuf, &changes[i])
 			for _, k := range keys[offs[i]:] {
-				if other, ok := s.apply.evLocal[k]; ok && other != l {
+				if other, ok := s.apply.scratch.evLocal[k]; ok && other != l {
 					serial = true // rows of this event pass a key between lanes
 				}
-				s.apply.evLocal[k] = l
+				s.apply.scratch.evLocal[k] = l
 			}
 		}
 		offs = append(offs, len(keys))
@@ -143,7 +143,7 @@ func (s *Syncer) place(ctx context.Context, src TableName, plan *keyPlan, change
 			}
 		}
 	}
-	s.apply.evLanes, s.apply.evKeys = lanes, keys
+	s.apply.scratch.evLanes, s.apply.scratch.evKeys = lanes, keys
 	if serial {
 		home.pos[src] = end
 		if spread {
@@ -213,11 +213,7 @@ func (s *Syncer) takeOnlineDirty() map[TableName]string {
 	return out
 }
 
-// flush commits the batched changes with their checkpoints, one transaction per partition in
-// parallel. It may run between any two events: the per-table positions skip what is applied when it
-// is read again. The resume position written is never past data that is not committed: with one
-// partition involved it goes in the same transaction; with several, each writes the previous safe
-// position and the new one follows in a later flush, once all have committed.
+// setSafeMode turns DM's safe mode on or off on every connection's sink.
 func (s *Syncer) setSafeMode(on bool) {
 	for _, p := range s.apply.parts {
 		p.sink.SetSafeMode(on)
@@ -233,8 +229,6 @@ func (a *applier) batchFull() bool {
 	return a.rows >= a.txnRows || a.batchBytes >= maxBatchBytes
 }
 
-// flush commits every batched change with the checkpoint and returns once it is committed, with the
-// positions of tables whose rows it spread over lanes (a DDL follows it, which may change the keys).
 // flushRows flushes when DML is batched (or lanes' table positions wait to be merged), and reports
 // whether it did; a checkpoint with nothing else is left for the next flush.
 func (s *Syncer) flushRows(ctx context.Context) (bool, error) {
@@ -251,6 +245,13 @@ func (s *Syncer) flushRows(ctx context.Context) (bool, error) {
 	return true, s.flush(ctx)
 }
 
+// flush commits the batched changes with their checkpoints, one transaction per partition in
+// parallel, and returns once they are committed, with the positions of tables whose rows it spread
+// over lanes (a DDL follows it, which may change the keys). It may run between any two events: the
+// per-table positions skip what is applied when it is read again. The resume position written is
+// never past data that is not committed: with one partition involved it goes in the same transaction;
+// with several, each writes the previous safe position and the new one follows in a later flush, once
+// all have committed.
 func (s *Syncer) flush(ctx context.Context) error {
 	if err := s.flushWith(ctx, false); err != nil {
 		return err
@@ -293,21 +294,44 @@ func (s *Syncer) flushWith(ctx context.Context, async bool) error {
 		s.setSafeMode(false)
 	}
 	global := s.safeGlobal()
+	s.rows.schemas.prune(s.apply.persisted)
+	ex := flushExtras{global: global, globalGTID: s.cur.gtidFor(global), schemas: s.rows.schemas.takeDirty(), online: s.takeOnlineDirty()}
+	committed, err := s.apply.start(ctx, ex)
+	if committed {
+		s.afterCommit()
+	}
+	if err != nil || async || s.apply.flushing == nil {
+		return err
+	}
+	return s.waitFlush(ctx)
+}
+
+// flushExtras is what a flush writes beside the batch that other stages own: where a restart may
+// resume (the reader's last complete event group, held before any pending sharding DDL) and the
+// tracked schemas and online-DDL runs changed since the last flush.
+type flushExtras struct {
+	global          Position
+	globalGTID      string
+	schemas, online map[TableName]string
+}
+
+// start starts committing the batch with ex, one transaction per busy partition, and leaves it in
+// flight (flushing; wait records it). With no batch, a checkpoint that moved is committed at once
+// (committed true) and nothing is left in flight.
+func (a *applier) start(ctx context.Context, ex flushExtras) (committed bool, err error) {
+	global, schemas, online := ex.global, ex.schemas, ex.online
 	var busy []*partition
-	for _, p := range s.apply.parts {
+	for _, p := range a.parts {
 		if len(p.batch) > 0 || len(p.pos) > 0 || len(p.lanes) > 0 {
 			busy = append(busy, p)
 		}
 	}
-	s.schemas.prune(s.apply.persisted)
-	schemas := s.schemas.takeDirty()
-	online := s.takeOnlineDirty()
-	tables, lanes, spread := s.apply.claims(busy)
+	tables, lanes, spread := a.claims(busy)
 	// The tables whose lanes the last flush committed: their table position moves past them now, in
 	// the transaction that writes it anyway, else in the first.
 	var merged []TableName
 	merge := map[TableName]Position{}
-	for t, pos := range s.apply.consolidate {
+	for t, pos := range a.consolidate {
 		merged = append(merged, t)
 		written := false
 		for i := range busy {
@@ -320,25 +344,24 @@ func (s *Syncer) flushWith(ctx context.Context, async bool) error {
 		}
 	}
 	if len(busy) == 0 {
-		if global.Compare(s.apply.persisted) == 0 && schemas == nil && online == nil && len(merged) == 0 {
-			return nil
+		if global.Compare(a.persisted) == 0 && schemas == nil && online == nil && len(merged) == 0 {
+			return false, nil
 		}
-		if err := s.sink.Flush(ctx, nil, CheckpointUpdate{Global: global, GlobalGTID: s.cur.gtidFor(global), Tables: merge, Schemas: schemas, Online: online}); err != nil {
-			return err
+		if err := a.parts[0].sink.Flush(ctx, nil, CheckpointUpdate{Global: global, GlobalGTID: ex.globalGTID, Tables: merge, Schemas: schemas, Online: online}); err != nil {
+			return false, err
 		}
-		s.apply.persisted = global
-		s.apply.persistedGTID = s.cur.gtidFor(global)
-		s.ckpt.Global = global
-		s.noteTables(merge)
-		clear(s.apply.consolidate)
-		s.afterCommit()
-		return nil
+		a.persisted = global
+		a.persistedGTID = ex.globalGTID
+		a.ckpt.Global = global
+		a.noteTables(merge)
+		clear(a.consolidate)
+		return true, nil
 	}
 	for t, pos := range merge {
 		tables[0][t] = pos
 	}
 	f := &inflight{done: make(chan struct{}), errs: make([]error, len(busy)), ups: make([]CheckpointUpdate, len(busy)), spread: spread, merged: merged,
-		global: global, globalGTID: s.cur.gtidFor(global), persist: len(busy) == 1}
+		global: global, globalGTID: ex.globalGTID, persist: len(busy) == 1}
 	ups := f.ups
 	for i, p := range busy {
 		if f.persist {
@@ -353,8 +376,8 @@ func (s *Syncer) flushWith(ctx context.Context, async bool) error {
 				ups[i].Schemas, ups[i].Online = schemas, online
 				// The previous flush committed whole: its resume position is safe, and only this
 				// transaction writes it.
-				if s.apply.committed.Compare(s.apply.persisted) > 0 {
-					f.prev, f.prevGTID = s.apply.committed, s.apply.committedGTID
+				if a.committed.Compare(a.persisted) > 0 {
+					f.prev, f.prevGTID = a.committed, a.committedGTID
 					ups[i].Global, ups[i].GlobalGTID = f.prev, f.prevGTID
 				}
 			}
@@ -366,9 +389,9 @@ func (s *Syncer) flushWith(ctx context.Context, async bool) error {
 		}
 		p.batch, p.spare, p.pos, p.lanes = next, nil, map[TableName]Position{}, map[TableName]laneClaim{}
 	}
-	s.apply.chooseHot(s.apply.rows)
-	s.apply.rows, s.apply.batchBytes = 0, 0
-	clear(s.apply.keyConn)
+	a.chooseHot(a.rows)
+	a.rows, a.batchBytes = 0, 0
+	clear(a.keyConn)
 	var wg sync.WaitGroup
 	for i, p := range f.busy {
 		wg.Add(1)
@@ -386,11 +409,8 @@ func (s *Syncer) flushWith(ctx context.Context, async bool) error {
 		wg.Wait()
 		close(f.done)
 	}()
-	s.apply.flushing = f
-	if async {
-		return nil
-	}
-	return s.waitFlush(ctx)
+	a.flushing = f
+	return false, nil
 }
 
 // testHookFlush, when a test sets it, runs before each transaction of a flush (connection part of
@@ -399,50 +419,58 @@ var testHookFlush func(part, parts int) error
 
 // waitFlush waits for the flush in flight, if any, and records what it committed.
 func (s *Syncer) waitFlush(ctx context.Context) error {
-	f := s.apply.flushing
+	committed, err := s.apply.wait(ctx)
+	if committed {
+		s.afterCommit()
+	}
+	return err
+}
+
+// wait waits for the flush in flight, if any, and records what it committed (committed true).
+func (a *applier) wait(ctx context.Context) (committed bool, err error) {
+	f := a.flushing
 	if f == nil {
-		return nil
+		return false, nil
 	}
 	select {
 	case <-f.done:
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
 	}
-	s.apply.flushing = nil
+	a.flushing = nil
 	for i, err := range f.errs {
 		if err != nil && downstreamPermanent(err) {
-			return s.refused(ctx, f.busy[i], err)
+			return false, a.refused(ctx, f.busy[i], err)
 		}
 	}
 	if err := errors.Join(f.errs...); err != nil {
-		return err
+		return false, err
 	}
 	for _, b := range f.busy {
 		// Committed: its batch slice holds the partition's next batch but one.
 		clear(b.batch)
-		s.apply.parts[b.idx].spare = b.batch[:0]
+		a.parts[b.idx].spare = b.batch[:0]
 	}
 	for _, t := range f.merged {
-		delete(s.apply.consolidate, t)
+		delete(a.consolidate, t)
 	}
 	for _, up := range f.ups {
-		s.noteTables(up.Tables)
+		a.noteTables(up.Tables)
 		for t, l := range up.Lanes {
-			s.noteLanes(t, l)
+			a.noteLanes(t, l)
 		}
 	}
 	for t, pos := range f.spread {
-		s.apply.consolidate[t] = pos
+		a.consolidate[t] = pos
 	}
 	if f.persist {
-		s.apply.persisted, s.apply.persistedGTID = f.global, f.globalGTID
+		a.persisted, a.persistedGTID = f.global, f.globalGTID
 	} else if !f.prev.IsZero() {
-		s.apply.persisted, s.apply.persistedGTID = f.prev, f.prevGTID
+		a.persisted, a.persistedGTID = f.prev, f.prevGTID
 	}
-	s.apply.committed, s.apply.committedGTID = f.global, f.globalGTID
-	s.ckpt.Global = f.global
-	s.afterCommit()
-	return nil
+	a.committed, a.committedGTID = f.global, f.globalGTID
+	a.ckpt.Global = f.global
+	return true, nil
 }
 
 // claims turns the busy partitions' positions into their checkpoint updates: a table whose rows are all
@@ -499,10 +527,10 @@ func (a *applier) claims(busy []*partition) (tables []map[TableName]Position, la
 }
 
 // noteTables records committed table positions.
-func (s *Syncer) noteTables(tables map[TableName]Position) {
+func (a *applier) noteTables(tables map[TableName]Position) {
 	for t, pos := range tables {
-		s.ckpt.Tables[t] = pos
-		s.pruneLanes(t)
+		a.ckpt.Tables[t] = pos
+		a.pruneLanes(t)
 	}
 }
 
@@ -519,19 +547,19 @@ func (s *Syncer) afterCommit() {
 // refused turns a batch's failed transaction into the error of the change the downstream refuses
 // for good, found by applying the batch's changes one by one in a transaction rolled back. Other
 // errors are returned as they are (retried).
-func (s *Syncer) refused(ctx context.Context, p *partition, err error) error {
+func (a *applier) refused(ctx context.Context, p *partition, err error) error {
 	if !downstreamPermanent(err) || len(p.batch) == 0 {
 		return err
 	}
 	i, cause := p.sink.Locate(ctx, p.batch)
 	if i < 0 || !downstreamPermanent(cause) {
 		c := p.batch[0]
-		return &StatementError{Task: s.cfg.Task, Source: s.cfg.Source, Table: c.Source, Pos: c.Pos,
+		return &StatementError{Task: a.task, Source: a.source, Table: c.Source, Pos: c.Pos,
 			Stmt: fmt.Sprintf("a transaction of %d row changes starting with %s", len(p.batch), describe(c)), DML: true, Cause: err}
 	}
 	c := p.batch[i]
-	s.log.Error("the downstream refuses a row change", zap.Stringer("table", c.Source), zap.Stringer("pos", c.Pos), zap.Error(cause))
-	return &StatementError{Task: s.cfg.Task, Source: s.cfg.Source, Table: c.Source, Pos: c.Pos, Stmt: describe(c), DML: true, Cause: cause}
+	a.log.Error("the downstream refuses a row change", zap.Stringer("table", c.Source), zap.Stringer("pos", c.Pos), zap.Error(cause))
+	return &StatementError{Task: a.task, Source: a.source, Table: c.Source, Pos: c.Pos, Stmt: describe(c), DML: true, Cause: cause}
 }
 
 // applier is the applier stage's state: the batch over the partitions (one per downstream
@@ -563,8 +591,19 @@ type applier struct {
 	targetKeys  map[TableName]*targetKeys
 	keyConn     map[uint64]int
 	consolidate map[TableName]Position
-	keyBuf      []byte
-	evKeys      []uint64
-	evLanes     []int
-	evLocal     map[uint64]int
+	scratch     laneScratch
+	// ckpt is the source's checkpoint as committed (the Syncer's): the applier moves its table and lane
+	// positions and its resume position as its flushes commit; the other stages read it.
+	ckpt         *Checkpoint
+	task, source string // for the errors of refused changes
+	log          *zap.Logger
+}
+
+// laneScratch is the buffers placing one rows event reuses from event to event: the key bytes, the
+// event's keys and lanes, and which lane each of its keys is on.
+type laneScratch struct {
+	keyBuf  []byte
+	evKeys  []uint64
+	evLanes []int
+	evLocal map[uint64]int
 }

@@ -343,8 +343,8 @@ func (p *keyPlan) appendKeys(keys []uint64, buf []byte, c *Change) ([]uint64, []
 
 // laneApplied reports whether a row of src at end, located by image (with columns cols), is applied
 // by a lane position of the checkpoint.
-func (s *Syncer) laneApplied(src TableName, cols []string, image []any, end Position) bool {
-	for _, l := range s.ckpt.Lanes[src] {
+func (a *applier) laneApplied(src TableName, cols []string, image []any, end Position) bool {
+	for _, l := range a.ckpt.Lanes[src] {
 		if end.Compare(l.Pos) > 0 {
 			continue
 		}
@@ -353,7 +353,7 @@ func (s *Syncer) laneApplied(src TableName, cols []string, image []any, end Posi
 			continue
 		}
 		var lane int
-		lane, s.apply.keyBuf = laneOf(s.apply.keyBuf, image, idx, l.N, l.Chunk)
+		lane, a.scratch.keyBuf = laneOf(a.scratch.keyBuf, image, idx, l.N, l.Chunk)
 		if lane == l.Index {
 			return true
 		}
@@ -363,8 +363,8 @@ func (s *Syncer) laneApplied(src TableName, cols []string, image []any, end Posi
 
 // lanesAfter reports whether a lane position of src is at or past end (rows of the event may be
 // applied one by one).
-func (s *Syncer) lanesAfter(src TableName, end Position) bool {
-	for _, l := range s.ckpt.Lanes[src] {
+func (a *applier) lanesAfter(src TableName, end Position) bool {
+	for _, l := range a.ckpt.Lanes[src] {
 		if end.Compare(l.Pos) <= 0 {
 			return true
 		}
@@ -373,11 +373,11 @@ func (s *Syncer) lanesAfter(src TableName, end Position) bool {
 }
 
 // noteLanes records lanes committed for t, and forgets those its table position has passed.
-func (s *Syncer) noteLanes(t TableName, lanes []meta.Lane) {
-	if s.ckpt.Lanes == nil {
-		s.ckpt.Lanes = map[TableName][]meta.Lane{}
+func (a *applier) noteLanes(t TableName, lanes []meta.Lane) {
+	if a.ckpt.Lanes == nil {
+		a.ckpt.Lanes = map[TableName][]meta.Lane{}
 	}
-	cur := s.ckpt.Lanes[t]
+	cur := a.ckpt.Lanes[t]
 next:
 	for _, l := range lanes {
 		for i := range cur {
@@ -388,25 +388,25 @@ next:
 		}
 		cur = append(cur, l)
 	}
-	s.ckpt.Lanes[t] = cur
+	a.ckpt.Lanes[t] = cur
 }
 
 // pruneLanes forgets the lanes of t its table position has passed.
-func (s *Syncer) pruneLanes(t TableName) {
-	cur := s.ckpt.Lanes[t]
+func (a *applier) pruneLanes(t TableName) {
+	cur := a.ckpt.Lanes[t]
 	if len(cur) == 0 {
 		return
 	}
 	keep := cur[:0]
 	for _, l := range cur {
-		if l.Pos.Compare(s.ckpt.Tables[t]) > 0 {
+		if l.Pos.Compare(a.ckpt.Tables[t]) > 0 {
 			keep = append(keep, l)
 		}
 	}
 	if len(keep) == 0 {
-		delete(s.ckpt.Lanes, t)
+		delete(a.ckpt.Lanes, t)
 	} else {
-		s.ckpt.Lanes[t] = keep
+		a.ckpt.Lanes[t] = keep
 	}
 }
 

@@ -90,23 +90,17 @@ type Syncer struct {
 	exec     *DDLExecutor // DDL downstream, exactly once (over partition 0's sink)
 	upstream *sql.DB
 	ckpt     Checkpoint
-	sessions eventSessions             // the session settings of DDL events (eventsession.go)
-	fresh    bool                      // no checkpoint yet: the task's first start on this source
-	schemas  *schemaTracker            // column lists by position, for binlogs without column names
-	shapes   map[TableName]cachedShape // per table, the row shape of its last table map
-	// loadKeys: tables a full load copied from more than one snapshot (it was resumed after a crash):
-	// which snapshot holds which key, for the events between the snapshots.
-	loadKeys map[TableName]*loader.KeyRanges
+	sessions eventSessions // the session settings of DDL events (eventsession.go)
+	fresh    bool          // no checkpoint yet: the task's first start on this source
 	// runs are the online schema change tools' runs by real table (cfg.Online), persisted with the
 	// checkpoint; onlineDirty those changed since the last flush.
 	runs        onlineddl.Runs
 	onlineDirty map[TableName]bool
-	// evChanges is the changes of the rows event being handled (reused from event to event).
-	evChanges []Change
-	cur       cursor      // the reader stage: where the binlog is read (reader.go)
-	apply     applier     // the applier stage: batch, flush pipeline, committed positions (apply.go)
-	shard     shardState  // the shard groups and their locks (lock.go)
-	board     statusBoard // what query-status reads (status.go)
+	rows        rowDecoder  // the rows stage: shapes, tracked schemas (rows.go)
+	cur         cursor      // the reader stage: where the binlog is read (reader.go)
+	apply       applier     // the applier stage: batch, flush pipeline, committed positions (apply.go)
+	shard       shardState  // the shard groups and their locks (lock.go)
+	board       statusBoard // what query-status reads (status.go)
 }
 
 // NewSyncer returns a syncer; Run starts it.
@@ -141,6 +135,8 @@ func NewSyncer(cfg SyncerConfig) *Syncer {
 	}
 	s.sink = s.apply.parts[0].sink
 	s.apply.txnRows, s.cur.gtidMode = cfg.TxnRows, cfg.EnableGTID
+	s.rows.source, s.rows.mariadb = cfg.Source, cfg.Flavor == mysql.MariaDBFlavor
+	s.apply.ckpt, s.apply.task, s.apply.source, s.apply.log = &s.ckpt, cfg.Task, cfg.Source, s.log
 	s.exec = NewDDLExecutor(s.sink, cfg.DDLDownstream, s.log)
 	return s
 }
@@ -242,7 +238,7 @@ func (s *Syncer) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if s.loadKeys, _, err = loader.Segments(loadRows); err != nil {
+	if s.rows.loadKeys, _, err = loader.Segments(loadRows); err != nil {
 		return err
 	}
 	if s.cfg.EnableGTID && s.cfg.Flavor != mysql.MariaDBFlavor {
@@ -270,13 +266,13 @@ func (s *Syncer) init(ctx context.Context) error {
 			s.runs[t] = run
 		}
 	}
-	s.schemas = newSchemaTracker()
-	s.shapes = map[TableName]cachedShape{}
+	s.rows.schemas = newSchemaTracker()
+	s.rows.shapes = map[TableName]cachedShape{}
 	s.apply.targetKeys, s.apply.consolidate, s.apply.spreadLog = map[TableName]*targetKeys{}, map[TableName]Position{}, map[TableName]bool{}
 	for t := range s.ckpt.Lanes {
-		s.pruneLanes(t)
+		s.apply.pruneLanes(t)
 	}
-	if err := s.schemas.load(s.ckpt.Schemas); err != nil {
+	if err := s.rows.schemas.load(s.ckpt.Schemas); err != nil {
 		return err
 	}
 	s.shard.groups = map[TableName]*shardgroup.ShardingGroup{}
@@ -292,7 +288,7 @@ func (s *Syncer) init(ctx context.Context) error {
 		return err
 	}
 	// Save the start at once: a restart must resume here, not at a newer current position.
-	if err := s.sink.Flush(ctx, nil, CheckpointUpdate{Global: s.ckpt.Global, GlobalGTID: s.ckpt.GlobalGTID, Schemas: s.schemas.takeDirty()}); err != nil {
+	if err := s.sink.Flush(ctx, nil, CheckpointUpdate{Global: s.ckpt.Global, GlobalGTID: s.ckpt.GlobalGTID, Schemas: s.rows.schemas.takeDirty()}); err != nil {
 		return err
 	}
 	s.apply.persisted, s.apply.persistedGTID = s.ckpt.Global, s.ckpt.GlobalGTID
