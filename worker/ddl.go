@@ -18,12 +18,12 @@ import (
 	"github.com/tributary-db/tributary/shardgroup"
 )
 
-func (s *Syncer) group(target TableName) *shardgroup.ShardingGroup {
-	g, ok := s.shard.groups[target]
+func (st *shardState) group(target TableName) *shardgroup.ShardingGroup {
+	g, ok := st.groups[target]
 	if !ok {
 		g = shardgroup.NewShardingGroup(target)
-		s.shard.groups[target] = g
-		s.shard.ddlStart[target] = map[Position]ddlEvent{}
+		st.groups[target] = g
+		st.ddlStart[target] = map[Position]ddlEvent{}
 	}
 	return g
 }
@@ -47,7 +47,7 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 			return s.handleDDL(ctx, strings.Join(d.DDLs, ";\n"), schema, start, end, in)
 		}
 	}
-	if err := s.schemas.apply(q, schema, end); err != nil {
+	if err := s.rows.schemas.apply(q, schema, end); err != nil {
 		// Only binlogs without column names need it; those report a missing schema when they do.
 		s.log.Debug("schema not tracked for statement", zap.Error(err))
 	}
@@ -147,7 +147,7 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 			s.setTables(tables)
 			s.forgetKeys()
 		case shardgroup.JoinGroup:
-			g := s.group(p.Target)
+			g := s.shard.group(p.Target)
 			if err := g.AddTable(p.Source, Position{}); err != nil {
 				return fmt.Errorf("source %s: %w", s.cfg.Source, err)
 			}
@@ -169,11 +169,11 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 		case shardgroup.LeaveGroup:
 			leaving := []TableName{p.Source}
 			if p.Kind == shardgroup.KindDropDatabase {
-				leaving = s.shardsIn(p.Source.Schema)
+				leaving = s.shard.shardsIn(p.Source.Schema)
 			}
 			for _, t := range leaving {
 				target := s.cfg.Router.Route(t)
-				g := s.group(target)
+				g := s.shard.group(target)
 				res := g.RemoveTable(t, end)
 				s.log.Info("shard table left its group", zap.Stringer("table", t), zap.Stringer("target", target), zap.String("ddl", p.SQL))
 				if res.Synced && !s.shard.pending[target] && g.InSharding() {
@@ -194,11 +194,11 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 			return fmt.Errorf("source %s at %s: no action %s for %s", s.cfg.Source, end, d.Action, p.Kind)
 		}
 		if p.Kind == shardgroup.KindDropDatabase {
-			s.schemas.dropSchema(p.Source.Schema, end)
+			s.rows.schemas.dropSchema(p.Source.Schema, end)
 		}
 	}
 	for _, item := range shardgroup.Items(sharded, end) {
-		g := s.group(item.Target)
+		g := s.shard.group(item.Target)
 		res, err := g.TrySync(item)
 		if err != nil {
 			return fmt.Errorf("source %s: %w", s.cfg.Source, err)
@@ -255,9 +255,9 @@ func (s *Syncer) scopeOf(p shardgroup.Part) shardgroup.Scope {
 }
 
 // shardsIn lists the shard tables of schema in this source's groups.
-func (s *Syncer) shardsIn(schema string) []TableName {
+func (st *shardState) shardsIn(schema string) []TableName {
 	var out []TableName
-	for _, g := range s.shard.groups {
+	for _, g := range st.groups {
 		for _, t := range g.Tables() {
 			if strings.EqualFold(t.Schema, schema) {
 				out = append(out, t)
@@ -272,7 +272,7 @@ func (s *Syncer) shardsIn(schema string) []TableName {
 // replicated from it are dropped, one by one, and the downstream database is left, since it may hold
 // tables the task did not create.
 func (s *Syncer) dropReplicatedTables(ctx context.Context, schema string, start, end Position) error {
-	for _, t := range s.schemas.tablesIn(schema, end) {
+	for _, t := range s.rows.schemas.tablesIn(schema, end) {
 		if s.cfg.Router.Skip(t) || s.cfg.Router.Sharded(t) || s.cfg.Router.SharedTarget(t) || end.Compare(s.ckpt.Tables[t]) <= 0 {
 			continue
 		}

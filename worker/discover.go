@@ -60,8 +60,8 @@ func (s *Syncer) listTablesOnce(ctx context.Context) ([]TableName, error) {
 // CREATE TABLE is ahead in the binlog.
 func (s *Syncer) tablesAtResume() []TableName {
 	var out []TableName
-	for t := range s.schemas.tables {
-		if s.schemas.existsAt(t, s.ckpt.Global) && !s.cfg.Router.Skip(t) {
+	for t := range s.rows.schemas.tables {
+		if s.rows.schemas.existsAt(t, s.ckpt.Global) && !s.cfg.Router.Skip(t) {
 			out = append(out, t)
 		}
 	}
@@ -85,7 +85,7 @@ func (s *Syncer) masterPosition(ctx context.Context) (Position, error) {
 // swapped, one dropped since) and a group built from those would miss a member or count one twice.
 func (s *Syncer) discover(ctx context.Context) error {
 	var tables []TableName
-	if !s.fresh && len(s.schemas.tables) > 0 {
+	if !s.fresh && len(s.rows.schemas.tables) > 0 {
 		tables = s.tablesAtResume()
 	} else {
 		// A first start, or a checkpoint written before tables were tracked: the upstream's tables.
@@ -96,12 +96,12 @@ func (s *Syncer) discover(ctx context.Context) error {
 	}
 	created := map[TableName]bool{}
 	for _, t := range tables {
-		if err := s.schemas.initFromUpstream(ctx, s.upstream, t); err != nil {
+		if err := s.rows.schemas.initFromUpstream(ctx, s.upstream, t); err != nil {
 			return err
 		}
 		target := s.cfg.Router.Route(t)
 		if s.cfg.Router.Sharded(t) {
-			if err := s.group(target).AddTable(t, s.ckpt.Resolved[t]); err != nil {
+			if err := s.shard.group(target).AddTable(t, s.ckpt.Resolved[t]); err != nil {
 				return err
 			}
 		}

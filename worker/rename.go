@@ -63,8 +63,8 @@ func (s *Syncer) rename(p shardgroup.Part, end Position) (why string, err error)
 		delete(s.runs, src)
 		s.onlineDirty[src], s.onlineDirty[dst] = true, true
 	}
-	delete(s.shapes, src)
-	delete(s.shapes, dst)
+	delete(s.rows.shapes, src)
+	delete(s.rows.shapes, dst)
 	s.log.Info("shard table renamed within its group", zap.Stringer("table", src), zap.Stringer("to", dst),
 		zap.Stringer("target", target), zap.Stringer("pos", end))
 	return "", nil

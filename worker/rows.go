@@ -7,10 +7,10 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 	"go.uber.org/zap"
 
+	"github.com/tributary-db/tributary/loader"
 	"github.com/tributary-db/tributary/router"
 	"github.com/tributary-db/tributary/shardgroup"
 )
@@ -58,7 +58,7 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 			return s.filterStop(rule, end, fmt.Sprintf("event %q of %s", event, src))
 		}
 	}
-	shape, err := s.shapeOf(src, e.Table, end)
+	shape, err := s.rows.shapeOf(src, e.Table, end)
 	if err != nil {
 		return err
 	}
@@ -70,16 +70,80 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 		}
 	}
 	// A row of a lane whose position is at or past this event was applied before a restart.
-	perRow := s.lanesAfter(src, end)
-	changes := s.evChanges[:0]
+	var applied func(c *Change) bool
+	if s.apply.lanesAfter(src, end) {
+		applied = func(c *Change) bool { return s.apply.laneApplied(src, cols, keyImage(c), end) }
+	}
+	changes := s.rows.evChanges[:0]
 	if n := len(e.Rows); cap(changes) < n {
 		changes = make([]Change, 0, n)
 	}
 	defer func() {
 		clear(changes) // the rows are in the batch now; the scratch slice keeps none alive
-		s.evChanges = changes[:0]
+		s.rows.evChanges = changes[:0]
 	}()
-	origin := &ChangeOrigin{Source: src, Target: target, Columns: cols, Pos: start}
+	defer s.apply.notePeak()
+	var ok bool
+	if changes, ok = s.rows.decode(changes, typ, e, shape, &ChangeOrigin{Source: src, Target: target, Columns: cols, Pos: start}, end, applied); !ok {
+		return nil
+	}
+	if err := s.place(ctx, src, plan, changes, end); err != nil {
+		return err
+	}
+	if s.apply.batchFull() {
+		// Also inside a large upstream transaction: the table checkpoints are per rows event and the
+		// resume position stays at the transaction's start, so memory is bounded and nothing repeats.
+		return s.flushAsync(ctx)
+	}
+	return nil
+}
+
+// shapeOf returns how the rows of table map tm of src, at end, are written downstream. The shape is
+// kept per table while the table map and the tracked schema version stay the same: a transaction's rows
+// events share one table map, so a large one computes it once.
+func (d *rowDecoder) shapeOf(src TableName, tm *replication.TableMapEvent, end Position) (*rowShape, error) {
+	tracked, known := d.schemas.at(src, end)
+	if c, ok := d.shapes[src]; ok && c.tm == tm && sameVersion(c.tracked, tracked) {
+		return c.shape, nil
+	}
+	names := tm.ColumnNameString()
+	if len(names) == 0 {
+		// binlog_row_metadata is not FULL: use the columns tracked from the table's DDL.
+		if !known || uint64(len(tracked)) != tm.ColumnCount {
+			return nil, fmt.Errorf("source %s: the binlog has no column names for %s and the tracked schema (%d columns) does not fit the event (%d columns): set binlog_row_metadata=FULL",
+				d.source, src, len(tracked), tm.ColumnCount)
+		}
+		names = shardgroup.ColumnNames(tracked)
+	}
+	shape := newRowShape(tm, names, tracked, d.mariadb)
+	d.shapes[src] = cachedShape{tm: tm, tracked: tracked, shape: shape}
+	return shape, nil
+}
+
+type cachedShape struct {
+	tm      *replication.TableMapEvent
+	tracked []shardgroup.Column
+	shape   *rowShape
+}
+
+// sameVersion reports whether two tracked column lists are the same version (the tracker never
+// changes a version's list in place).
+func sameVersion(a, b []shardgroup.Column) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// filterStop is the error of a binlog event filter rule with action Error.
+func (s *Syncer) filterStop(rule string, end Position, what string) error {
+	return &filterError{s.cur.evStart, fmt.Errorf("source %s at %s: binlog event filter %s (action Error) stops at %s; to go on past it: binlog skip %s -b %s -s %s",
+		s.cfg.Source, end, rule, what, s.cfg.Task, s.cur.evStart.BinlogPos(), s.cfg.Source)}
+}
+
+// decode appends to changes the row changes of rows event e (of kind typ, ending at end) in shape, with
+// origin: the rows a load's copy taken after the event holds are left out (a table loaded from more
+// than one snapshot, between them), and those applied reports applied before (nil: none). ok is false
+// for an event that is not an insert, update or delete.
+func (d *rowDecoder) decode(changes []Change, typ replication.EventType, e *replication.RowsEvent, shape *rowShape, origin *ChangeOrigin, end Position, applied func(c *Change) bool) (_ []Change, ok bool) {
+	src := origin.Source
 	add := func(kind ChangeKind, row, old []any) {
 		if row != nil {
 			row = shape.apply(row)
@@ -88,16 +152,15 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 			old = shape.apply(old)
 		}
 		c := Change{Kind: kind, Row: row, Old: old, ChangeOrigin: origin}
-		if perRow && s.laneApplied(src, cols, keyImage(&c), end) {
+		if applied != nil && applied(&c) {
 			return
 		}
 		changes = append(changes, c)
 	}
-	defer s.apply.notePeak()
 	// copied: the row with this image is in a load's copy taken after this event (only for a table
 	// loaded from more than one snapshot, between them).
 	copied := func([]any) bool { return false }
-	if kr := s.loadKeys[src]; kr != nil && end.Compare(kr.Max) <= 0 {
+	if kr := d.loadKeys[src]; kr != nil && end.Compare(kr.Max) <= 0 {
 		copied = func(row []any) bool { return kr.Copied(row, end) }
 	}
 	switch typ {
@@ -127,55 +190,22 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 			}
 		}
 	default:
-		return nil
+		return changes, false
 	}
-	if err := s.place(ctx, src, plan, changes, end); err != nil {
-		return err
-	}
-	if s.apply.batchFull() {
-		// Also inside a large upstream transaction: the table checkpoints are per rows event and the
-		// resume position stays at the transaction's start, so memory is bounded and nothing repeats.
-		return s.flushAsync(ctx)
-	}
-	return nil
+	return changes, true
 }
 
-// shapeOf returns how the rows of table map tm of src, at end, are written downstream. The shape is
-// kept per table while the table map and the tracked schema version stay the same: a transaction's rows
-// events share one table map, so a large one computes it once.
-func (s *Syncer) shapeOf(src TableName, tm *replication.TableMapEvent, end Position) (*rowShape, error) {
-	tracked, known := s.schemas.at(src, end)
-	if c, ok := s.shapes[src]; ok && c.tm == tm && sameVersion(c.tracked, tracked) {
-		return c.shape, nil
-	}
-	names := tm.ColumnNameString()
-	if len(names) == 0 {
-		// binlog_row_metadata is not FULL: use the columns tracked from the table's DDL.
-		if !known || uint64(len(tracked)) != tm.ColumnCount {
-			return nil, fmt.Errorf("source %s: the binlog has no column names for %s and the tracked schema (%d columns) does not fit the event (%d columns): set binlog_row_metadata=FULL",
-				s.cfg.Source, src, len(tracked), tm.ColumnCount)
-		}
-		names = shardgroup.ColumnNames(tracked)
-	}
-	shape := newRowShape(tm, names, tracked, s.cfg.Flavor == mysql.MariaDBFlavor)
-	s.shapes[src] = cachedShape{tm: tm, tracked: tracked, shape: shape}
-	return shape, nil
-}
-
-type cachedShape struct {
-	tm      *replication.TableMapEvent
-	tracked []shardgroup.Column
-	shape   *rowShape
-}
-
-// sameVersion reports whether two tracked column lists are the same version (the tracker never
-// changes a version's list in place).
-func sameVersion(a, b []shardgroup.Column) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
-}
-
-// filterStop is the error of a binlog event filter rule with action Error.
-func (s *Syncer) filterStop(rule string, end Position, what string) error {
-	return &filterError{s.cur.evStart, fmt.Errorf("source %s at %s: binlog event filter %s (action Error) stops at %s; to go on past it: binlog skip %s -b %s -s %s",
-		s.cfg.Source, end, rule, what, s.cfg.Task, s.cur.evStart.BinlogPos(), s.cfg.Source)}
+// rowDecoder is the rows stage's state: the tracked schemas (column lists by binlog position, for
+// binlogs without column names), the row shape of each table's last table map, and the key ranges of
+// tables a full load copied from more than one snapshot.
+type rowDecoder struct {
+	source  string // for errors
+	mariadb bool   // the source's flavor is MariaDB (its binlog's signedness metadata)
+	schemas *schemaTracker
+	shapes  map[TableName]cachedShape // per table, the row shape of its last table map
+	// loadKeys: tables a full load copied from more than one snapshot (it was resumed after a crash):
+	// which snapshot holds which key, for the events between the snapshots.
+	loadKeys map[TableName]*loader.KeyRanges
+	// evChanges is the changes of the rows event being handled (reused from event to event).
+	evChanges []Change
 }
