@@ -202,14 +202,14 @@ func (a *applier) chooseHot(total int) {
 // takeOnlineDirty returns the online DDL runs changed since the last call, encoded ("" for a run that
 // is over), or nil.
 func (s *Syncer) takeOnlineDirty() map[TableName]string {
-	if len(s.onlineDirty) == 0 {
+	if len(s.ddl.onlineDirty) == 0 {
 		return nil
 	}
-	out := make(map[TableName]string, len(s.onlineDirty))
-	for t := range s.onlineDirty {
-		out[t] = onlineddl.Encode(s.runs[t])
+	out := make(map[TableName]string, len(s.ddl.onlineDirty))
+	for t := range s.ddl.onlineDirty {
+		out[t] = onlineddl.Encode(s.ddl.runs[t])
 	}
-	s.onlineDirty = map[TableName]bool{}
+	s.ddl.onlineDirty = map[TableName]bool{}
 	return out
 }
 

@@ -101,7 +101,7 @@ func (s *Syncer) discover(ctx context.Context) error {
 		}
 		target := s.cfg.Router.Route(t)
 		if s.cfg.Router.Sharded(t) {
-			if err := s.shard.group(target).AddTable(t, s.ckpt.Resolved[t]); err != nil {
+			if err := s.ddl.shard.group(target).AddTable(t, s.ckpt.Resolved[t]); err != nil {
 				return err
 			}
 		}

@@ -31,25 +31,20 @@ type opResult struct {
 // postInfo tells the master the group of target is synced and waits for the operation in the
 // background, so other targets keep flowing.
 func (s *Syncer) postInfo(ctx context.Context, target TableName) error {
-	g := s.shard.groups[target]
-	ddls := g.Status().ActiveDDLs
-	var in session.Settings
-	if u, ok := g.Unresolved(); ok {
-		in = s.shard.ddlStart[target][u.FirstPosition].in
-	}
+	ddls, in := s.ddl.infoOf(target)
 	lock := pessimist.LockID(s.cfg.Task, target.String())
-	s.trace(lock, "ddl read", s.shard.ddlReadAt)
+	s.trace(lock, "ddl read", s.ddl.shard.ddlReadAt)
 	s.trace(lock, "info putting", time.Now())
 	info, err := s.cfg.Agent.PutInfoIn(ctx, target.String(), ddls, in.String())
 	if err != nil {
 		return err
 	}
 	s.trace(lock, "info put", time.Now())
-	s.shard.pending[target] = true
+	s.ddl.shard.pending[target] = true
 	go func() {
 		op, err := s.cfg.Agent.WaitOperation(ctx, info)
 		select {
-		case s.shard.opCh <- opResult{target: target, info: info, op: op, err: err, at: time.Now()}:
+		case s.ddl.shard.opCh <- opResult{target: target, info: info, op: op, err: err, at: time.Now()}:
 		case <-ctx.Done():
 		}
 	}()
@@ -59,27 +54,49 @@ func (s *Syncer) postInfo(ctx context.Context, target TableName) error {
 // postDeferred posts the infos applyOperation deferred whose steps the re-read has passed: the DML
 // read before them goes downstream first.
 func (s *Syncer) postDeferred(ctx context.Context) error {
-	flushed := false
-	for _, target := range slices.SortedFunc(maps.Keys(s.shard.infoAt), func(a, b TableName) int { return strings.Compare(a.String(), b.String()) }) {
-		if s.cur.lastPos.Compare(s.shard.infoAt[target]) < 0 {
-			continue
-		}
-		delete(s.shard.infoAt, target)
-		g := s.shard.groups[target]
-		if g == nil || s.shard.pending[target] || !g.Status().Synced {
-			continue // posted meanwhile (the step's DDL read again), or no longer synced
-		}
-		if !flushed {
-			if err := s.flush(ctx); err != nil {
-				return err
-			}
-			flushed = true
-		}
+	due := s.ddl.deferredDue(s.cur.lastPos)
+	if len(due) == 0 {
+		return nil
+	}
+	if err := s.flush(ctx); err != nil {
+		return err
+	}
+	for _, target := range due {
 		if err := s.postInfo(ctx, target); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// infoOf is what the info of target's group says: the DDLs of its active step, and the session
+// settings of the event of the first of them.
+func (d *ddlPath) infoOf(target TableName) ([]string, session.Settings) {
+	g := d.shard.groups[target]
+	var in session.Settings
+	if u, ok := g.Unresolved(); ok {
+		in = d.shard.ddlStart[target][u.FirstPosition].in
+	}
+	return g.Status().ActiveDDLs, in
+}
+
+// deferredDue takes the deferred infos whose steps the reader, at lastPos, has passed, in target order:
+// those still to post (a group posted meanwhile, its step's DDL read again, or no longer synced is
+// dropped).
+func (d *ddlPath) deferredDue(lastPos Position) []TableName {
+	var due []TableName
+	for _, target := range slices.SortedFunc(maps.Keys(d.shard.infoAt), func(a, b TableName) int { return strings.Compare(a.String(), b.String()) }) {
+		if lastPos.Compare(d.shard.infoAt[target]) < 0 {
+			continue
+		}
+		delete(d.shard.infoAt, target)
+		g := d.shard.groups[target]
+		if g == nil || d.shard.pending[target] || !g.Status().Synced {
+			continue
+		}
+		due = append(due, target)
+	}
+	return due
 }
 
 // applyOperation executes or skips the DDLs of a resolved lock, saves the checkpoint past them, marks
@@ -122,67 +139,16 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 		return err
 	}
 	s.trace(lock, "flushed", time.Now())
-	delete(s.shard.pending, res.target)
-	g := s.shard.groups[res.target]
-	if st := g.Status(); !slices.Equal(st.ActiveDDLs, res.op.DDLs) {
-		return fmt.Errorf("source %s: lock %s answered DDLs %q, but the group waits on %q", s.cfg.Source, res.info.LockID(), res.op.DDLs, st.ActiveDDLs)
-	}
-	resolution, err := g.ResolveActive()
+	lr, err := s.ddl.resolve(res, s.cur.lastPos)
 	if err != nil {
 		return err
 	}
-	s.renameSettled(res.target, g)
-	// Where this source's DDLs of the lock start in the binlog: an operator for the lock's DDLs
-	// (binlog skip|replace after the owner's execution failed) names one of them.
-	// The DDLs run in the session of the first of them (their event's); one that ran in another is
-	// logged.
-	var starts []Position
-	var first TableName
-	var in session.Settings
-	for _, t := range resolution.Tables {
-		p := resolution.Positions[t]
-		if ev, ok := s.shard.ddlStart[res.target][p]; ok {
-			if len(starts) == 0 || ev.start.Compare(starts[0]) < 0 {
-				first, in = t, ev.in
-				starts = append([]Position{ev.start}, starts...)
-			} else {
-				starts = append(starts, ev.start)
-			}
-		}
-	}
-	for _, t := range resolution.Tables {
-		if ev, ok := s.shard.ddlStart[res.target][resolution.Positions[t]]; ok && ev.in.String() != in.String() {
-			s.log.Warn("a lock's DDLs ran upstream in different session settings: the first's apply downstream", zap.String("lock", lock),
-				zap.Stringer("table", first), zap.String("settings", in.String()), zap.Stringer("other", t), zap.String("its", ev.in.String()))
-		}
-	}
-	for p := range s.shard.ddlStart[res.target] {
-		if p.Compare(resolution.ResyncFrom) <= 0 {
-			delete(s.shard.ddlStart[res.target], p)
-		}
-	}
-	// Held-back DML after ResyncFrom must be read again, so neither the reader nor a restart may
-	// resume past it. If an earlier re-sync has not yet read that far, it goes on from where it is.
-	// Every DML this group held back lies after ResyncFrom (it was blocked by this step); when there
-	// is none, everything read so far is applied and the reader goes on (a restart of the reader
-	// costs a few milliseconds per source and lock).
-	held := s.shard.heldBack[res.target]
-	delete(s.shard.heldBack, res.target) // a re-read that finds DML still blocked (by the next step) sets it again
-	from := resumePoint{pos: resolution.ResyncFrom}
+	resolution, starts, first, in, held := lr.resolution, lr.starts, lr.first, lr.in, lr.reread
+	var from resumePoint
 	if held {
-		if s.cur.lastPos.Compare(from.pos) < 0 {
-			from.pos = s.cur.lastPos
+		if from, err = s.cur.rewind(lr.rereadFrom); err != nil {
+			return err
 		}
-		from.gtid = s.cur.gtidFor(from.pos)
-		if s.cfg.EnableGTID {
-			// Rewind the GTID set with the position: resume points computed from here pair them.
-			s.cur.gtidAt[from.pos] = from.gtid
-			if s.cur.gtids, err = parseMariadbGTIDs(from.gtid); err != nil {
-				return err
-			}
-			s.cur.curGTID = nil
-		}
-		s.cur.lastPos = from.pos
 		s.apply.committed, s.apply.committedGTID = Position{}, ""
 	}
 	target := res.target
@@ -232,37 +198,94 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 	}
 	s.forgetKeys()
 	s.log.Info("sharding DDL resolved", zap.String("lock", res.info.LockID()), zap.Bool("exec", res.op.Exec))
-	if held && (s.shard.resync == nil || from.pos.Compare(s.shard.resync.pos) < 0) {
-		s.shard.resync, s.shard.resyncLock = &from, lock
+	if held && (s.ddl.shard.resync == nil || from.pos.Compare(s.ddl.shard.resync.pos) < 0) {
+		s.ddl.shard.resync, s.ddl.shard.resyncLock = &from, lock
 	}
-	if g.Status().Synced {
-		if held {
-			// The next step is reached already, but DML before its DDLs was held back and is read
-			// again now: its owner may run it as soon as the info is in, so the info waits until the
-			// re-read has passed every table's DDL of the step (postDeferred).
-			at, _ := g.SyncedAt()
-			s.shard.infoAt[target] = at
-			return nil
-		}
+	if lr.post {
 		return s.postInfo(ctx, target)
 	}
 	return nil
 }
 
-// shardState is the DDL path's state of the source's shard groups: the groups by target, where their
-// DDLs start, the infos posted and awaited, the DML held back and the re-read it asks for, and the
-// renames followed.
-type shardState struct {
-	groups   map[TableName]*shardgroup.ShardingGroup // by target
-	ddlStart map[TableName]map[Position]ddlEvent     // per target: DDL item (end) position -> its event
-	infoAt   map[TableName]Position                  // per target: an info deferred until the re-read passes this (postDeferred)
-	pending  map[TableName]bool                      // targets whose info is posted and operation awaited
-	opCh     chan opResult
-	// heldBack: targets whose group held back DML (skipped it, to be re-read) since its active step
-	// began. A step resolved with nothing held back needs no re-read.
-	heldBack   map[TableName]bool
-	resync     *resumePoint
-	resyncLock string       // the lock whose resolution asked for the re-sync (for the trace)
-	ddlReadAt  time.Time    // when the DDL event being handled was read (for the trace)
-	renames    shardRenames // shard renames followed within their groups (rename.go)
+// lockReady is what the DDL path decided for a resolved lock of this source, for the unit to carry out:
+// the DDLs to execute or skip with the checkpoint past them, the DML held back behind them to read
+// again, and the group's next step.
+type lockReady struct {
+	resolution shardgroup.Resolution
+	// starts are where this source's DDLs of the lock start in the binlog, the first's first (an
+	// operator for the lock's DDLs names one of them); first is its table and in its session settings,
+	// in which the DDLs run.
+	starts []Position
+	first  TableName
+	in     session.Settings
+	// reread: DML was held back behind the DDLs; the reader goes back to rereadFrom (not past where it
+	// is) and reads it again.
+	reread     bool
+	rereadFrom Position
+	// post: the group's next step is synced and nothing was held back before it: post its info now.
+	// (With DML held back, the info waits in infoAt until the re-read passes the step: deferredDue.)
+	post bool
+}
+
+// resolve marks the step res answers as resolved in its group: the reader is at lastPos.
+func (d *ddlPath) resolve(res opResult, lastPos Position) (lockReady, error) {
+	lock := res.info.LockID()
+	delete(d.shard.pending, res.target)
+	g := d.shard.groups[res.target]
+	if st := g.Status(); !slices.Equal(st.ActiveDDLs, res.op.DDLs) {
+		return lockReady{}, fmt.Errorf("source %s: lock %s answered DDLs %q, but the group waits on %q", d.source, lock, res.op.DDLs, st.ActiveDDLs)
+	}
+	resolution, err := g.ResolveActive()
+	if err != nil {
+		return lockReady{}, err
+	}
+	d.renameSettled(res.target, g)
+	lr := lockReady{resolution: resolution}
+	// The DDLs run in the session of the first of them (their event's); one that ran in another is
+	// logged.
+	for _, t := range resolution.Tables {
+		p := resolution.Positions[t]
+		if ev, ok := d.shard.ddlStart[res.target][p]; ok {
+			if len(lr.starts) == 0 || ev.start.Compare(lr.starts[0]) < 0 {
+				lr.first, lr.in = t, ev.in
+				lr.starts = append([]Position{ev.start}, lr.starts...)
+			} else {
+				lr.starts = append(lr.starts, ev.start)
+			}
+		}
+	}
+	for _, t := range resolution.Tables {
+		if ev, ok := d.shard.ddlStart[res.target][resolution.Positions[t]]; ok && ev.in.String() != lr.in.String() {
+			d.log.Warn("a lock's DDLs ran upstream in different session settings: the first's apply downstream", zap.String("lock", lock),
+				zap.Stringer("table", lr.first), zap.String("settings", lr.in.String()), zap.Stringer("other", t), zap.String("its", ev.in.String()))
+		}
+	}
+	for p := range d.shard.ddlStart[res.target] {
+		if p.Compare(resolution.ResyncFrom) <= 0 {
+			delete(d.shard.ddlStart[res.target], p)
+		}
+	}
+	// Held-back DML after ResyncFrom must be read again, so neither the reader nor a restart may
+	// resume past it. If an earlier re-sync has not yet read that far, it goes on from where it is.
+	// Every DML this group held back lies after ResyncFrom (it was blocked by this step); when there
+	// is none, everything read so far is applied and the reader goes on (a restart of the reader
+	// costs a few milliseconds per source and lock).
+	lr.reread = d.shard.heldBack[res.target]
+	delete(d.shard.heldBack, res.target) // a re-read that finds DML still blocked (by the next step) sets it again
+	lr.rereadFrom = resolution.ResyncFrom
+	if lr.reread && lastPos.Compare(lr.rereadFrom) < 0 {
+		lr.rereadFrom = lastPos
+	}
+	if g.Status().Synced {
+		if lr.reread {
+			// The next step is reached already, but DML before its DDLs was held back and is read
+			// again now: its owner may run it as soon as the info is in, so the info waits until the
+			// re-read has passed every table's DDL of the step (deferredDue).
+			at, _ := g.SyncedAt()
+			d.shard.infoAt[res.target] = at
+		} else {
+			lr.post = true
+		}
+	}
+	return lr, nil
 }

@@ -131,6 +131,23 @@ func (c *cursor) gtidFor(pos Position) string {
 	return c.gtidAt[pos]
 }
 
+// rewind moves the cursor back to pos, where held-back DML is read again, and returns the resume
+// point to read from. The GTID set goes back with the position: resume points computed from here
+// pair them.
+func (c *cursor) rewind(pos Position) (resumePoint, error) {
+	from := resumePoint{pos: pos, gtid: c.gtidFor(pos)}
+	if c.gtidMode {
+		c.gtidAt[pos] = from.gtid
+		gtids, err := parseMariadbGTIDs(from.gtid)
+		if err != nil {
+			return from, err
+		}
+		c.gtids, c.curGTID = gtids, nil
+	}
+	c.lastPos = pos
+	return from, nil
+}
+
 // cursor is where the reader stage is in the binlog: the file, the event group and event being read,
 // the last complete group, its GTID set and those recorded at DDLs, and the reconnects.
 type cursor struct {

@@ -26,13 +26,14 @@ type shardRenames struct {
 	vacated map[TableName]map[TableName]bool // per target: names left with DML held back behind the pending step
 }
 
-// rename carries out one RENAME part of a shard ending at end, or returns why it is refused (nothing
-// changed then but group state a refused statement's restart rebuilds).
-func (s *Syncer) rename(p shardgroup.Part, end Position) (why string, err error) {
+// rename carries out one RENAME part of a shard ending at end in the groups, or returns why it is
+// refused (nothing changed then but group state a refused statement's restart rebuilds). The row
+// shapes cached under either name are the unit's to forget (ddlReady.forgetShapes).
+func (d *ddlPath) rename(p shardgroup.Part, end Position) (why string, err error) {
 	src, dst := p.Source, p.RenamedTo
-	r := s.cfg.Router
+	r := d.router
 	target := r.Route(src)
-	g, ok := s.shard.groups[target]
+	g, ok := d.shard.groups[target]
 	switch {
 	case p.AlsoAlters:
 		return "an ALTER TABLE RENAME that also changes the table cannot keep the shard's DDL sequence; " +
@@ -43,36 +44,34 @@ func (s *Syncer) rename(p shardgroup.Part, end Position) (why string, err error)
 		return fmt.Sprintf("its new name %s is not replicated by the task: the shard would leave %s", dst, target), nil
 	case !r.Sharded(dst) || r.Route(dst) != target:
 		return fmt.Sprintf("its new name %s routes to %s, not to %s: the shard would leave its merged table", dst, r.Route(dst), target), nil
-	case g.Holds(dst) || s.shard.renames.vacated[target][dst]:
+	case g.Holds(dst) || d.shard.renames.vacated[target][dst]:
 		return fmt.Sprintf("rows of an earlier table named %s wait behind the pending lock of %s; rename after the lock resolves", dst, target), nil
 	}
 	if g.Blocked(src, end) {
-		if s.shard.renames.vacated == nil {
-			s.shard.renames.vacated = map[TableName]map[TableName]bool{}
+		if d.shard.renames.vacated == nil {
+			d.shard.renames.vacated = map[TableName]map[TableName]bool{}
 		}
-		if s.shard.renames.vacated[target] == nil {
-			s.shard.renames.vacated[target] = map[TableName]bool{}
+		if d.shard.renames.vacated[target] == nil {
+			d.shard.renames.vacated[target] = map[TableName]bool{}
 		}
-		s.shard.renames.vacated[target][src] = true
+		d.shard.renames.vacated[target][src] = true
 	}
-	if err := g.RenameTable(src, dst, end, s.ckpt.Resolved[dst]); err != nil {
-		return "", fmt.Errorf("source %s: %w", s.cfg.Source, err)
+	if err := g.RenameTable(src, dst, end, d.ckpt.Resolved[dst]); err != nil {
+		return "", fmt.Errorf("source %s: %w", d.source, err)
 	}
-	if run, ok := s.runs[src]; ok {
-		s.runs[dst] = run
-		delete(s.runs, src)
-		s.onlineDirty[src], s.onlineDirty[dst] = true, true
+	if run, ok := d.runs[src]; ok {
+		d.runs[dst] = run
+		delete(d.runs, src)
+		d.onlineDirty[src], d.onlineDirty[dst] = true, true
 	}
-	delete(s.rows.shapes, src)
-	delete(s.rows.shapes, dst)
-	s.log.Info("shard table renamed within its group", zap.Stringer("table", src), zap.Stringer("to", dst),
+	d.log.Info("shard table renamed within its group", zap.Stringer("table", src), zap.Stringer("to", dst),
 		zap.Stringer("target", target), zap.Stringer("pos", end))
 	return "", nil
 }
 
 // renameSettled forgets the names left behind in target's group once it has no pending step.
-func (s *Syncer) renameSettled(target TableName, g *shardgroup.ShardingGroup) {
+func (d *ddlPath) renameSettled(target TableName, g *shardgroup.ShardingGroup) {
 	if !g.InSharding() {
-		delete(s.shard.renames.vacated, target)
+		delete(d.shard.renames.vacated, target)
 	}
 }

@@ -24,8 +24,8 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 		return nil // applied before (re-sync or restart)
 	}
 	target := s.cfg.Router.Route(src)
-	if g, ok := s.shard.groups[target]; ok && g.Blocked(src, end) {
-		s.shard.heldBack[target] = true
+	if g, ok := s.ddl.shard.groups[target]; ok && g.Blocked(src, end) {
+		s.ddl.shard.heldBack[target] = true
 		return nil // past the group's pending DDL: read again after it is resolved
 	}
 	if op, ok := s.cfg.Operators.find(false, start); ok {
@@ -55,7 +55,7 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 		case router.IgnoreEvent:
 			return nil
 		case router.FailEvent:
-			return s.filterStop(rule, end, fmt.Sprintf("event %q of %s", event, src))
+			return filterStop(s.cfg.Task, s.cfg.Source, s.cur.evStart, rule, end, fmt.Sprintf("event %q of %s", event, src))
 		}
 	}
 	shape, err := s.rows.shapeOf(src, e.Table, end)
@@ -132,10 +132,11 @@ func sameVersion(a, b []shardgroup.Column) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
-// filterStop is the error of a binlog event filter rule with action Error.
-func (s *Syncer) filterStop(rule string, end Position, what string) error {
-	return &filterError{s.cur.evStart, fmt.Errorf("source %s at %s: binlog event filter %s (action Error) stops at %s; to go on past it: binlog skip %s -b %s -s %s",
-		s.cfg.Source, end, rule, what, s.cfg.Task, s.cur.evStart.BinlogPos(), s.cfg.Source)}
+// filterStop is the error of a binlog event filter rule with action Error at the event that starts at
+// start and ends at end.
+func filterStop(task, source string, start Position, rule string, end Position, what string) error {
+	return &filterError{start, fmt.Errorf("source %s at %s: binlog event filter %s (action Error) stops at %s; to go on past it: binlog skip %s -b %s -s %s",
+		source, end, rule, what, task, start.BinlogPos(), source)}
 }
 
 // decode appends to changes the row changes of rows event e (of kind typ, ending at end) in shape, with

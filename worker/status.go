@@ -108,18 +108,18 @@ func (w *rateWindow) rates(now time.Time, rows, events int64) (totalRows, totalR
 
 func (s *Syncer) publishStatus() {
 	st := Status{SyncerBinlog: s.apply.persisted, SyncerGTID: s.apply.persistedGTID}
-	targets := make([]TableName, 0, len(s.shard.groups))
-	for t := range s.shard.groups {
+	targets := make([]TableName, 0, len(s.ddl.shard.groups))
+	for t := range s.ddl.shard.groups {
 		targets = append(targets, t)
 	}
 	slices.SortFunc(targets, func(a, b TableName) int { return strings.Compare(a.String(), b.String()) })
 	for _, t := range targets {
-		u, ok := s.shard.groups[t].Unresolved()
+		u, ok := s.ddl.shard.groups[t].Unresolved()
 		if !ok {
 			continue
 		}
 		st.Unresolved = append(st.Unresolved, u)
-		if s.shard.pending[t] {
+		if s.ddl.shard.pending[t] {
 			st.BlockingDDLs = append(st.BlockingDDLs, u.DDLs...)
 			st.LockIDs = append(st.LockIDs, pessimist.LockID(s.cfg.Task, t.String()))
 		}

@@ -92,15 +92,11 @@ type Syncer struct {
 	ckpt     Checkpoint
 	sessions eventSessions // the session settings of DDL events (eventsession.go)
 	fresh    bool          // no checkpoint yet: the task's first start on this source
-	// runs are the online schema change tools' runs by real table (cfg.Online), persisted with the
-	// checkpoint; onlineDirty those changed since the last flush.
-	runs        onlineddl.Runs
-	onlineDirty map[TableName]bool
-	rows        rowDecoder  // the rows stage: shapes, tracked schemas (rows.go)
-	cur         cursor      // the reader stage: where the binlog is read (reader.go)
-	apply       applier     // the applier stage: batch, flush pipeline, committed positions (apply.go)
-	shard       shardState  // the shard groups and their locks (lock.go)
-	board       statusBoard // what query-status reads (status.go)
+	rows     rowDecoder    // the rows stage: shapes, tracked schemas (rows.go)
+	cur      cursor        // the reader stage: where the binlog is read (reader.go)
+	apply    applier       // the applier stage: batch, flush pipeline, committed positions (apply.go)
+	ddl      ddlPath       // the DDL stage: online DDL, safety table, shard groups and locks (ddlpath.go, lock.go)
+	board    statusBoard   // what query-status reads (status.go)
 }
 
 // NewSyncer returns a syncer; Run starts it.
@@ -138,6 +134,7 @@ func NewSyncer(cfg SyncerConfig) *Syncer {
 	s.rows.source, s.rows.mariadb = cfg.Source, cfg.Flavor == mysql.MariaDBFlavor
 	s.apply.ckpt, s.apply.task, s.apply.source, s.apply.log = &s.ckpt, cfg.Task, cfg.Source, s.log
 	s.exec = NewDDLExecutor(s.sink, cfg.DDLDownstream, s.log)
+	s.ddl = ddlPath{task: cfg.Task, source: cfg.Source, router: cfg.Router, filter: cfg.Filter, online: cfg.Online, log: s.log, ckpt: &s.ckpt}
 	return s
 }
 
@@ -192,12 +189,12 @@ func (s *Syncer) Run(ctx context.Context) error {
 			if err := s.handle(ctx, ev.BinlogEvent, ev.gtid); err != nil {
 				return err
 			}
-			if len(s.shard.infoAt) > 0 {
+			if len(s.ddl.shard.infoAt) > 0 {
 				if err := s.postDeferred(ctx); err != nil {
 					return err
 				}
 			}
-		case res := <-s.shard.opCh:
+		case res := <-s.ddl.shard.opCh:
 			if err := s.applyOperation(ctx, res); err != nil {
 				return err
 			}
@@ -207,15 +204,15 @@ func (s *Syncer) Run(ctx context.Context) error {
 			}
 			s.publishStatus()
 		}
-		if s.shard.resync != nil {
-			from := *s.shard.resync
-			s.shard.resync = nil
+		if s.ddl.shard.resync != nil {
+			from := *s.ddl.shard.resync
+			s.ddl.shard.resync = nil
 			r.stop()
 			s.log.Info("re-sync held-back DML", zap.Stringer("from", from.pos), zap.String("gtid", from.gtid))
 			if r, err = s.connect(ctx, from, nil); err != nil {
 				return err
 			}
-			s.trace(s.shard.resyncLock, "re-sync started", time.Now())
+			s.trace(s.ddl.shard.resyncLock, "re-sync started", time.Now())
 		}
 	}
 }
@@ -256,14 +253,14 @@ func (s *Syncer) init(ctx context.Context) error {
 		}
 	}
 	s.cur.lastPos = s.ckpt.Global
-	s.runs, s.onlineDirty = onlineddl.Runs{}, map[TableName]bool{}
+	s.ddl.runs, s.ddl.onlineDirty = onlineddl.Runs{}, map[TableName]bool{}
 	for t, js := range s.ckpt.Online {
 		run, err := onlineddl.Decode(js)
 		if err != nil {
 			return fmt.Errorf("checkpoint of source %s, table %s: %w", s.cfg.Source, t, err)
 		}
 		if run != nil {
-			s.runs[t] = run
+			s.ddl.runs[t] = run
 		}
 	}
 	s.rows.schemas = newSchemaTracker()
@@ -275,14 +272,9 @@ func (s *Syncer) init(ctx context.Context) error {
 	if err := s.rows.schemas.load(s.ckpt.Schemas); err != nil {
 		return err
 	}
-	s.shard.groups = map[TableName]*shardgroup.ShardingGroup{}
-	s.shard.ddlStart = map[TableName]map[Position]ddlEvent{}
-	s.shard.infoAt = map[TableName]Position{}
+	s.ddl.schemas = s.rows.schemas
+	s.ddl.shard = newShardState() // renames after the resume position are read again
 	s.cur.gtidAt = map[Position]string{}
-	s.shard.pending = map[TableName]bool{}
-	s.shard.heldBack = map[TableName]bool{}
-	s.shard.renames = shardRenames{} // renames after the resume position are read again
-	s.shard.opCh = make(chan opResult, 16)
 	s.apply.resetBatch()
 	if err := s.discover(ctx); err != nil {
 		return err
@@ -325,7 +317,7 @@ func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent, gtid *
 		if q == "BEGIN" {
 			return nil
 		}
-		s.shard.ddlReadAt = time.Now()
+		s.ddl.shard.ddlReadAt = time.Now()
 		if err := s.flush(ctx); err != nil {
 			return err
 		}
@@ -368,10 +360,10 @@ func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent, gtid *
 // the start of any pending sharding DDL (the rebuilt group must read it again).
 func (s *Syncer) safeGlobal() Position {
 	g := s.cur.lastPos
-	for target, grp := range s.shard.groups {
+	for target, grp := range s.ddl.shard.groups {
 		if u, ok := grp.Unresolved(); ok {
 			p := u.FirstPosition
-			if st, ok := s.shard.ddlStart[target][p]; ok {
+			if st, ok := s.ddl.shard.ddlStart[target][p]; ok {
 				p = st.start
 			}
 			if p.Compare(g) < 0 {

@@ -1,0 +1,152 @@
+package worker
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/tributary-db/tributary/config"
+	"github.com/tributary-db/tributary/pessimist"
+	"github.com/tributary-db/tributary/session"
+)
+
+// newTestDDLPath is a DDL path over db_*.t_* -> db.t (shards db_1.t_1 and db_1.t_2 in its group) and
+// the unsharded schema solo, with an empty checkpoint: no reader, applier, downstream or etcd.
+func newTestDDLPath(t *testing.T) *ddlPath {
+	t.Helper()
+	r, err := NewRouter(&config.BAList{DoDBs: []string{"db_*", "solo"}}, []config.RouteRule{
+		{SchemaPattern: "db_*", TablePattern: "t_*", TargetSchema: "db", TargetTable: "t"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &ddlPath{task: "task", source: "s1", router: r, log: zap.NewNop(), shard: newShardState(),
+		onlineDirty: map[TableName]bool{}, schemas: newSchemaTracker(),
+		ckpt: &Checkpoint{Tables: map[TableName]Position{}, Resolved: map[TableName]Position{}}}
+	for _, tb := range []string{"t_1", "t_2"} {
+		if err := d.shard.group(TableName{Schema: "db", Name: "t"}).AddTable(TableName{Schema: "db_1", Name: tb}, Position{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
+}
+
+func evAt(p uint32) ddlEventAt {
+	return ddlEventAt{start: Position{File: "bin.000001", Pos: p - 50}, groupStart: Position{File: "bin.000001", Pos: p - 80}, end: Position{File: "bin.000001", Pos: p}}
+}
+
+// TestDDLPathDecides: the DDL stage alone. It decides and changes its own state (groups, steps, where
+// each DDL's event starts); what it hands back says what runs downstream, in order and with the
+// checkpoints it moves, and which infos to post; nothing runs. A statement read again after a restart
+// runs nothing again; a refused one changes nothing downstream and names its table; a rename within
+// the group runs nothing and leaves the cached row shapes of both names stale.
+func TestDDLPathDecides(t *testing.T) {
+	target := TableName{Schema: "db", Name: "t"}
+	d := newTestDDLPath(t)
+
+	// A shard DDL: the group waits for t_2; when it arrives, the info is to be posted, once.
+	ready, err := d.decide("ALTER TABLE db_1.t_1 ADD COLUMN c INT", "", evAt(1000))
+	if err != nil || len(ready.runs) != 0 || len(ready.post) != 0 {
+		t.Fatalf("first shard's DDL: %+v %v, want nothing to run or post", ready, err)
+	}
+	in := session.Settings{{Name: "time_zone", Value: "+08:00"}}
+	at := evAt(2000)
+	at.in = in
+	ready, err = d.decide("ALTER TABLE db_1.t_2 ADD COLUMN c INT", "", at)
+	if err != nil || !slices.Equal(ready.post, []TableName{target}) || len(ready.runs) != 0 {
+		t.Fatalf("last shard's DDL: %+v %v, want the info of db.t posted", ready, err)
+	}
+	if ev := d.shard.ddlStart[target][at.end]; ev.start != at.groupStart {
+		t.Fatalf("the DDL's event recorded at %v, want its group's start %v", ev.start, at.groupStart)
+	}
+	ddls, _ := d.infoOf(target)
+	if len(ddls) != 1 || !strings.Contains(ddls[0], "ADD COLUMN") || !strings.Contains(ddls[0], "`db`.`t`") {
+		t.Fatalf("info DDLs %q, want the ALTER on the target", ddls)
+	}
+
+	// The operation: the step resolves; the DDLs run in the first DDL's session, which is t_1's (no
+	// settings); nothing was held back, so there is nothing to read again and nothing next to post.
+	d.shard.pending[target] = true
+	res := opResult{target: target, info: pessimist.Info{Task: "task", Source: "s1", Target: target.String(), DDLs: ddls}, op: pessimist.Operation{DDLs: ddls, Exec: true}}
+	bad := res
+	bad.op.DDLs = []string{"ALTER TABLE `db`.`t` DROP COLUMN x"}
+	if _, err := d.resolve(bad, at.end); err == nil || !strings.Contains(err.Error(), "answered DDLs") {
+		t.Fatalf("an operation for other DDLs: %v, want refused", err)
+	}
+	lr, err := d.resolve(res, at.end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lr.reread || lr.post || len(lr.starts) != 2 || lr.starts[0] != evAt(1000).groupStart || lr.first.Name != "t_1" || lr.in.String() != "" {
+		t.Fatalf("resolved: %+v", lr)
+	}
+	if _, kept := d.shard.ddlStart[target][evAt(1000).end]; d.shard.pending[target] || kept {
+		t.Fatalf("after resolve: pending %v, DDL starts %v", d.shard.pending, d.shard.ddlStart[target])
+	}
+
+	// The next step with DML held back: resolving it reads again from where the reader is, when that
+	// is before the step (an earlier re-read has not got that far), and the step after it, synced
+	// already, waits until the re-read has passed it.
+	for i, q := range []string{"ALTER TABLE db_1.t_1 ADD COLUMN e INT", "ALTER TABLE db_1.t_1 ADD COLUMN f INT", "ALTER TABLE db_1.t_2 ADD COLUMN e INT", "ALTER TABLE db_1.t_2 ADD COLUMN f INT"} {
+		if _, err := d.decide(q, "", evAt(uint32(3000+1000*i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.shard.heldBack[target] = true
+	ddls, _ = d.infoOf(target)
+	res.op.DDLs, res.info.DDLs = ddls, ddls
+	lr, err = d.resolve(res, evAt(2500).end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !lr.reread || lr.rereadFrom != evAt(2500).end || lr.post {
+		t.Fatalf("resolved with DML held back: %+v, want a re-read from the reader's position and no info yet", lr)
+	}
+	if got := d.deferredDue(evAt(5000).end); len(got) != 0 {
+		t.Fatalf("deferred info due before the re-read passed the step: %v", got)
+	}
+	if got := d.deferredDue(evAt(6000).end); !slices.Equal(got, []TableName{target}) {
+		t.Fatalf("deferred info after the re-read passed the step: %v", got)
+	}
+	if got := d.deferredDue(evAt(7000).end); len(got) != 0 {
+		t.Fatalf("a deferred info due twice: %v", got)
+	}
+
+	// Statements of an unsharded table run downstream, each part on its own with its own table
+	// checkpoint, under a marker naming the event's position; read again after a restart, none runs.
+	drop := evAt(9000)
+	ready, err = d.decide("DROP TABLE solo.a, solo.b", "", drop)
+	if err != nil || len(ready.runs) != 2 || !ready.forgetKeys {
+		t.Fatalf("DROP TABLE of two unsharded tables: %+v %v", ready, err)
+	}
+	for i, name := range []string{"a", "b"} {
+		r := ready.runs[i]
+		tb := TableName{Schema: "solo", Name: name}
+		if r.part.Source != tb || r.tables[tb] != drop.end || len(r.tables) != 1 || r.marker != "source:s1@"+drop.end.String() {
+			t.Fatalf("run %d: %+v", i, r)
+		}
+	}
+	d.ckpt.Tables[TableName{Schema: "solo", Name: "a"}] = drop.end
+	d.ckpt.Tables[TableName{Schema: "solo", Name: "b"}] = drop.end
+	if ready, err = d.decide("DROP TABLE solo.a, solo.b", "", drop); err != nil || len(ready.runs) != 0 {
+		t.Fatalf("read again after a restart: %+v %v, want nothing to run", ready, err)
+	}
+
+	// A rename within the group runs nothing; one out of it is refused, naming its table, and nothing
+	// of its statement runs (its first part would have been allowed).
+	ready, err = d.decide("RENAME TABLE db_1.t_2 TO db_1.t_9", "", evAt(10000))
+	if err != nil || len(ready.runs) != 0 || !slices.Contains(ready.forgetShapes, TableName{Schema: "db_1", Name: "t_2"}) || !slices.Contains(ready.forgetShapes, TableName{Schema: "db_1", Name: "t_9"}) {
+		t.Fatalf("rename within the group: %+v %v", ready, err)
+	}
+	if g := d.shard.groups[target]; !g.Member(TableName{Schema: "db_1", Name: "t_9"}) || g.Member(TableName{Schema: "db_1", Name: "t_2"}) {
+		t.Fatalf("the group after the rename: %v", g.Tables())
+	}
+	ready, err = d.decide("RENAME TABLE solo.c TO solo.d, db_1.t_1 TO solo.t_1", "", evAt(11000))
+	var refused *RefusedDDLError
+	if !errors.As(err, &refused) || refused.Table != (TableName{Schema: "db_1", Name: "t_1"}) || len(ready.runs) != 0 || refused.Start != evAt(11000).start {
+		t.Fatalf("a rename out of the group: %+v %v, want it refused before anything runs", ready, err)
+	}
+}
