@@ -173,6 +173,14 @@ const (
 	kindArrive = "arrive"
 )
 
+// The kinds of Key, exported for readers of the keys' history.
+const (
+	KindTask   = kindTask
+	KindInfo   = kindInfo
+	KindOp     = kindOp
+	KindUnlock = kindUnlock
+)
+
 func (l Layout) Root() string { return l.root }
 
 func (l Layout) key(kind string, segs ...string) string {
@@ -227,6 +235,21 @@ func (l Layout) lockPrefix(kind, task, target string) string { return l.key(kind
 
 // TaskPrefix is the prefix of every key of one task of the given kind.
 func (l Layout) taskPrefix(kind, task string) string { return l.key(kind, task) + "/" }
+
+// Key is a pessimist key decoded: its kind (task, info, op, unlock, agent, done, round, arrive) and
+// the task, target and source it names, where it names them. Removed marks a removal mark
+// (RemovedKey, TaskRemovedKey): an op key without a source.
+type Key struct {
+	Kind, Task, Target, Source string
+	Removed                    bool
+}
+
+// Parse decodes a key of this layout (for tools that read the keys' history, such as the chaos
+// soak's checker).
+func (l Layout) Parse(key string) (Key, error) {
+	p, err := l.parse(key)
+	return Key{Kind: p.kind, Task: p.task, Target: p.target, Source: p.source, Removed: p.removed}, err
+}
 
 // parsedKey is a decoded key.
 type parsedKey struct {
