@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: build test test-faults bench fuzz proto vet demo
+.PHONY: build test test-faults bench fuzz proto vet demo chaos
 
 # Binaries into bin/; -V prints the commit they were built from (also where -buildvcs=false is set).
 GIT_HASH := $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo " (modified)")
@@ -36,6 +36,14 @@ test-faults:
 	TRIBUTARY_FAULTS=all TRIBUTARY_FAULT_RUNS=$(FAULT_RUNS) $(GO) test -count=1 -timeout 60m -v \
 		-run 'TestFaultMatrix|TestLoadFaults|TestE2EPartition|TestE2EThreeMasters|TestE2EWorkerFailover|TestE2EFailoverWhile|TestE2EKillWorker' ./integration/ 2>&1 \
 		| grep -E '^(=== RUN|--- |\s+--- |PASS|FAIL|ok)'
+
+# The chaos soak: 3 masters, 3 workers, 3 upstreams and a downstream under a steady workload and
+# continuous shard DDL while faults overlap; the checkers judge the run (package chaos, README "Chaos
+# soak"). DURATION and SEED choose the run; a failing seed replays the same schedule.
+DURATION ?= 3m
+SEED ?= 1
+chaos:
+	$(GO) run ./chaos/run -duration $(DURATION) -seed $(SEED)
 
 # Lock resolution on embedded etcd (pessimist benchmarks), and binlog catch-up of 1M rows over 4 and 16
 # shard tables with DM's default syncer settings and Tributary's, each beside a plain batched INSERT into

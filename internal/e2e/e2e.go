@@ -73,6 +73,36 @@ func (p *Proc) Kill9() { p.signal(syscall.SIGKILL) }
 // Stop stops the process with SIGTERM and waits for it.
 func (p *Proc) Stop() { p.signal(syscall.SIGTERM) }
 
+// Freeze stops the process with SIGSTOP (it keeps its sockets and leases, and answers nothing) and
+// Thaw lets it go on with SIGCONT; neither waits.
+func (p *Proc) Freeze() { p.send(syscall.SIGSTOP) }
+func (p *Proc) Thaw()   { p.send(syscall.SIGCONT) }
+
+func (p *Proc) send(sig syscall.Signal) {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	if cmd != nil && cmd.Process != nil {
+		cmd.Process.Signal(sig)
+	}
+}
+
+// Exited reports whether the process has ended (killed, or exited on its own).
+func (p *Proc) Exited() bool {
+	p.mu.Lock()
+	exited := p.exited
+	p.mu.Unlock()
+	if exited == nil {
+		return true
+	}
+	select {
+	case <-exited:
+		return true
+	default:
+		return false
+	}
+}
+
 func (p *Proc) signal(sig syscall.Signal) {
 	p.mu.Lock()
 	cmd, exited := p.cmd, p.exited
@@ -465,7 +495,10 @@ func (c *Cluster) Until(timeout time.Duration, ok func(Result) bool, args ...str
 }
 
 // SourceFile writes the source file of upstream i (source-id "mysql-replica-0<i+1>") and returns its path.
-func (c *Cluster) SourceFile(i int) (string, error) {
+func (c *Cluster) SourceFile(i int) (string, error) { return c.SourceFileGTID(i, c.gtid) }
+
+// SourceFileGTID is SourceFile with enable-gtid as gtid says, whatever the cluster's Options.GTID.
+func (c *Cluster) SourceFileGTID(i int, gtid bool) (string, error) {
 	path := filepath.Join(c.Dir, fmt.Sprintf("source%d.yaml", i+1))
 	body := fmt.Sprintf(`source-id: %s
 enable-gtid: %t
@@ -475,7 +508,7 @@ from:
   port: %d
   user: root
   password: ""
-`, SourceID(i), c.gtid, c.Ups[i].Port)
+`, SourceID(i), gtid, c.Ups[i].Port)
 	return path, os.WriteFile(path, []byte(body), 0o644)
 }
 
