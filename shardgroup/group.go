@@ -344,9 +344,13 @@ func (g *ShardingGroup) ResolveActive() (Resolution, error) {
 }
 
 // Blocked reports whether DML of table at pos must be held back: the table has an unresolved DDL
-// before pos.
+// before pos. DML read again (a re-sync) from before a rename within the group carries the old name:
+// it is judged by the renamed sequence, as TrySync judges the DDLs read again so.
 func (g *ShardingGroup) Blocked(table TableName, pos Position) bool {
 	seq, ok := g.tables[table]
+	if r, was := g.renamed[table]; !ok && was && pos.Compare(r.at) < 0 {
+		return g.Blocked(r.to, pos)
+	}
 	if !ok || len(seq.Items) <= g.active {
 		return false
 	}

@@ -392,6 +392,12 @@ func TestRenameTableKeepsTheSequence(t *testing.T) {
 	if g.Member(tA) || !g.Member(tA2) || !g.Blocked(tA2, pos(150)) || g.Blocked(tA, pos(150)) {
 		t.Fatalf("after the rename: members %v, blocked A2 %v", g.Tables(), g.Blocked(tA2, pos(150)))
 	}
+	// DML of the old name read again (a re-sync) between the step and the rename waits behind the
+	// step as the renamed sequence does (the chaos soak, seed 1: it went downstream before its DDL);
+	// DML before the step does not.
+	if !g.Blocked(tA, pos(110)) || g.Blocked(tA, pos(90)) {
+		t.Fatalf("old name read again: blocked at 110 %v (want true), at 90 %v (want false)", g.Blocked(tA, pos(110)), g.Blocked(tA, pos(90)))
+	}
 	if res := mustSync(t, g, item(tA2, 100, ddl1)); !res.Duplicate {
 		t.Fatalf("the step read again under the new name: %+v, want a duplicate", res)
 	}
