@@ -234,6 +234,8 @@ type subtask struct {
 	lastErr error
 	syncer  *Syncer
 	loader  *loader.Unit // while a task-mode all or full subtask loads
+	// loaded: the load unit has finished in this subtask's life; a pause after it is the sync unit's.
+	loaded bool
 	cancel  context.CancelFunc
 	done    chan struct{}
 	upDB    *sql.DB // for the source's own position in status
@@ -375,6 +377,9 @@ func (t *subtask) runOnce(ctx context.Context) error {
 		if err := t.load(ctx, sp, router, down); err != nil {
 			return err
 		}
+		t.mu.Lock()
+		t.loaded = true
+		t.mu.Unlock()
 		if !sp.task.Syncs() { // task-mode full: done
 			t.mu.Lock()
 			t.stage, t.lastErr = ha.StageFinished, nil
@@ -453,10 +458,10 @@ func detectFlavor(ctx context.Context, src *config.Source) (string, error) {
 
 func (t *subtask) status(ctx context.Context) *pb.SubTaskStatus {
 	t.mu.Lock()
-	stage, lastErr, syncer := t.stage, t.lastErr, t.syncer
+	stage, lastErr, syncer, loaded := t.stage, t.lastErr, t.syncer, t.loaded
 	t.mu.Unlock()
 	out := &pb.SubTaskStatus{Name: t.spec.task.Name, Stage: stage, Unit: "Sync"}
-	if t.spec.task.Dumps() && (syncer == nil || !t.spec.task.Syncs()) {
+	if t.spec.task.Dumps() && (syncer == nil && !loaded || !t.spec.task.Syncs()) {
 		out.Unit = "Load"
 		t.mu.Lock()
 		if t.loader != nil {
