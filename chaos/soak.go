@@ -30,8 +30,8 @@ type Config struct {
 	// checker's own baseline).
 	FaultGap time.Duration
 	NoFaults bool
-	// Settle is how long the cluster has, once the faults and writes stop, to resolve every lock and
-	// catch up (default 5m).
+	// Settle: once the faults and writes stop, the cluster must resolve every lock and catch up, and
+	// fails the run when nothing moves for this long (default 3m).
 	Settle time.Duration
 	Log    io.Writer
 }
@@ -85,7 +85,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.FaultGap = 6 * time.Second
 	}
 	if cfg.Settle == 0 {
-		cfg.Settle = 5 * time.Minute
+		cfg.Settle = 3 * time.Minute
 	}
 	s := &Soak{cfg: cfg, targets: targets(), live: map[*shard]*liveShard{}, taskFile: map[string]string{}}
 	s.logf("soak: seed %d, %s, %.0f operations/s per source", cfg.Seed, cfg.Duration, cfg.Rate)
@@ -177,7 +177,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	wg.Wait() // workloads stopped, faults healed
 	close(ddlStop)
 	ddlWG.Wait()
-	s.logf("soak: writes, DDL and faults stopped; settling (up to %s)", cfg.Settle)
+	s.logf("soak: writes, DDL and faults stopped; settling (failing when nothing moves for %s)", cfg.Settle)
 	settleErr := s.settle(ctx)
 	stopStatus()
 	stopWatch()
@@ -399,49 +399,66 @@ func (s *Soak) waitLoaded(ctx context.Context) bool {
 }
 
 // settle waits until every subtask of both tasks runs, has caught up with its source, and no lock is
-// left: what the soak's promise says must follow without an operator.
+// left: what the soak's promise says must follow without an operator. Catching up after a run of
+// faults can take a while (every lock stalls its target until each source reaches it); settle fails
+// when nothing moved (no lock, stage or position changed) for the Settle time, or after 30 minutes.
 func (s *Soak) settle(ctx context.Context) error {
-	deadline := time.Now().Add(s.cfg.Settle)
-	var last string
-	for time.Now().Before(deadline) {
+	start := time.Now()
+	moved := time.Now()
+	var last, seen string
+	for {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		ok, why := s.quiet()
+		ok, why, state := s.quiet()
 		if ok {
+			s.logf("soak: settled after %s", time.Since(start).Round(time.Millisecond))
 			return nil
 		}
+		if state != seen {
+			seen, moved = state, time.Now()
+		}
 		last = why
+		switch {
+		case time.Since(moved) > s.cfg.Settle:
+			return fmt.Errorf("not settled: nothing moved for %s (%s after the faults stopped): %s", s.cfg.Settle, time.Since(start).Round(time.Second), last)
+		case time.Since(start) > 30*time.Minute:
+			return fmt.Errorf("not settled 30m after the faults stopped: %s", last)
+		}
 		time.Sleep(2 * time.Second)
 	}
-	return fmt.Errorf("not settled %s after the faults stopped: %s", s.cfg.Settle, last)
 }
 
-// quiet reports whether the cluster has nothing left to do, or why not.
-func (s *Soak) quiet() (bool, string) {
+// quiet reports whether the cluster has nothing left to do, or why not, and a summary of its state
+// (locks, stages and positions) that changes when anything moves.
+func (s *Soak) quiet() (bool, string, string) {
 	r, out, err := s.dmctl("shard-ddl-lock")
 	if err != nil {
-		return false, err.Error()
+		return false, err.Error(), ""
 	}
-	if locks := r.List("locks"); len(locks) > 0 {
-		return false, "locks left: " + strings.TrimSpace(out)
+	var state strings.Builder
+	quiet, why := true, ""
+	for _, l := range r.List("locks") {
+		fmt.Fprintf(&state, "%s %s %v;", l.Str("ID"), l.Str("stage"), l.Strings("DDLs"))
+		quiet, why = false, "locks left: "+strings.TrimSpace(out)
 	}
 	for _, task := range []string{taskMain, taskSecond} {
 		r, out, err := s.dmctl("query-status", task)
 		if err != nil {
-			return false, err.Error()
+			return false, err.Error(), state.String()
 		}
 		for _, src := range r.List("sources") {
 			for _, st := range src.List("subTaskStatus") {
 				sync := st.Get("sync")
-				if st.Str("stage") != "Running" || st.Str("unit") != "Sync" || sync == nil || sync.Str("masterBinlog") != sync.Str("syncerBinlog") {
-					return false, fmt.Sprintf("task %s source %s: stage %s unit %s, master %s, syncer %s: %s", task, src.Get("sourceStatus").Str("source"),
+				fmt.Fprintf(&state, "%s %s %s %s;", task, st.Str("stage"), st.Str("unit"), sync.Str("syncerBinlog"))
+				if quiet && (st.Str("stage") != "Running" || st.Str("unit") != "Sync" || sync == nil || sync.Str("masterBinlog") != sync.Str("syncerBinlog")) {
+					quiet, why = false, fmt.Sprintf("task %s source %s: stage %s unit %s, master %s, syncer %s: %s", task, src.Get("sourceStatus").Str("source"),
 						st.Str("stage"), st.Str("unit"), sync.Str("masterBinlog"), sync.Str("syncerBinlog"), clip(out, 2000))
 				}
 			}
 		}
 	}
-	return true, ""
+	return quiet, why, state.String()
 }
 
 func clip(s string, n int) string {

@@ -24,7 +24,7 @@ func main() {
 	rate := flag.Float64("rate", 40, "workload operations a second per source")
 	gap := flag.Duration("fault-gap", 6*time.Second, "mean time between two faults")
 	noFaults := flag.Bool("no-faults", false, "run without faults (the checker's baseline)")
-	settle := flag.Duration("settle", 5*time.Minute, "how long the cluster has to resolve every lock and catch up once the faults stop")
+	settle := flag.Duration("settle", 3*time.Minute, "once the faults stop, the run fails when no lock, stage or position moves for this long")
 	flag.Parse()
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
