@@ -303,7 +303,8 @@ type Resolution struct {
 	ResyncFrom Position
 	// Tables that had passed the step, whose held-back DML must be replayed, sorted.
 	Tables []TableName
-	// Positions of the step's item in each of those tables.
+	// Positions of the step's item in each of those tables, and under the names a table had when it
+	// read the item, where it was renamed within the group since (what a restart reads again).
 	Positions map[TableName]Position
 }
 
@@ -326,6 +327,7 @@ func (g *ShardingGroup) ResolveActive() (Resolution, error) {
 			res.ResyncFrom = pos
 		}
 		res.Tables = append(res.Tables, t)
+		g.oldNames(t, pos, res.Positions)
 	}
 	sortTables(res.Tables)
 	g.active++
@@ -341,6 +343,21 @@ func (g *ShardingGroup) ResolveActive() (Resolution, error) {
 		g.steps, g.active = nil, 0
 	}
 	return res, nil
+}
+
+// oldNames adds to positions, for a step's item at pos of table t, the names t had before renames
+// within the group that came after pos: the binlog names the item by the name it had then, and a
+// restart that reads it again (from a resume point before the rename) must find it resolved under
+// that name, as the table's other items are.
+func (g *ShardingGroup) oldNames(t TableName, pos Position, positions map[TableName]Position) {
+	for from, r := range g.renamed {
+		if r.to == t && pos.Compare(r.at) < 0 {
+			if _, member := g.tables[from]; !member {
+				positions[from] = pos
+				g.oldNames(from, pos, positions)
+			}
+		}
+	}
 }
 
 // Blocked reports whether DML of table at pos must be held back: the table has an unresolved DDL

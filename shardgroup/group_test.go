@@ -417,6 +417,23 @@ func TestRenameTableKeepsTheSequence(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(r.Tables, []TableName{tB, tA2}) || r.Positions[tA2] != pos(100) || r.ResyncFrom != pos(100) {
 		t.Fatalf("resolution %+v %v", r, err)
 	}
+	// The item was read under the old name (the rename came after it): a restart from before the
+	// rename reads it again under that name and must find it resolved, or its group starts with a
+	// step the other shards have passed (the chaos soak, seed 3: "inconsistent DDL sequence").
+	if r.Positions[tA] != pos(100) {
+		t.Fatalf("resolved positions %v: want the old name %s at 100 too", r.Positions, tA)
+	}
+	restarted := NewShardingGroup(target)
+	for _, tb := range []TableName{tA, tB} {
+		if err := restarted.AddTable(tb, r.Positions[tb]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, it := range []DDLItem{item(tA, 100, ddl1), item(tB, 200, ddl1)} {
+		if res := mustSync(t, restarted, it); !res.Duplicate {
+			t.Fatalf("after a restart, %s's resolved item read again: %+v, want a duplicate", it.Source, res)
+		}
+	}
 	// Swap A2 and B through A (free again).
 	for _, mv := range [][2]TableName{{tA2, tA}, {tB, tA2}, {tA, tB}} {
 		if err := g.RenameTable(mv[0], mv[1], pos(300), Position{}); err != nil {
