@@ -168,7 +168,7 @@ func (f *injector) faults(c *e2e.Cluster) []fault {
 			return f.retry(ctx, "start-task", f.s.taskFile[task])
 		}})
 	}
-	return out
+	return append(out, f.s.paths.faults(sleep)...)
 }
 
 // retry runs an operator's command until a master accepts it (masters may be down meanwhile).

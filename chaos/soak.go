@@ -47,6 +47,7 @@ type Soak struct {
 	history  *History
 	histMu   sync.Mutex
 	faults   *injector
+	paths    *paths
 	status   *statusWatch
 	taskFile map[string]string
 	logMu    sync.Mutex
@@ -89,12 +90,22 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	s := &Soak{cfg: cfg, targets: targets(), live: map[*shard]*liveShard{}, taskFile: map[string]string{}}
 	s.logf("soak: seed %d, %s, %.0f operations/s per source", cfg.Seed, cfg.Duration, cfg.Rate)
-	c, err := e2e.Start(e2e.Options{Root: cfg.Root, Bin: cfg.Bin, Masters: 3, Workers: 3, Upstreams: 3, TaskMode: "all", KeepaliveTTL: 3})
+	s.paths = newPaths()
+	defer s.paths.Close()
+	c, err := e2e.Start(e2e.Options{Root: cfg.Root, Bin: cfg.Bin, Masters: 3, Workers: 3, Upstreams: 3, TaskMode: "all", KeepaliveTTL: 3,
+		WorkerJoin: s.paths.join})
 	if err != nil {
 		return nil, fmt.Errorf("start the cluster: %w", err)
 	}
 	defer c.Close()
 	s.c = c
+	var upPorts []int
+	for _, up := range c.Ups {
+		upPorts = append(upPorts, up.Port)
+	}
+	if err := s.paths.route(upPorts, c.Down.Port); err != nil {
+		return nil, err
+	}
 	// The general log would log every row of the workload; the downstream's binlog says which DDLs ran.
 	if _, err := c.DownDB.Exec("SET GLOBAL general_log = 0"); err != nil {
 		return nil, err
@@ -226,7 +237,7 @@ func (s *Soak) prepare(ctx context.Context) error {
 		}
 	}
 	for i := range shardsPerSource {
-		path, err := s.c.SourceFileGTID(i, i == 0) // GTID on the first source, positions on the others
+		path, err := s.c.SourceFileVia(i, i == 0, s.paths.ups[i].Port()) // GTID on the first source, positions on the others
 		if err != nil {
 			return err
 		}
@@ -238,7 +249,7 @@ func (s *Soak) prepare(ctx context.Context) error {
 }
 
 func (s *Soak) startTasks() error {
-	main, second, err := writeTaskFiles(s.c.Dir, s.c.Down.Port)
+	main, second, err := writeTaskFiles(s.c.Dir, s.paths.down.Port())
 	if err != nil {
 		return err
 	}

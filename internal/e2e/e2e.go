@@ -156,6 +156,9 @@ type Options struct {
 	TLS *TLSFiles
 	// MasterArgs and WorkerArgs are added to every dm-master's and dm-worker's command line.
 	MasterArgs, WorkerArgs []string
+	// WorkerJoin, when set, gives the master addresses a worker joins (its --join) from the masters'
+	// own: the chaos soak puts a proxy on each worker's path to etcd.
+	WorkerJoin func(worker string, masters []string) ([]string, error)
 	// MariaDBArgs are mariadbd options of every upstream and the downstream (e.g. --ssl-cert=...).
 	MariaDBArgs []string
 }
@@ -201,6 +204,7 @@ type Cluster struct {
 	// DmctlArgs are given to every dmctl call of Dmctl and Until (the TLS flags).
 	DmctlArgs  []string
 	workerArgs []string
+	workerJoin func(worker string, masters []string) ([]string, error)
 }
 
 // Start launches the databases, one dm-master and the workers, and waits until the master leads.
@@ -222,7 +226,7 @@ func Start(o Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	c := &Cluster{Dir: dir, Bin: o.Bin, ttl: o.KeepaliveTTL, gtid: o.GTID, mode: o.TaskMode, extra: o.TaskExtra, instExtra: o.InstanceExtra, syncExtra: o.SyncerExtra,
-		DmctlArgs: o.TLS.args(false), workerArgs: append(o.TLS.args(true), o.WorkerArgs...)}
+		DmctlArgs: o.TLS.args(false), workerArgs: append(o.TLS.args(true), o.WorkerArgs...), workerJoin: o.WorkerJoin}
 	scheme := "http://"
 	if o.TLS != nil {
 		scheme = "https://"
@@ -342,6 +346,11 @@ func (c *Cluster) StartWorker(name string) (*Proc, error) {
 	var join []string
 	for _, m := range c.Masters {
 		join = append(join, m.Addr)
+	}
+	if c.workerJoin != nil {
+		if join, err = c.workerJoin(name, join); err != nil {
+			return nil, err
+		}
 	}
 	w := &Proc{Name: name, Addr: addr, bin: filepath.Join(c.Bin, "dm-worker"), LogFile: filepath.Join(c.Dir, name+".log"), env: c.env,
 		args: []string{"--name", name, "--worker-addr", addr, "--join", strings.Join(join, ","),
@@ -499,6 +508,11 @@ func (c *Cluster) SourceFile(i int) (string, error) { return c.SourceFileGTID(i,
 
 // SourceFileGTID is SourceFile with enable-gtid as gtid says, whatever the cluster's Options.GTID.
 func (c *Cluster) SourceFileGTID(i int, gtid bool) (string, error) {
+	return c.SourceFileVia(i, gtid, c.Ups[i].Port)
+}
+
+// SourceFileVia is SourceFileGTID with the workers reaching the upstream at port of 127.0.0.1 (a proxy).
+func (c *Cluster) SourceFileVia(i int, gtid bool, port int) (string, error) {
 	path := filepath.Join(c.Dir, fmt.Sprintf("source%d.yaml", i+1))
 	body := fmt.Sprintf(`source-id: %s
 enable-gtid: %t
@@ -508,7 +522,7 @@ from:
   port: %d
   user: root
   password: ""
-`, SourceID(i), gtid, c.Ups[i].Port)
+`, SourceID(i), gtid, port)
 	return path, os.WriteFile(path, []byte(body), 0o644)
 }
 
