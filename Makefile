@@ -14,7 +14,8 @@ vet:
 	$(GO) vet $(PKGS)
 
 # Unit tests, the randomized model test (500 runs on an embedded etcd), the split fuzz corpus, and the
-# worker's integration tests on throw-away mariadbd instances (20 seeded restart runs); the real
+# worker's integration tests on throw-away mariadbd instances (20 seeded restart runs), a 90 s chaos
+# soak with a fixed seed (chaos.TestSoakShort); the real
 # binaries' scenarios run in task-mode incremental (the harness's default) and the full-load ones
 # (TestLoad*) in all and full. Then the e2e scenarios again in task-mode all (load, then binlog): all
 # of ./integration/'s TestE2E* but the fault tests (make test-faults) and the input checks, which

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tributary-db/tributary/internal/e2e"
@@ -88,6 +89,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Settle == 0 {
 		cfg.Settle = 3 * time.Minute
 	}
+	// The workload's connections break under every fault; the driver's own complaints about it are noise.
+	mysql.SetLogger(&mysql.NopLogger{})
 	s := &Soak{cfg: cfg, targets: targets(), live: map[*shard]*liveShard{}, taskFile: map[string]string{}}
 	s.logf("soak: seed %d, %s, %.0f operations/s per source", cfg.Seed, cfg.Duration, cfg.Rate)
 	s.paths = newPaths()
