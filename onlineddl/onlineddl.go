@@ -104,6 +104,13 @@ type Run struct {
 	CutOver Position  `json:"cutover"` // the RENAME that swapped the ghost in (zero: not yet)
 }
 
+// Clone is a copy of r that shares nothing with it.
+func (r *Run) Clone() *Run {
+	c := *r
+	c.DDLs = append([]Applied(nil), r.DDLs...)
+	return &c
+}
+
 // Applied is one ALTER run on the ghost table, rewritten onto the real table.
 type Applied struct {
 	At  Position `json:"at"`

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tributary-db/tributary/config"
+	"github.com/tributary-db/tributary/onlineddl"
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/session"
 )
@@ -148,5 +149,57 @@ func TestDDLPathDecides(t *testing.T) {
 	var refused *RefusedDDLError
 	if !errors.As(err, &refused) || refused.Table != (TableName{Schema: "db_1", Name: "t_1"}) || len(ready.runs) != 0 || refused.Start != evAt(11000).start {
 		t.Fatalf("a rename out of the group: %+v %v, want it refused before anything runs", ready, err)
+	}
+}
+
+// TestOnlineRunStaysUnderTheOldName: a pt-osc run on a shard, then a rename of the shard within its
+// group. The run goes with the shard to its new name and stays under the old one, as its tracked
+// schema does: a restart from before the rename reads the tool's cut-over again under the old name and
+// must find the ALTER it swaps in, so that the shard reaches the step (the chaos soak, seed 5, lost
+// it: the rows with the new column reached the downstream before the column).
+func TestOnlineRunStaysUnderTheOldName(t *testing.T) {
+	target := TableName{Schema: "db", Name: "t"}
+	old, renamed := TableName{Schema: "db_1", Name: "t_1"}, TableName{Schema: "db_1", Name: "t_9"}
+	withOnline := func() *ddlPath {
+		d := newTestDDLPath(t)
+		rules, err := onlineddl.NewRules([]string{`^_(.+)_new$`}, []string{`^_(.+)_old$`})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.online, d.runs = rules, onlineddl.Runs{}
+		return d
+	}
+	cutOver := "RENAME TABLE db_1.t_1 TO db_1._t_1_old, db_1._t_1_new TO db_1.t_1"
+	d := withOnline()
+	for i, q := range []string{"CREATE TABLE db_1._t_1_new (id INT PRIMARY KEY)", "ALTER TABLE db_1._t_1_new ADD COLUMN c INT", cutOver, "RENAME TABLE db_1.t_1 TO db_1.t_9"} {
+		if ready, err := d.decide(q, "", evAt(uint32(1000+100*i))); err != nil || len(ready.post) != 0 || len(ready.runs) != 0 {
+			t.Fatalf("%s: %+v %v, want nothing to run or post (the group waits for t_2)", q, ready, err)
+		}
+	}
+	if run := d.runs[renamed]; run == nil || len(run.DDLs) != 1 || !strings.Contains(run.DDLs[0].SQL, "ADD COLUMN") {
+		t.Fatalf("the run under the new name: %+v, want the ALTER", run)
+	}
+	// What the checkpoint holds after the flush: the runs changed, encoded.
+	ckpt := map[TableName]string{}
+	for tb := range d.onlineDirty {
+		ckpt[tb] = onlineddl.Encode(d.runs[tb])
+	}
+	// The restart, from before the cut-over: the runs come from the checkpoint.
+	d2 := withOnline()
+	for tb, js := range ckpt {
+		run, err := onlineddl.Decode(js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run != nil {
+			d2.runs[tb] = run
+		}
+	}
+	if ready, err := d2.decide(cutOver, "", evAt(1200)); err != nil || len(ready.post) != 0 {
+		t.Fatalf("the cut-over read again: %+v %v", ready, err)
+	}
+	ready, err := d2.decide("ALTER TABLE db_1.t_2 ADD COLUMN c INT", "", evAt(1500))
+	if err != nil || !slices.Equal(ready.post, []TableName{target}) {
+		t.Fatalf("t_2's ADD COLUMN after the restart: %+v %v, want the group complete (t_1 reached the step at its cut-over under %s)", ready, err, old)
 	}
 }

@@ -10,8 +10,8 @@ import (
 
 // shardRenames follows RENAME TABLE of shard tables within their groups (the safety table's
 // FollowRename): the shard's sequence, held-back DML and steps go with it to the new name, and
-// nothing runs downstream. Everything keyed by upstream name (table checkpoints, tracked schemas)
-// stays keyed by the name an event carries: the binlog names a table by its name at that event, and
+// nothing runs downstream. Everything keyed by upstream name (table checkpoints, tracked schemas,
+// online DDL runs, which the new name gets a copy of) stays keyed by the name an event carries: the binlog names a table by its name at that event, and
 // a re-read (re-sync, restart) reads the old name before the rename and the new one after it.
 //
 // Two things make that safe. A rename read again by a re-sync, whose groups already follow it, is
@@ -60,9 +60,12 @@ func (d *ddlPath) rename(p shardgroup.Part, end Position) (why string, err error
 		return "", fmt.Errorf("source %s: %w", d.source, err)
 	}
 	if run, ok := d.runs[src]; ok {
-		d.runs[dst] = run
-		delete(d.runs, src)
-		d.onlineDirty[src], d.onlineDirty[dst] = true, true
+		// The run stays under the old name too, as a tracked schema does: a restart from before the
+		// rename reads the tool's cut-over again under that name and must find the ALTERs it swaps in
+		// (the chaos soak, seed 5: the run moved, the re-read cut-over ran nothing, and the shard's
+		// rows with the new column reached the downstream before it had the column).
+		d.runs[dst] = run.Clone()
+		d.onlineDirty[dst] = true
 	}
 	d.log.Info("shard table renamed within its group", zap.Stringer("table", src), zap.Stringer("to", dst),
 		zap.Stringer("target", target), zap.Stringer("pos", end))

@@ -236,11 +236,11 @@ type subtask struct {
 	loader  *loader.Unit // while a task-mode all or full subtask loads
 	// loaded: the load unit has finished in this subtask's life; a pause after it is the sync unit's.
 	loaded bool
-	cancel  context.CancelFunc
-	done    chan struct{}
-	upDB    *sql.DB // for the source's own position in status
-	ops     *Operators
-	wake    chan struct{} // a binlog skip or replace for the statement the subtask paused on
+	cancel context.CancelFunc
+	done   chan struct{}
+	upDB   *sql.DB // for the source's own position in status
+	ops    *Operators
+	wake   chan struct{} // a binlog skip or replace for the statement the subtask paused on
 }
 
 func newSubtask(sp spec, cfg ServerConfig, log *zap.Logger) *subtask {
