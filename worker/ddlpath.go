@@ -282,6 +282,10 @@ func (d *ddlPath) decideInto(ready *ddlReady, q, schema string, at ddlEventAt) e
 	for _, item := range shardgroup.Items(sharded, end) {
 		g := d.shard.group(item.Target)
 		res, err := g.TrySync(item)
+		var ie *shardgroup.InconsistentError
+		if errors.As(err, &ie) {
+			return &sequenceError{Task: d.task, Source: d.source, Start: at.start, End: end, Cause: ie}
+		}
 		if err != nil {
 			return fmt.Errorf("source %s: %w", d.source, err)
 		}

@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/tributary-db/tributary/shardgroup"
 )
 
 // Errors a subtask meets fall in two classes. Transient ones (the connection lost, a deadlock, a lock
@@ -99,6 +101,27 @@ type filterError struct {
 
 func (e *filterError) Permanent() bool { return true }
 func (e *filterError) Unwrap() error   { return e.error }
+
+// sequenceError is a shard DDL that does not match the DDL another shard of its group has at the same
+// step (shardgroup's "detect inconsistent DDL sequence"). The group is rebuilt the same way from the
+// same binlog on every retry, so the subtask pauses (DM: "task can't auto resume") until the user
+// skips or replaces the statement.
+type sequenceError struct {
+	Task, Source string
+	Start, End   Position
+	Cause        *shardgroup.InconsistentError
+}
+
+func (e *sequenceError) Permanent() bool { return true }
+func (e *sequenceError) Unwrap() error   { return e.Cause }
+
+func (e *sequenceError) Error() string {
+	return fmt.Sprintf("source %s at %s: %v; nothing ran downstream, and every retry reads the same sequence, so the subtask is paused. "+
+		"Ways out: run in this statement's place the DDLs the group expects at this step, with "+
+		"`binlog replace %s -b %s -s %s \"SQL;...\"`, and make the shards' schemas agree upstream; or go on without the statement with "+
+		"`binlog skip %s -b %s -s %s` (the downstream table then lacks its change)",
+		e.Source, e.End, e.Cause, e.Task, e.Start.BinlogPos(), e.Source, e.Task, e.Start.BinlogPos(), e.Source)
+}
 
 func clip(s string, n int) string {
 	if len(s) <= n {

@@ -117,6 +117,10 @@ func pausedAt(err error) (pos Position, lock, ok bool) {
 	if errors.As(err, &fe) {
 		return fe.Start, false, true
 	}
+	var qe *sequenceError
+	if errors.As(err, &qe) {
+		return qe.Start, false, true
+	}
 	return Position{}, false, false
 }
 
@@ -156,7 +160,8 @@ func processError(err error) *pb.ProcessError {
 		}
 		var re *RefusedDDLError
 		var fe *filterError
-		if errors.As(err, &re) || errors.As(err, &fe) {
+		var qe *sequenceError
+		if errors.As(err, &re) || errors.As(err, &fe) || errors.As(err, &qe) {
 			pe.ErrScope = "internal"
 		}
 		return pe

@@ -209,3 +209,51 @@ func TestSafeModeReplacesCollisions(t *testing.T) {
 	default:
 	}
 }
+
+// Two shards of one source at different DDLs of the same step: the group is rebuilt the same way from
+// the same binlog on every retry, so the subtask pauses naming both tables (DM: "task can't auto
+// resume"), and binlog skip of the statement lets it go on; the step then resolves as usual.
+func TestInconsistentSequencePausesThenSkip(t *testing.T) {
+	c := newCluster(t)
+	c.startSyncer(0)
+	c.startSyncer(1)
+	c.up(0, "ALTER TABLE db_1.t_1 ADD COLUMN a INT", "ALTER TABLE db_1.t_2 ADD COLUMN b INT")
+	err := c.failure(0)
+	var qe *sequenceError
+	if !errors.As(err, &qe) || !IsPermanent(err) {
+		t.Fatalf("stopped on %v, want a permanent sequenceError", err)
+	}
+	for _, want := range []string{"detect inconsistent DDL sequence", "`db_1`.`t_1`", "`db_1`.`t_2`", "ADD COLUMN `b`",
+		"binlog skip test -b " + qe.Start.BinlogPos() + " -s s1"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if at, lock, ok := pausedAt(err); !ok || lock || at != qe.Start {
+		t.Fatalf("pausedAt = %v %v %v, want the statement's start %v", at, lock, ok, qe.Start)
+	}
+	if pe := processError(err); pe.ErrCode != 36067 || pe.ErrScope != "internal" {
+		t.Fatalf("query-status error %+v, want a paused subtask's", pe)
+	}
+	var info string
+	if err := c.upDBs[0].QueryRow(fmt.Sprintf("SHOW BINLOG EVENTS IN '%s' FROM %d LIMIT 1", qe.Start.File, qe.Start.Pos)).
+		Scan(new(string), new(int), new(string), new(int), new(int), &info); err != nil || !strings.Contains(info, "ADD COLUMN b") {
+		t.Fatalf("the error's position %s is not the ALTER of t_2: %q %v", qe.Start, info, err)
+	}
+
+	c.operators(0).Add(Operator{Op: "skip", Pos: qe.Start})
+	c.startSyncer(0)
+	c.up(0, "ALTER TABLE db_1.t_2 ADD COLUMN a INT")
+	c.up(1, "ALTER TABLE db_2.t_1 ADD COLUMN a INT", "ALTER TABLE db_2.t_2 ADD COLUMN a INT")
+	c.up(0, "INSERT INTO db_1.t_1 (id, v, a) VALUES (1, 'x', 7)")
+	c.waitRow(1)
+	var a int
+	if err := c.downDB.QueryRow("SELECT a FROM db.t WHERE id = 1").Scan(&a); err != nil || a != 7 {
+		t.Fatalf("row 1 downstream: a = %d %v, want 7", a, err)
+	}
+	select {
+	case err := <-c.failures(0):
+		t.Fatalf("syncer s1 stopped again: %v", err)
+	default:
+	}
+}
