@@ -3,12 +3,15 @@ package chaos
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os/exec"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // ddlRunner keeps shard DDL going on one target: it picks a DDL the target's columns allow, applies it
@@ -128,12 +131,15 @@ func (r *ddlRunner) apply(ctx context.Context, d ddl) {
 	}
 	for i, k := range order {
 		l := r.live[k]
-		for ctx.Err() == nil {
+		for try := 0; ctx.Err() == nil; try++ {
 			err := r.applyOne(ctx, l, d)
 			if err == nil {
 				break
 			}
 			r.errors++
+			if r.logf != nil && try%30 == 0 {
+				r.logf("ddl: %s %s on shard %d: %v (try %d; retried every second)", r.t.name, d.clause, l.s.index+1, err, try+1)
+			}
 			select {
 			case <-ctx.Done():
 			case <-time.After(time.Second):
@@ -153,7 +159,9 @@ func (r *ddlRunner) applyOne(ctx context.Context, l *liveShard, d ddl) error {
 	schema, table := l.s.schema, l.s.name
 	l.mu.Unlock()
 	db := r.dbs[l.s.source]
-	done, err := d.has(ctx, db, schema, table)
+	hctx, cancel := context.WithTimeout(ctx, time.Minute)
+	done, err := d.has(hctx, db, schema, table)
+	cancel()
 	if err != nil || done {
 		return err
 	}
@@ -166,8 +174,48 @@ func (r *ddlRunner) applyOne(ctx context.Context, l *liveShard, d ddl) error {
 		}
 		return nil
 	}
-	_, err = db.ExecContext(ctx, fmt.Sprintf("ALTER TABLE `%s`.`%s` %s", schema, table, d.clause))
+	return r.alter(ctx, db, fmt.Sprintf("ALTER TABLE `%s`.`%s` %s", schema, table, d.clause))
+}
+
+// alter runs a DDL upstream with a bounded wait for its metadata lock (the server's default is a day)
+// and a bounded time in all; a lock wait that times out names the sessions that held the table.
+func (r *ddlRunner) alter(ctx context.Context, db *sql.DB, q string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = 30"); err != nil {
+		return err
+	}
+	_, err = conn.ExecContext(ctx, q)
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1205 {
+		return fmt.Errorf("%w; sessions on the server for more than 10 s: %s", err, longSessions(ctx, db))
+	}
 	return err
+}
+
+// longSessions lists the server's sessions older than 10 s, with their open transactions.
+func longSessions(ctx context.Context, db *sql.DB) string {
+	rows, err := db.QueryContext(ctx, `SELECT p.ID, p.COMMAND, p.TIME, COALESCE(p.STATE, ''), LEFT(COALESCE(p.INFO, ''), 120), COALESCE(t.trx_started, '')
+FROM information_schema.PROCESSLIST p LEFT JOIN information_schema.INNODB_TRX t ON t.trx_mysql_thread_id = p.ID
+WHERE p.TIME > 10 AND p.COMMAND NOT IN ('Binlog Dump', 'Daemon')`)
+	if err != nil {
+		return err.Error()
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id, secs int64
+		var cmd, state, info, trx string
+		if rows.Scan(&id, &cmd, &secs, &state, &info, &trx) == nil {
+			out = append(out, fmt.Sprintf("[%d %s %ds %q %q trx %q]", id, cmd, secs, state, info, trx))
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 // rename renames one shard within its group (its new name routes to the same target).
@@ -177,10 +225,13 @@ func (r *ddlRunner) rename(ctx context.Context) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	to := fmt.Sprintf("%s_%d_r%d", r.t.prefix, l.s.index+1, r.renames)
-	for ctx.Err() == nil {
-		_, err := r.dbs[l.s.source].ExecContext(ctx, fmt.Sprintf("RENAME TABLE %s TO `%s`.`%s`", l.s.table(), l.s.schema, to))
+	for try := 0; ctx.Err() == nil; try++ {
+		err := r.alter(ctx, r.dbs[l.s.source], fmt.Sprintf("RENAME TABLE %s TO `%s`.`%s`", l.s.table(), l.s.schema, to))
 		if err == nil {
 			break
+		}
+		if r.logf != nil && try%30 == 0 {
+			r.logf("ddl: rename of %s to %s: %v (try %d; retried every second)", l.s.table(), to, err, try+1)
 		}
 		// Took before the error? The new name is there then.
 		var n int

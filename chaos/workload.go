@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,10 @@ type workload struct {
 	rate   float64      // operations a second
 	// bigEvery: a 50k-row transaction this often (0: never).
 	bigEvery time.Duration
+	// bigRows: the keys the last big transaction inserted, which the next one deletes (in one
+	// transaction too), so the tables do not grow by 50k rows each time over a long run.
+	bigShard *liveShard
+	bigFirst uint64
 	stats    *workStats
 }
 
@@ -287,8 +292,13 @@ func (w *workload) txn(ctx context.Context) error {
 	return nil
 }
 
-// bigTxn inserts 50,000 rows into one shard in one transaction (in statements of 1,000 rows).
+// bigTxn inserts 50,000 rows into one shard in one transaction (in statements of 1,000 rows); the
+// next one deletes them in one transaction, so a long run's tables stay the same size.
 func (w *workload) bigTxn(ctx context.Context) {
+	if w.bigShard != nil {
+		w.bigDelete(ctx)
+		return
+	}
 	var l *liveShard
 	for _, c := range w.shards {
 		if c.t.pk && !c.stale {
@@ -305,26 +315,51 @@ func (w *workload) bigTxn(ctx context.Context) {
 		return
 	}
 	defer tx.Rollback()
-	var keys []uint64
+	first := l.next + 1
 	for i := 0; i < 50; i++ {
 		if _, err := tx.ExecContext(ctx, w.insert(l, 1000, false).q); err != nil {
 			w.stats.errors.Add(1)
 			l.stale = true
 			return
 		}
-		keys = append(keys, l.next-999)
 	}
 	if err := tx.Commit(); err != nil {
 		w.stats.errors.Add(1)
 		l.stale = true
 		return
 	}
-	for _, first := range keys {
-		for k := first; k < first+1000; k++ {
-			l.live = append(l.live, k)
-		}
+	for k := first; k <= l.next; k++ {
+		l.live = append(l.live, k)
 	}
+	w.bigShard, w.bigFirst = l, first
 	w.stats.rows.Add(50000)
+	w.stats.bigTxns.Add(1)
+}
+
+// bigDelete deletes, in one transaction, the rows of the keys the last big transaction inserted that
+// are still under them (updates of the key moved some away).
+func (w *workload) bigDelete(ctx context.Context) {
+	l, first := w.bigShard, w.bigFirst
+	w.bigShard = nil
+	last := first + 50000 - 1
+	tx, err := w.db.BeginTx(ctx, nil)
+	if err != nil {
+		w.stats.errors.Add(1)
+		return
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, fmt.Sprintf("DELETE FROM %s WHERE id BETWEEN %d AND %d", l.name(), l.id(first), l.id(last)))
+	if err == nil {
+		err = tx.Commit()
+	}
+	if err != nil {
+		w.stats.errors.Add(1)
+		l.stale = true
+		return
+	}
+	l.live = slices.DeleteFunc(l.live, func(k uint64) bool { return k >= first && k <= last })
+	n, _ := res.RowsAffected()
+	w.stats.rows.Add(n)
 	w.stats.bigTxns.Add(1)
 }
 
