@@ -26,8 +26,8 @@ type workload struct {
 	rate   float64      // operations a second
 	// bigEvery: a 50k-row transaction this often (0: never).
 	bigEvery time.Duration
-	// bigRows: the keys the last big transaction inserted, which the next one deletes (in one
-	// transaction too), so the tables do not grow by 50k rows each time over a long run.
+	// bigShard, bigFirst: the shard and first key of the last big transaction, whose 50k rows the
+	// next one deletes (in one transaction too), so the tables do not grow over a long run.
 	bigShard *liveShard
 	bigFirst uint64
 	stats    *workStats
