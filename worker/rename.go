@@ -11,8 +11,9 @@ import (
 // shardRenames follows RENAME TABLE of shard tables within their groups (the safety table's
 // FollowRename): the shard's sequence, held-back DML and steps go with it to the new name, and
 // nothing runs downstream. Everything keyed by upstream name (table checkpoints, tracked schemas,
-// online DDL runs, which the new name gets a copy of) stays keyed by the name an event carries: the binlog names a table by its name at that event, and
-// a re-read (re-sync, restart) reads the old name before the rename and the new one after it.
+// online DDL runs, which the new name gets a copy of) stays keyed by the name an event carries: the
+// binlog names a table by its name at that event, and a re-read (re-sync, restart) reads the old name
+// before the rename and the new one after it.
 //
 // Two things make that safe. A rename read again by a re-sync, whose groups already follow it, is
 // recognised by its position (at). And a name a shard left while DML of it was held back (it had
