@@ -81,6 +81,8 @@ type RefusedDDLError struct {
 // Permanent: the statement is refused again on every retry; the subtask waits for the user.
 func (e *RefusedDDLError) Permanent() bool { return true }
 
+func (e *RefusedDDLError) stoppedAt() (Position, string, bool) { return e.Start, "internal", false }
+
 func (e *RefusedDDLError) Error() string {
 	ddl := e.DDL
 	if len(ddl) > 256 {

@@ -60,6 +60,17 @@ func downstreamPermanent(err error) bool {
 	return !transientCodes[me.Number]
 }
 
+// atStatement is a permanent error that stops a subtask at one binlog event: binlog skip and binlog
+// replace without -b resolve to that event (pausedAt), and query-status shows the scope
+// (processError). A new error of that kind implements it and both follow.
+type atStatement interface {
+	error
+	// stoppedAt returns the start of the event, the error's scope as query-status shows it
+	// ("downstream": the downstream refused it; "internal": Tributary stops before it), and whether
+	// the statement is a lock's DDLs this source ran as owner.
+	stoppedAt() (start Position, scope string, lock bool)
+}
+
 // StatementError is a statement the downstream refused for good: the subtask pauses on it.
 type StatementError struct {
 	Task, Source string
@@ -72,7 +83,10 @@ type StatementError struct {
 }
 
 func (e *StatementError) Permanent() bool { return true }
-func (e *StatementError) Unwrap() error   { return e.Cause }
+func (e *StatementError) stoppedAt() (Position, string, bool) {
+	return e.Pos, "downstream", e.Lock != ""
+}
+func (e *StatementError) Unwrap() error { return e.Cause }
 
 func (e *StatementError) Error() string {
 	what := "the binlog event"
@@ -99,8 +113,9 @@ type filterError struct {
 	error
 }
 
-func (e *filterError) Permanent() bool { return true }
-func (e *filterError) Unwrap() error   { return e.error }
+func (e *filterError) Permanent() bool                     { return true }
+func (e *filterError) stoppedAt() (Position, string, bool) { return e.Start, "internal", false }
+func (e *filterError) Unwrap() error                       { return e.error }
 
 // sequenceError is a shard DDL that does not match the DDL another shard of its group has at the same
 // step (shardgroup's "detect inconsistent DDL sequence"). The group is rebuilt the same way from the
@@ -112,8 +127,9 @@ type sequenceError struct {
 	Cause        *shardgroup.InconsistentError
 }
 
-func (e *sequenceError) Permanent() bool { return true }
-func (e *sequenceError) Unwrap() error   { return e.Cause }
+func (e *sequenceError) Permanent() bool                     { return true }
+func (e *sequenceError) stoppedAt() (Position, string, bool) { return e.Start, "internal", false }
+func (e *sequenceError) Unwrap() error                       { return e.Cause }
 
 func (e *sequenceError) Error() string {
 	return fmt.Sprintf("source %s at %s: %v; nothing ran downstream, and every retry reads the same sequence, so the subtask is paused. "+

@@ -105,21 +105,10 @@ func (s *Server) HandleError(ctx context.Context, req *pb.HandleWorkerErrorReque
 // pausedAt is the event a subtask's error names, and whether the error is about a lock's DDLs this
 // source ran as owner.
 func pausedAt(err error) (pos Position, lock, ok bool) {
-	var se *StatementError
-	if errors.As(err, &se) {
-		return se.Pos, se.Lock != "", true
-	}
-	var re *RefusedDDLError
-	if errors.As(err, &re) {
-		return re.Start, false, true
-	}
-	var fe *filterError
-	if errors.As(err, &fe) {
-		return fe.Start, false, true
-	}
-	var qe *sequenceError
-	if errors.As(err, &qe) {
-		return qe.Start, false, true
+	var st atStatement
+	if errors.As(err, &st) {
+		pos, _, lock = st.stoppedAt()
+		return pos, lock, true
 	}
 	return Position{}, false, false
 }
@@ -158,11 +147,9 @@ func processError(err error) *pb.ProcessError {
 			pe.Workaround = "see the error for the ways out; then resume-task (or start-task --remove-meta with a new meta)"
 			return pe
 		}
-		var re *RefusedDDLError
-		var fe *filterError
-		var qe *sequenceError
-		if errors.As(err, &re) || errors.As(err, &fe) || errors.As(err, &qe) {
-			pe.ErrScope = "internal"
+		var st atStatement
+		if errors.As(err, &st) {
+			_, pe.ErrScope, _ = st.stoppedAt()
 		}
 		return pe
 	}

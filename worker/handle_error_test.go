@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/tributary-db/tributary/shardgroup"
 )
 
 func TestErrorClasses(t *testing.T) {
@@ -255,5 +257,39 @@ func TestInconsistentSequencePausesThenSkip(t *testing.T) {
 	case err := <-c.failures(0):
 		t.Fatalf("syncer s1 stopped again: %v", err)
 	default:
+	}
+}
+
+// TestPausedAtEveryStatementError: every permanent error that stops a subtask at one event resolves
+// binlog skip/replace without -b to that event, and shows its scope; anything else resolves nothing.
+func TestPausedAtEveryStatementError(t *testing.T) {
+	start := Position{File: "mysql-bin.000007", Pos: 4711}
+	cause := &mysql.MySQLError{Number: 1062, Message: "Duplicate entry"}
+	for _, c := range []struct {
+		name  string
+		err   error
+		lock  bool
+		scope string
+	}{
+		{"statement", &StatementError{Task: "t", Source: "s", Pos: start, DML: true, Cause: cause}, false, "downstream"},
+		{"lock statement", &StatementError{Task: "t", Source: "s", Pos: start, Lock: "t-`a`.`b`", Cause: cause}, true, "downstream"},
+		{"refused DDL", &RefusedDDLError{Task: "t", Source: "s", Start: start, DDL: "DROP TABLE x"}, false, "internal"},
+		{"filter", &filterError{start, errors.New("filtered")}, false, "internal"},
+		{"sequence", &sequenceError{Task: "t", Source: "s", Start: start, Cause: &shardgroup.InconsistentError{}}, false, "internal"},
+	} {
+		for _, err := range []error{c.err, fmt.Errorf("sync: %w", c.err)} {
+			at, lock, ok := pausedAt(err)
+			if !ok || at != start || lock != c.lock {
+				t.Errorf("%s: pausedAt(%v) = %v %v %v, want %v %v true", c.name, err, at, lock, ok, start, c.lock)
+			}
+			if pe := processError(err); pe.ErrCode != 36067 || pe.ErrScope != c.scope {
+				t.Errorf("%s: processError = %d %q, want 36067 %q", c.name, pe.ErrCode, pe.ErrScope, c.scope)
+			}
+		}
+	}
+	for _, err := range []error{cause, errors.New("connection refused"), &ReadError{Cause: errors.New("purged")}} {
+		if _, _, ok := pausedAt(err); ok {
+			t.Errorf("pausedAt(%v) resolved an event", err)
+		}
 	}
 }
