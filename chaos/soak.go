@@ -198,6 +198,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.fill(s)
 	if settleErr != nil {
 		rep.Failures = append(rep.Failures, settleErr.Error())
+		c.Keep = true
+		rep.Failures = append(rep.Failures, s.diagnose(ctx))
 	} else {
 		rep.Failures = append(rep.Failures, s.checkData(ctx)...)
 		rep.Failures = append(rep.Failures, s.checkDDLs(ctx)...)
@@ -211,6 +213,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	s.histMu.Lock()
 	rep.Failures = append(rep.Failures, s.history.Violations()...)
 	s.histMu.Unlock()
+	if len(rep.Failures) > 0 && !c.Keep {
+		c.Keep = true
+		rep.Failures = append(rep.Failures, "the processes' logs are kept in "+c.Dir)
+	}
 	return rep, nil
 }
 

@@ -185,6 +185,7 @@ func (t *TLSFiles) args(allowedCN bool) []string {
 // Cluster is a running cluster.
 type Cluster struct {
 	Dir       string
+	Keep      bool // Close leaves Dir (the processes' logs) in place, as TRIBUTARY_KEEP does
 	Bin       string
 	Ups       []*mariadbtest.Server
 	UpDBs     []*sql.DB
@@ -410,7 +411,7 @@ func (c *Cluster) Close() {
 			s.Remove()
 		}
 	}
-	if os.Getenv("TRIBUTARY_KEEP") == "" {
+	if !c.Keep && os.Getenv("TRIBUTARY_KEEP") == "" {
 		os.RemoveAll(c.Dir)
 	}
 }
