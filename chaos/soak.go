@@ -468,7 +468,17 @@ func (s *Soak) quiet() (bool, string, string) {
 			return false, err.Error(), state.String()
 		}
 		for _, src := range r.List("sources") {
-			for _, st := range src.List("subTaskStatus") {
+			subs := src.List("subTaskStatus")
+			if len(subs) == 0 {
+				// No worker answered for the source (unbound, offline, not answering) or its worker
+				// runs no subtask of the task: nothing of it is caught up.
+				fmt.Fprintf(&state, "%s %s none %s;", task, src.Get("sourceStatus").Str("source"), src.Str("msg"))
+				if quiet {
+					quiet, why = false, fmt.Sprintf("task %s source %s: no subtask status (%s): %s", task, src.Get("sourceStatus").Str("source"),
+						src.Str("msg"), clip(out, 2000))
+				}
+			}
+			for _, st := range subs {
 				sync := st.Get("sync")
 				fmt.Fprintf(&state, "%s %s %s %s;", task, st.Str("stage"), st.Str("unit"), sync.Str("syncerBinlog"))
 				if quiet && (st.Str("stage") != "Running" || st.Str("unit") != "Sync" || sync == nil || sync.Str("masterBinlog") != sync.Str("syncerBinlog")) {
