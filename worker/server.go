@@ -72,13 +72,14 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("register worker %s: %w", s.cfg.Name, err)
 	}
 	defer s.stopAll("worker stopping")
-	for attempt := 0; ctx.Err() == nil; attempt++ {
-		err := s.term(ctx)
+	var backoff termBackoff
+	for ctx.Err() == nil {
+		alive, err := s.term(ctx)
 		s.stopAll("lost the etcd lease")
 		if ctx.Err() != nil {
 			break
 		}
-		wait := min(time.Duration(attempt+1)*500*time.Millisecond, 5*time.Second)
+		wait := backoff.next(alive)
 		s.log.Warn("etcd session ended; subtasks stopped until it is back", zap.Error(err), zap.Duration("retry-in", wait))
 		select {
 		case <-ctx.Done():
@@ -88,15 +89,29 @@ func (s *Server) Run(ctx context.Context) error {
 	return nil
 }
 
-// term is one lease: keepalive key, then reconcile on every change until the lease is lost.
-func (s *Server) term(ctx context.Context) error {
+// termBackoff is how long a worker waits before its next etcd session: 0.5 s more for each session
+// in a row that could not be set up, at most 5 s; a term in which the worker was up starts again at
+// 0.5 s (a worker whose network flaps now and then must not wait 5 s after each flap for good).
+type termBackoff struct{ failed int }
+
+func (b *termBackoff) next(alive bool) time.Duration {
+	if alive {
+		b.failed = 0
+	}
+	b.failed++
+	return min(time.Duration(b.failed)*500*time.Millisecond, 5*time.Second)
+}
+
+// term is one lease: keepalive key, then reconcile on every change until the lease is lost. alive:
+// the keepalive key was written (the worker was up in this term).
+func (s *Server) term(ctx context.Context) (alive bool, err error) {
 	session, err := concurrency.NewSession(s.cfg.Client, concurrency.WithTTL(s.cfg.KeepaliveTTL), concurrency.WithContext(ctx))
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer session.Close()
 	if _, err := s.cfg.Client.Put(ctx, ha.KeepaliveKey(s.cfg.Name), "", clientv3.WithLease(session.Lease())); err != nil {
-		return err
+		return false, err
 	}
 	s.log.Info("worker alive", zap.Int("keepalive-ttl", s.cfg.KeepaliveTTL))
 	tctx, cancel := context.WithCancel(ctx)
@@ -121,9 +136,9 @@ func (s *Server) term(ctx context.Context) error {
 		ha.WaitChange(tctx, s.cfg.Client, st.Rev, 5*time.Second)
 	}
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return true, ctx.Err()
 	}
-	return errors.New("etcd lease lost")
+	return true, errors.New("etcd lease lost")
 }
 
 // spec is what a subtask should be.

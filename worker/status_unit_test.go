@@ -3,7 +3,9 @@ package worker
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/tributary-db/tributary/config"
 	"github.com/tributary-db/tributary/ha"
@@ -28,5 +30,20 @@ func TestPausedUnitIsTheOneThatStopped(t *testing.T) {
 		if got := st.status(context.Background()).Unit; got != c.want {
 			t.Errorf("task-mode %s, %s, loaded %v: unit %s, want %s", c.mode, c.stage, c.loaded, got, c.want)
 		}
+	}
+}
+
+// TestTermBackoff: the wait before the next etcd session grows over sessions that could not be set
+// up in a row and starts again after one in which the worker was up.
+func TestTermBackoff(t *testing.T) {
+	var b termBackoff
+	var got []time.Duration
+	for _, alive := range []bool{true, false, false, false, false, false, false, false, false, false, false, false, true, false} {
+		got = append(got, b.next(alive))
+	}
+	ms := time.Millisecond
+	want := []time.Duration{500 * ms, 1000 * ms, 1500 * ms, 2000 * ms, 2500 * ms, 3000 * ms, 3500 * ms, 4000 * ms, 4500 * ms, 5000 * ms, 5000 * ms, 5000 * ms, 500 * ms, 1000 * ms}
+	if !slices.Equal(got, want) {
+		t.Fatalf("waits %v, want %v", got, want)
 	}
 }
