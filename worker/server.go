@@ -305,8 +305,27 @@ func (t *subtask) stop() {
 	t.mu.Unlock()
 }
 
+// resumeBackoff is how long a subtask waits before it resumes after an error that goes away by itself:
+// 2 s, doubling with each error to 30 s; a run of resumeRollback without an error starts again at 2 s,
+// as DM's backoff-rollback (a subtask that met a few errors over weeks must not wait 30 s on each
+// later one).
+type resumeBackoff struct{ failed int }
+
+const resumeRollback = 5 * time.Minute
+
+func (b *resumeBackoff) next(ranFor time.Duration) time.Duration {
+	if ranFor >= resumeRollback {
+		b.failed = 0
+	}
+	wait := min(time.Duration(1<<min(b.failed, 4))*2*time.Second, 30*time.Second)
+	b.failed++
+	return wait
+}
+
 func (t *subtask) run(ctx context.Context) {
-	for attempt := 0; ctx.Err() == nil; attempt++ {
+	var backoff resumeBackoff
+	for ctx.Err() == nil {
+		started := time.Now()
 		err := t.runOnce(ctx)
 		if ctx.Err() != nil {
 			return
@@ -323,13 +342,13 @@ func (t *subtask) run(ctx context.Context) {
 				return
 			case <-t.wake:
 			}
-			attempt = -1
+			backoff = resumeBackoff{}
 			t.mu.Lock()
 			t.stage = ha.StageRunning
 			t.mu.Unlock()
 			continue
 		}
-		wait := min(time.Duration(1<<min(attempt, 4))*2*time.Second, 30*time.Second)
+		wait := backoff.next(time.Since(started))
 		t.log.Error("subtask stopped on an error; resuming automatically", zap.Error(err), zap.Duration("backoff", wait))
 		t.mu.Lock()
 		t.stage, t.lastErr, t.syncer = ha.StagePaused, err, nil

@@ -47,3 +47,18 @@ func TestTermBackoff(t *testing.T) {
 		t.Fatalf("waits %v, want %v", got, want)
 	}
 }
+
+// TestResumeBackoff: 2 s doubling to 30 s over errors in a row; a run of resumeRollback without an
+// error starts again at 2 s.
+func TestResumeBackoff(t *testing.T) {
+	var b resumeBackoff
+	s := time.Second
+	var got []time.Duration
+	for _, ran := range []time.Duration{s, s, s, s, s, s, 4 * time.Minute, resumeRollback, s, resumeRollback + s} {
+		got = append(got, b.next(ran))
+	}
+	want := []time.Duration{2 * s, 4 * s, 8 * s, 16 * s, 30 * s, 30 * s, 30 * s, 2 * s, 4 * s, 2 * s}
+	if !slices.Equal(got, want) {
+		t.Fatalf("waits %v, want %v", got, want)
+	}
+}
