@@ -170,6 +170,9 @@ func (r *ddlRunner) applyOne(ctx context.Context, l *liveShard, d ddl) error {
 		return err
 	}
 	if d.ptOSC {
+		if err := r.clearPtOSC(ctx, db, schema, table); err != nil {
+			return err
+		}
 		out, err := exec.CommandContext(ctx, r.ptOSC, "--alter", d.clause,
 			fmt.Sprintf("h=127.0.0.1,P=%d,u=root,D=%s,t=%s", r.ports[l.s.source], schema, table),
 			"--execute", "--recursion-method=none", "--no-version-check", "--chunk-time=0.1").CombinedOutput()
@@ -179,6 +182,55 @@ func (r *ddlRunner) applyOne(ctx context.Context, l *liveShard, d ddl) error {
 		return nil
 	}
 	return r.alter(ctx, db, fmt.Sprintf("ALTER TABLE `%s`.`%s` %s", schema, table, d.clause))
+}
+
+// clearPtOSC removes what an interrupted pt-online-schema-change left on a shard: its triggers and its
+// new table. A tool killed with its server (or cut off from it) between creating its triggers and the
+// swap cannot drop them, and every later run refuses the table ("has triggers but --preserve-triggers
+// was not specified"): an operator drops them before running it again, and so does the runner. Runs
+// on one shard are never concurrent, so nothing found here belongs to a live run.
+func (r *ddlRunner) clearPtOSC(ctx context.Context, db *sql.DB, schema, table string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	rows, err := db.QueryContext(ctx, `SELECT TRIGGER_NAME FROM information_schema.TRIGGERS
+WHERE EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = ? AND TRIGGER_NAME LIKE 'pt\_osc\_%'`, schema, table)
+	if err != nil {
+		return err
+	}
+	var triggers []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return err
+		}
+		triggers = append(triggers, name)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	stmts := make([]string, 0, len(triggers)+1)
+	for _, t := range triggers {
+		stmts = append(stmts, fmt.Sprintf("DROP TRIGGER IF EXISTS `%s`.`%s`", schema, t))
+	}
+	var leftover int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?`,
+		schema, "_"+table+"_new").Scan(&leftover); err != nil {
+		return err
+	}
+	if leftover > 0 {
+		stmts = append(stmts, fmt.Sprintf("DROP TABLE IF EXISTS `%s`.`_%s_new`", schema, table))
+	}
+	for _, q := range stmts {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("clear an interrupted pt-online-schema-change: %s: %w", q, err)
+		}
+	}
+	if len(stmts) > 0 && r.logf != nil {
+		r.logf("ddl: cleared an interrupted pt-online-schema-change on %s.%s: %s", schema, table, strings.Join(stmts, "; "))
+	}
+	return nil
 }
 
 // alter runs a DDL upstream with a bounded wait for its metadata lock (the server's default is a day)
