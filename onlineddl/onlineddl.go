@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 
 	"github.com/tributary-db/tributary/shardgroup"
 )
@@ -102,13 +103,65 @@ type Run struct {
 	Created Position  `json:"created"` // the ghost table's CREATE (zero: before the task started)
 	DDLs    []Applied `json:"ddls,omitempty"`
 	CutOver Position  `json:"cutover"` // the RENAME that swapped the ghost in (zero: not yet)
+	// Past are the table's earlier runs that swapped their ghost in, oldest first, each without a
+	// Past of its own: a restart or a re-sync from before the latest run reads them again and must
+	// find their ALTERs (the chaos soak, seed 18: a restart from before two pt-online-schema-change
+	// runs on one shard took the first run's statements for re-reads of the second, swapped in
+	// nothing, and the shard's group paused on an inconsistent DDL sequence). Prune drops those that
+	// no restart reads again.
+	Past []Run `json:"past,omitempty"`
 }
 
 // Clone is a copy of r that shares nothing with it.
 func (r *Run) Clone() *Run {
 	c := *r
 	c.DDLs = append([]Applied(nil), r.DDLs...)
+	c.Past = nil
+	for _, p := range r.Past {
+		c.Past = append(c.Past, *p.Clone())
+	}
 	return &c
+}
+
+// Prune drops the past runs swapped in before from (where a restart resumes: nothing before it is
+// read again) and reports whether it dropped any.
+func (r *Run) Prune(from Position) bool {
+	n := 0
+	for n < len(r.Past) && r.Past[n].CutOver.Compare(from) < 0 {
+		n++
+	}
+	if n == 0 {
+		return false
+	}
+	r.Past = append([]Run(nil), r.Past[n:]...)
+	return true
+}
+
+// at is the run of the table (this one or a past one) whose statements span position p: created
+// at or before it and swapped in at or after it (or not yet). Nil when p is before all of them.
+func (r *Run) at(p Position) *Run {
+	if r.Created.Compare(p) <= 0 {
+		return r
+	}
+	for i := len(r.Past) - 1; i >= 0; i-- {
+		if past := &r.Past[i]; past.Created.Compare(p) <= 0 && past.CutOver.Compare(p) >= 0 {
+			return past
+		}
+	}
+	return nil
+}
+
+// createdAt reports whether this run or a past one was created at p (a CREATE read again).
+func (r *Run) createdAt(p Position) bool {
+	if r.Created.Compare(p) == 0 {
+		return true
+	}
+	for _, past := range r.Past {
+		if past.Created.Compare(p) == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Applied is one ALTER run on the ghost table, rewritten onto the real table.
@@ -196,10 +249,19 @@ func (r *Rules) Decide(runs Runs, sql, schema string, at Position) (Decision, er
 				continue
 			}
 			rt := TableName{Schema: p.Source.Schema, Name: srcReal}
-			if run := runs[rt]; run != nil && run.Created.Compare(at) >= 0 {
-				continue // read again
+			next := &Run{Ghost: p.Source, Created: at}
+			if run := runs[rt]; run != nil {
+				if run.createdAt(at) || run.Created.Compare(at) > 0 {
+					continue // read again (a run before the oldest kept is never read again)
+				}
+				next.Past = run.Past
+				if !run.CutOver.IsZero() {
+					done := *run
+					done.Past = nil
+					next.Past = append(slices.Clip(next.Past), done)
+				}
 			}
-			runs[rt] = &Run{Ghost: p.Source, Created: at}
+			runs[rt] = next
 			d.Changed = append(d.Changed, rt)
 			d.Note = "ghost table created"
 		case shardgroup.KindAlterTable, shardgroup.KindCreateIndex, shardgroup.KindDropIndex:
@@ -212,6 +274,8 @@ func (r *Rules) Decide(runs Runs, sql, schema string, at Position) (Decision, er
 			if run == nil {
 				run = &Run{Ghost: p.Source} // the ghost was created before the task started
 				runs[rt] = run
+			} else if past := run.at(at); past != nil {
+				run = past // a past run's ALTER read again
 			}
 			if n := len(run.DDLs); (n > 0 && run.DDLs[n-1].At.Compare(at) >= 0) || (!run.CutOver.IsZero() && run.CutOver.Compare(at) >= 0) {
 				continue // read again
@@ -226,6 +290,11 @@ func (r *Rules) Decide(runs Runs, sql, schema string, at Position) (Decision, er
 				rt := TableName{Schema: p.Source.Schema, Name: srcReal}
 				if run := runs[rt]; run != nil && run.CutOver.IsZero() && run.Created.Compare(at) < 0 {
 					delete(runs, rt) // the tool gave up before its cut-over
+					if n := len(run.Past); n > 0 {
+						last := run.Past[n-1] // the table's last run that swapped in is the latest again
+						last.Past = run.Past[: n-1 : n-1]
+						runs[rt] = &last
+					}
 					d.Changed = append(d.Changed, rt)
 					d.Note = "ghost table dropped before a cut-over: the tool's run is forgotten"
 				}
@@ -249,6 +318,9 @@ func (r *Rules) Decide(runs Runs, sql, schema string, at Position) (Decision, er
 		if run == nil {
 			d.Note = "cut-over of a ghost table without a recorded ALTER: nothing to run"
 			continue
+		}
+		if past := run.at(at); past != nil {
+			run = past // a past run's cut-over read again
 		}
 		if !run.CutOver.IsZero() && run.CutOver.Compare(at) != 0 {
 			continue // an earlier run's cut-over; this one saw no ALTER

@@ -155,3 +155,48 @@ func TestTwoStepCutOver(t *testing.T) {
 		{sql: "drop table if exists `db_1`.`_t_1_del`"},
 	}, 100)
 }
+
+// TestReadAgainFromBeforeAnEarlierRun: two runs of the tool on one table, then a restart (runs as
+// persisted after the second) or a re-sync from before the first: the first run's cut-over swaps in
+// the first run's ALTER, the second's the second's, and nothing is recorded twice (the chaos soak,
+// seed 18: the first run's statements were taken for re-reads of the second, its cut-over swapped in
+// nothing, and the shard's group paused on an inconsistent DDL sequence). An aborted third run leaves
+// the second as the table's latest; Prune drops what no restart reads again.
+func TestReadAgainFromBeforeAnEarlierRun(t *testing.T) {
+	r, _ := NewRules(nil, nil)
+	second := slices.Clone(ptRun)
+	second[1] = step{sql: "ALTER TABLE `db_2`.`_t_1_new` ADD COLUMN d INT NOT NULL DEFAULT 0"}
+	second[3].want = []string{"ALTER TABLE `db_2`.`t_1` ADD COLUMN `d` INT NOT NULL DEFAULT 0"}
+	rt := TableName{Schema: "db_2", Name: "t_1"}
+	for from := range ptRun {
+		runs := Runs{}
+		play(t, r, runs, ptRun, 1000)
+		play(t, r, runs, second, 5000)
+		loaded := persisted(t, runs)
+		play(t, r, loaded, ptRun[from:], 1000+uint32(from)*100)
+		play(t, r, loaded, second, 5000)
+		got := loaded[rt]
+		if len(got.DDLs) != 1 || len(got.Past) != 1 || len(got.Past[0].DDLs) != 1 || len(got.Past[0].Past) != 0 {
+			t.Fatalf("re-read from step %d of the first run: %+v", from, got)
+		}
+	}
+	runs := Runs{}
+	play(t, r, runs, ptRun, 1000)
+	play(t, r, runs, second, 5000)
+	play(t, r, runs, []step{
+		{sql: "CREATE TABLE `db_2`.`_t_1_new` (`id` int(11) NOT NULL, PRIMARY KEY (`id`))"},
+		{sql: "ALTER TABLE `db_2`.`_t_1_new` ADD COLUMN e INT"},
+		{sql: "DROP TABLE IF EXISTS `db_2`.`_t_1_new`"},
+	}, 9000)
+	if got := runs[rt]; got == nil || got.Created != pos(5000) || len(got.Past) != 1 || got.Past[0].Created != pos(1000) {
+		t.Fatalf("after an aborted third run the second is the latest, the first past: %+v", got)
+	}
+	play(t, r, persisted(t, runs), ptRun, 1000)
+	run := runs[rt].Clone()
+	if run.Prune(pos(1300)) || len(run.Past) != 1 {
+		t.Fatalf("pruned a run swapped in at the restart's position: %+v", run)
+	}
+	if !run.Prune(pos(1301)) || len(run.Past) != 0 || len(runs[rt].Past) != 1 {
+		t.Fatalf("prune after the first cut-over: %+v (the original: %+v)", run, runs[rt])
+	}
+}

@@ -295,6 +295,7 @@ func (s *Syncer) flushWith(ctx context.Context, async bool) error {
 	}
 	global := s.safeGlobal()
 	s.rows.schemas.prune(s.apply.persisted)
+	s.ddl.pruneRuns(s.apply.persisted)
 	ex := flushExtras{global: global, globalGTID: s.cur.gtidFor(global), schemas: s.rows.schemas.takeDirty(), online: s.takeOnlineDirty()}
 	committed, err := s.apply.start(ctx, ex)
 	if committed {

@@ -106,6 +106,16 @@ func newShardState() shardState {
 	}
 }
 
+// pruneRuns drops the online-DDL runs' past runs that no restart reads again: swapped in before resume,
+// the persisted checkpoint's position.
+func (d *ddlPath) pruneRuns(resume Position) {
+	for t, run := range d.runs {
+		if run.Prune(resume) {
+			d.onlineDirty[t] = true
+		}
+	}
+}
+
 // decide decides statement q of a query event in database schema. An error stops the subtask before
 // the statement: nothing of it has run downstream (a refused statement, a filter's Error, a statement
 // the parser cannot read outside a filtered database).

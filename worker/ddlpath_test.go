@@ -203,3 +203,57 @@ func TestOnlineRunStaysUnderTheOldName(t *testing.T) {
 		t.Fatalf("t_2's ADD COLUMN after the restart: %+v %v, want the group complete (t_1 reached the step at its cut-over under %s)", ready, err, old)
 	}
 }
+
+// TestOnlineRunsReadAgainFromBeforeTheFirst: two pt-osc runs on one shard (ADD COLUMN c, then d), then a
+// restart from before the first, with the runs as the checkpoint holds them after the second. The
+// first run's cut-over, read again, must swap in c, so that the shard reaches c where its group expects
+// it (the chaos soak, seed 18: it swapped in nothing, the shard's next step was d where the other
+// shards had c, and the subtask paused on "detect inconsistent DDL sequence" with every lock of the
+// source stuck behind it).
+func TestOnlineRunsReadAgainFromBeforeTheFirst(t *testing.T) {
+	target := TableName{Schema: "db", Name: "t"}
+	withOnline := func() *ddlPath {
+		d := newTestDDLPath(t)
+		rules, err := onlineddl.NewRules([]string{`^_(.+)_new$`}, []string{`^_(.+)_old$`})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.online, d.runs = rules, onlineddl.Runs{}
+		return d
+	}
+	run := func(col string) []string {
+		return []string{"CREATE TABLE db_1._t_1_new (id INT PRIMARY KEY)", "ALTER TABLE db_1._t_1_new ADD COLUMN " + col + " INT",
+			"RENAME TABLE db_1.t_1 TO db_1._t_1_old, db_1._t_1_new TO db_1.t_1", "DROP TABLE IF EXISTS db_1._t_1_old"}
+	}
+	first, second := run("c"), run("d")
+	d := withOnline()
+	for i, q := range append(slices.Clone(first), second...) {
+		if _, err := d.decide(q, "", evAt(uint32(1000+100*i))); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	ckpt := map[TableName]string{}
+	for tb := range d.onlineDirty {
+		ckpt[tb] = onlineddl.Encode(d.runs[tb])
+	}
+	// The restart from before the first run: the group as it was there, the runs from the checkpoint.
+	d2 := withOnline()
+	for tb, js := range ckpt {
+		r, err := onlineddl.Decode(js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r != nil {
+			d2.runs[tb] = r
+		}
+	}
+	for i, q := range first {
+		if _, err := d2.decide(q, "", evAt(uint32(1000+100*i))); err != nil {
+			t.Fatalf("%s read again: %v", q, err)
+		}
+	}
+	ready, err := d2.decide("ALTER TABLE db_1.t_2 ADD COLUMN c INT", "", evAt(5000))
+	if err != nil || !slices.Equal(ready.post, []TableName{target}) {
+		t.Fatalf("t_2's ADD COLUMN c after the restart: %+v %v, want the group complete (t_1 reached c at its first cut-over read again)", ready, err)
+	}
+}
