@@ -25,6 +25,7 @@ import (
 	"github.com/tributary-db/tributary/config"
 	"github.com/tributary-db/tributary/ha"
 	"github.com/tributary-db/tributary/internal/cli"
+	"github.com/tributary-db/tributary/internal/etcdcli"
 	"github.com/tributary-db/tributary/internal/serve"
 	"github.com/tributary-db/tributary/master"
 	"github.com/tributary-db/tributary/pessimist"
@@ -131,7 +132,7 @@ func run(args []string) error {
 
 	var client *clientv3.Client
 	if *etcdEndpoints != "" {
-		client, err = clientv3.New(clientv3.Config{Endpoints: strings.Split(*etcdEndpoints, ","), DialTimeout: 10 * time.Second, Logger: log.Named("etcd-client"), TLS: clientTLS})
+		client, err = etcdcli.New(strings.Split(*etcdEndpoints, ","), clientTLS, log.Named("etcd-client"))
 		if err != nil {
 			return fmt.Errorf("--etcd-endpoints %s: %w", *etcdEndpoints, err)
 		}

@@ -16,13 +16,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/tributary-db/tributary/config"
 	"github.com/tributary-db/tributary/ha"
 	"github.com/tributary-db/tributary/internal/cli"
+	"github.com/tributary-db/tributary/internal/etcdcli"
 	"github.com/tributary-db/tributary/internal/serve"
 	pb "github.com/tributary-db/tributary/proto"
 	"github.com/tributary-db/tributary/worker"
@@ -85,8 +85,7 @@ func run(args []string) error {
 	if given := noEffect.Given(); len(given) > 0 {
 		log.Warn("DM settings accepted with no effect", zap.Strings("settings", given))
 	}
-	client, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 10 * time.Second,
-		DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 5 * time.Second, Logger: log.Named("etcd-client"), TLS: clientTLS})
+	client, err := etcdcli.New(endpoints, clientTLS, log.Named("etcd-client"))
 	if err != nil {
 		return fmt.Errorf("--join %s: %w", *join, err)
 	}

@@ -17,7 +17,7 @@ type FaultProxy struct {
 	mu     sync.Mutex
 	moved  *sync.Cond // broadcast when state changes
 	state  pathState
-	conns  map[net.Conn]bool
+	conns  map[net.Conn]bool // true: stranded
 	closed bool
 }
 
@@ -57,6 +57,22 @@ func (p *FaultProxy) Cut() { p.set(pathCut) }
 // Heal ends a Stall (the bytes held go on) or a Cut (new connections are forwarded again).
 func (p *FaultProxy) Heal() { p.set(pathOpen) }
 
+// Strand makes the connections open now lose every byte from now on, in both directions, while they
+// stay open, even after a Heal; connections made later are forwarded as the path's state says.
+func (p *FaultProxy) Strand() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		p.conns[c] = true
+	}
+}
+
+func (p *FaultProxy) stranded(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.conns[c]
+}
+
 func (p *FaultProxy) set(s pathState) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -94,7 +110,7 @@ func (p *FaultProxy) track(c net.Conn) bool {
 		c.Close()
 		return false
 	}
-	p.conns[c] = true
+	p.conns[c] = false
 	return true
 }
 
@@ -154,15 +170,15 @@ func (p *FaultProxy) pass() bool {
 	return p.state == pathOpen && !p.closed
 }
 
-// pipe copies src to dst, each chunk once the path lets it through; when either side fails, both
-// are closed.
+// pipe copies src to dst, each chunk once the path lets it through (a stranded connection's are
+// dropped); when either side fails, both are closed.
 func (p *FaultProxy) pipe(src, dst net.Conn) {
 	defer src.Close()
 	defer dst.Close()
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 {
+		if n > 0 && !p.stranded(src) {
 			if !p.pass() {
 				return
 			}

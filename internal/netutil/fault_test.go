@@ -104,3 +104,37 @@ func TestFaultProxy(t *testing.T) {
 		t.Fatalf("through the healed path: %q, %v", got, err)
 	}
 }
+
+// TestFaultProxyStrand: a stranded connection stays open and loses every byte, even after a heal,
+// while a connection made afterwards is forwarded.
+func TestFaultProxyStrand(t *testing.T) {
+	p, err := NewFaultProxy(echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got, err := echo(c, "open", 10*time.Second); err != nil || got != "open" {
+		t.Fatalf("through the open path: %q, %v", got, err)
+	}
+	p.Strand()
+	if _, err := echo(c, "lost", 300*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a stranded connection echoed (err %v)", err)
+	}
+	p.Heal()
+	if _, err := echo(c, "gone", 300*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a stranded connection echoed after a heal (err %v)", err)
+	}
+	c2, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if got, err := echo(c2, "fresh", 10*time.Second); err != nil || got != "fresh" {
+		t.Fatalf("a connection made after the strand: %q, %v", got, err)
+	}
+}
