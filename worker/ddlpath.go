@@ -82,7 +82,7 @@ type ddlRun struct {
 type shardState struct {
 	groups   map[TableName]*shardgroup.ShardingGroup // by target
 	ddlStart map[TableName]map[Position]ddlEvent     // per target: DDL item (end) position -> its event
-	infoAt   map[TableName]Position                  // per target: an info deferred until the re-read passes this (postDeferred)
+	infoAt   map[TableName]Position                  // per target: an info deferred until the reader passes this (postDeferred)
 	pending  map[TableName]bool                      // targets whose info is posted and operation awaited
 	opCh     chan opResult
 	// heldBack: targets whose group held back DML (skipped it, to be re-read) since its active step

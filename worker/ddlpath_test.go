@@ -257,3 +257,54 @@ func TestOnlineRunsReadAgainFromBeforeTheFirst(t *testing.T) {
 		t.Fatalf("t_2's ADD COLUMN c after the restart: %+v %v, want the group complete (t_1 reached c at its first cut-over read again)", ready, err)
 	}
 }
+
+// TestNextStepWaitsForTheReaderWithNothingHeldBack: a step resolves while the reader is behind the
+// group's next step, which every table reached before (an earlier re-read, still under way, went back
+// past it), and no DML of this step was held back. The next step's info must still wait until the
+// reader has passed every table's DDL of that step: DML of a table read before its DDL goes
+// downstream before the DDL, and the lock's owner runs the DDL as soon as this info is in. (The chaos
+// soak, seed 16: the info was posted at once, the owner ran CHANGE COLUMN c100 c102, and this
+// source's DELETE of a shard read afterwards, still before that shard's DDL, was refused downstream:
+// "Unknown column 'c100'".)
+func TestNextStepWaitsForTheReaderWithNothingHeldBack(t *testing.T) {
+	target := TableName{Schema: "db", Name: "t"}
+	d := newTestDDLPath(t)
+	// Both tables reach two steps: t_1 at 1000 and 2000, t_2 at 3000 and 4000.
+	for i, q := range []string{"ALTER TABLE db_1.t_1 ADD COLUMN e INT", "ALTER TABLE db_1.t_1 ADD COLUMN f INT",
+		"ALTER TABLE db_1.t_2 ADD COLUMN e INT", "ALTER TABLE db_1.t_2 ADD COLUMN f INT"} {
+		if _, err := d.decide(q, "", evAt(uint32(1000+1000*i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ddls, _ := d.infoOf(target)
+	d.shard.pending[target] = true
+	res := opResult{target: target, info: pessimist.Info{Task: "task", Source: "s1", Target: target.String(), DDLs: ddls},
+		op: pessimist.Operation{DDLs: ddls}}
+	// The reader is at 1500 (re-reading): past t_1's first DDL, before t_2's DDLs of both steps.
+	lr, err := d.resolve(res, evAt(1500).end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lr.reread || lr.post {
+		t.Fatalf("resolved with the reader before the next step: %+v, want no re-read and the info not posted yet", lr)
+	}
+	if got := d.deferredDue(evAt(3500).end); len(got) != 0 {
+		t.Fatalf("the next step's info due at 3500, before t_2's DDL of it at 4000: %v", got)
+	}
+	if got := d.deferredDue(evAt(4000).end); !slices.Equal(got, []TableName{target}) {
+		t.Fatalf("the next step's info once the reader passed it: %v", got)
+	}
+
+	// With the reader past the next step already, its info goes at once, as before.
+	d = newTestDDLPath(t)
+	for i, q := range []string{"ALTER TABLE db_1.t_1 ADD COLUMN e INT", "ALTER TABLE db_1.t_1 ADD COLUMN f INT",
+		"ALTER TABLE db_1.t_2 ADD COLUMN e INT", "ALTER TABLE db_1.t_2 ADD COLUMN f INT"} {
+		if _, err := d.decide(q, "", evAt(uint32(1000+1000*i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.shard.pending[target] = true
+	if lr, err = d.resolve(res, evAt(4000).end); err != nil || !lr.post || lr.reread {
+		t.Fatalf("resolved with the reader past the next step: %+v %v, want its info posted now", lr, err)
+	}
+}

@@ -222,8 +222,9 @@ type lockReady struct {
 	// is) and reads it again.
 	reread     bool
 	rereadFrom Position
-	// post: the group's next step is synced and nothing was held back before it: post its info now.
-	// (With DML held back, the info waits in infoAt until the re-read passes the step: deferredDue.)
+	// post: the group's next step is synced, nothing was held back before it and the reader has passed
+	// it: post its info now. (Otherwise the info waits in infoAt until the reader passes the step:
+	// deferredDue.)
 	post bool
 }
 
@@ -277,11 +278,12 @@ func (d *ddlPath) resolve(res opResult, lastPos Position) (lockReady, error) {
 		lr.rereadFrom = lastPos
 	}
 	if g.Status().Synced {
-		if lr.reread {
-			// The next step is reached already, but DML before its DDLs was held back and is read
-			// again now: its owner may run it as soon as the info is in, so the info waits until the
-			// re-read has passed every table's DDL of the step (deferredDue).
-			at, _ := g.SyncedAt()
+		// The next step is reached already. Its owner may run its DDLs as soon as the info is in, so
+		// the info waits until the reader has passed every table's DDL of the step (deferredDue): DML
+		// of a table read before its DDL goes downstream first. The reader is behind the step when
+		// DML before it was held back and is read again now, and also when an earlier re-read, still
+		// under way, went back past it with nothing held back here (the chaos soak, seed 16).
+		if at, _ := g.SyncedAt(); lr.reread || lastPos.Compare(at) < 0 {
 			d.shard.infoAt[res.target] = at
 		} else {
 			lr.post = true
