@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -154,18 +155,19 @@ func (f *injector) faults(c *e2e.Cluster) []fault {
 		return c.Down.Boot()
 	}})
 	for _, task := range []string{taskMain, taskSecond} {
+		// The operator's second command runs even when the first seemed to fail: its answer may be
+		// lost while it took effect (seed 16: the master that wrote the pause froze before it answered,
+		// every retry failed for two minutes, and the task stayed paused for seven until a later fault
+		// drew it), and an operator would check and resume.
 		out = append(out, fault{kind: "pause-task, resume-task", holds: []string{"task " + task}, run: func(ctx context.Context, hold time.Duration) error {
-			if err := f.retry(ctx, "pause-task", task); err != nil {
-				return err
-			}
+			perr := f.retry(ctx, "pause-task", task)
 			sleep(ctx, hold)
-			return f.retry(ctx, "resume-task", task)
+			return errors.Join(perr, f.retry(ctx, "resume-task", task))
 		}}, fault{kind: "stop-task, start-task", holds: []string{"task " + task}, run: func(ctx context.Context, hold time.Duration) error {
-			if err := f.retry(ctx, "stop-task", task); err != nil {
-				return err
-			}
+			serr := f.retry(ctx, "stop-task", task)
 			sleep(ctx, hold)
-			return f.retry(ctx, "start-task", f.s.taskFile[task])
+			// (When the stop did not happen, start-task answers "already started" until it gives up.)
+			return errors.Join(serr, f.retry(ctx, "start-task", f.s.taskFile[task]))
 		}})
 	}
 	return append(out, f.s.paths.faults(sleep)...)
