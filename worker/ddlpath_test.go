@@ -268,16 +268,21 @@ func TestOnlineRunsReadAgainFromBeforeTheFirst(t *testing.T) {
 // "Unknown column 'c100'".)
 func TestNextStepWaitsForTheReaderWithNothingHeldBack(t *testing.T) {
 	target := TableName{Schema: "db", Name: "t"}
-	d := newTestDDLPath(t)
-	// Both tables reach two steps: t_1 at 1000 and 2000, t_2 at 3000 and 4000.
-	for i, q := range []string{"ALTER TABLE db_1.t_1 ADD COLUMN e INT", "ALTER TABLE db_1.t_1 ADD COLUMN f INT",
-		"ALTER TABLE db_1.t_2 ADD COLUMN e INT", "ALTER TABLE db_1.t_2 ADD COLUMN f INT"} {
-		if _, err := d.decide(q, "", evAt(uint32(1000+1000*i))); err != nil {
-			t.Fatal(err)
+	// twoSteps is a DDL path whose tables both reached two steps (t_1 at 1000 and 2000, t_2 at 3000 and
+	// 4000), the first one's info posted.
+	twoSteps := func() *ddlPath {
+		d := newTestDDLPath(t)
+		for i, q := range []string{"ALTER TABLE db_1.t_1 ADD COLUMN e INT", "ALTER TABLE db_1.t_1 ADD COLUMN f INT",
+			"ALTER TABLE db_1.t_2 ADD COLUMN e INT", "ALTER TABLE db_1.t_2 ADD COLUMN f INT"} {
+			if _, err := d.decide(q, "", evAt(uint32(1000+1000*i))); err != nil {
+				t.Fatal(err)
+			}
 		}
+		d.shard.pending[target] = true
+		return d
 	}
+	d := twoSteps()
 	ddls, _ := d.infoOf(target)
-	d.shard.pending[target] = true
 	res := opResult{target: target, info: pessimist.Info{Task: "task", Source: "s1", Target: target.String(), DDLs: ddls},
 		op: pessimist.Operation{DDLs: ddls}}
 	// The reader is at 1500 (re-reading): past t_1's first DDL, before t_2's DDLs of both steps.
@@ -296,14 +301,7 @@ func TestNextStepWaitsForTheReaderWithNothingHeldBack(t *testing.T) {
 	}
 
 	// With the reader past the next step already, its info goes at once, as before.
-	d = newTestDDLPath(t)
-	for i, q := range []string{"ALTER TABLE db_1.t_1 ADD COLUMN e INT", "ALTER TABLE db_1.t_1 ADD COLUMN f INT",
-		"ALTER TABLE db_1.t_2 ADD COLUMN e INT", "ALTER TABLE db_1.t_2 ADD COLUMN f INT"} {
-		if _, err := d.decide(q, "", evAt(uint32(1000+1000*i))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	d.shard.pending[target] = true
+	d = twoSteps()
 	if lr, err = d.resolve(res, evAt(4000).end); err != nil || !lr.post || lr.reread {
 		t.Fatalf("resolved with the reader past the next step: %+v %v, want its info posted now", lr, err)
 	}

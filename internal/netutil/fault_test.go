@@ -39,22 +39,30 @@ func echo(c net.Conn, msg string, d time.Duration) (string, error) {
 	return string(got), err
 }
 
-// TestFaultProxy: bytes pass while the path is open; a stall holds them (the connection stays open)
-// and they arrive once healed; a cut ends the connections open and refuses new ones until healed.
-func TestFaultProxy(t *testing.T) {
+// openPath is a proxy to an echo server and a connection through it that has echoed once; both are
+// closed when the test ends.
+func openPath(t *testing.T) (*FaultProxy, net.Conn) {
+	t.Helper()
 	p, err := NewFaultProxy(echoServer(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	t.Cleanup(func() { p.Close() })
 	c, err := net.Dial("tcp", p.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	if got, err := echo(c, "open", 10*time.Second); err != nil || got != "open" {
 		t.Fatalf("through the open path: %q, %v", got, err)
 	}
+	return p, c
+}
+
+// TestFaultProxy: bytes pass while the path is open; a stall holds them (the connection stays open)
+// and they arrive once healed; a cut ends the connections open and refuses new ones until healed.
+func TestFaultProxy(t *testing.T) {
+	p, c := openPath(t)
 
 	p.Stall()
 	if _, err := echo(c, "held", 300*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -108,19 +116,7 @@ func TestFaultProxy(t *testing.T) {
 // TestFaultProxyStrand: a stranded connection stays open and loses every byte, even after a heal,
 // while a connection made afterwards is forwarded.
 func TestFaultProxyStrand(t *testing.T) {
-	p, err := NewFaultProxy(echoServer(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if got, err := echo(c, "open", 10*time.Second); err != nil || got != "open" {
-		t.Fatalf("through the open path: %q, %v", got, err)
-	}
+	p, c := openPath(t)
 	p.Strand()
 	if _, err := echo(c, "lost", 300*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("a stranded connection echoed (err %v)", err)
