@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tributary-db/tributary/chaos"
+	"github.com/tributary-db/tributary/internal/mariadbtest"
 )
 
 func main() {
@@ -31,6 +32,8 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	rep, err := chaos.Run(ctx, chaos.Config{Duration: *duration, Seed: *seed, Root: root, Bin: *bin, Rate: *rate, FaultGap: *gap, NoFaults: *noFaults, Settle: *settle, Log: os.Stderr})
+	// The servers' template datadir (about 100 MB in TMPDIR) goes; a failing run's own directory stays.
+	mariadbtest.RemoveTemplate()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(2)
