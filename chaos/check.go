@@ -80,7 +80,10 @@ func (s *Soak) checkData(ctx context.Context) []string {
 		sort.Strings(want)
 		sort.Strings(got)
 		if !slices.Equal(got, want) {
-			bad = append(bad, fmt.Sprintf("target %s differs from the merge of its shards: %d rows downstream, %d upstream; %s", t.name, len(got), len(want), e2e.FirstDiff(got, want)))
+			msg := fmt.Sprintf("target %s differs from the merge of its shards: %d rows downstream, %d upstream; %s", t.name, len(got), len(want), e2e.FirstDiff(got, want))
+			bad = append(bad, msg)
+			s.logf("check: %s", msg)
+			continue
 		}
 		s.logf("check: %s: %d rows equal to its shards'", t.name, len(got))
 	}
