@@ -219,6 +219,12 @@ func Check(ctx context.Context, task *config.Task, sources map[string]*config.So
 		db.Close()
 	}
 	checkTargetPrivileges(ctx, r, down, task, schemas)
+	if !ignored[ItemShardGroups] && len(task.MySQLInstances) > 1 {
+		// A source that cannot be read is reported above; the groups are then not known.
+		if tp, err := Topology(ctx, task, sources); err == nil {
+			checkTopology(r, task, tp)
+		}
+	}
 	targets := make([]shardgroup.TableName, 0, len(byTarget))
 	for t := range byTarget {
 		targets = append(targets, t)

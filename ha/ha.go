@@ -24,6 +24,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tributary-db/tributary/config"
+	"github.com/tributary-db/tributary/router"
 )
 
 // Root is the prefix of every key of this package.
@@ -80,6 +81,10 @@ type Task struct {
 	// Starts are the sources' binlog positions when start-task ran, for sources without meta and
 	// checkpoint: the task starts there even if its first attempt fails and a later one succeeds.
 	Starts map[string]config.Meta `json:"starts,omitempty"`
+	// Topology is where the tables of the task's sources meet downstream, found at start-task: every
+	// worker of the task decides from it whether a target is merged (router.Router.SetTopology).
+	// Absent in tasks stored by an earlier version: their workers decide from their own rules.
+	Topology *router.Topology `json:"topology,omitempty"`
 }
 
 // Parse returns the task's configuration.

@@ -283,6 +283,12 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 	if err != nil {
 		return nil, err
 	}
+	// Whether a target is merged is the whole task's answer: the tables of every source, found now and
+	// stored with the task, decide it for every worker.
+	topo, err := checker.Topology(ctx, task, srcs)
+	if err != nil {
+		return nil, err
+	}
 	if err := pessimist.PutTaskSources(ctx, s.Client, s.layout(), task.Name, sources); err != nil {
 		return nil, err
 	}
@@ -290,7 +296,7 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 	if err != nil {
 		return nil, fmt.Errorf("task %s: encrypt target-database.password: %w", task.Name, err)
 	}
-	t := ha.Task{Name: task.Name, Config: stored, Stage: ha.StageRunning, Starts: starts}
+	t := ha.Task{Name: task.Name, Config: stored, Stage: ha.StageRunning, Starts: starts, Topology: topo}
 	ok, err := fencedTxn(ctx, s.Client, l.fence,
 		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(ha.TaskKey(task.Name)), "=", 0)},
 		clientv3.OpPut(ha.TaskKey(task.Name), ha.Encode(t)))

@@ -22,6 +22,7 @@ type Router struct {
 	tableRules             []compiledRule
 	schemaRules            []compiledRule
 	tool                   func(TableName) bool // ghost and trash tables of online DDL tools
+	topo                   *topologySets        // what the task's other sources share (SetTopology)
 }
 
 // SkipToolTables makes Skip true for the tables tool reports (the ghost and trash tables of online
@@ -205,9 +206,12 @@ func (r *Router) Route(t TableName) TableName {
 }
 
 // Sharded reports whether more than one upstream table can route to t's target: the table is matched
-// by a table rule with a wildcard, or another table rule routes to the same target, so its DDL must be
-// coordinated.
+// by a table rule with a wildcard, or another table rule routes to the same target, or (SetTopology)
+// tables of other sources of the task reach the same target, so its DDL must be coordinated.
 func (r *Router) Sharded(t TableName) bool {
+	if r.topo != nil && r.topo.shards[key(r.Route(t))] && !r.wildcardSchemaRouted(t) {
+		return true
+	}
 	for i, c := range r.tableRules {
 		if c.schema.MatchString(t.Schema) && c.table.MatchString(t.Name) {
 			if isPattern(c.rule.SchemaPattern + c.rule.TablePattern) {
@@ -231,8 +235,12 @@ func (r *Router) Sharded(t TableName) bool {
 // schemas, so that a statement on the whole schema (DROP DATABASE, ALTER DATABASE), or on one of its
 // tables that is not a shard, could touch what other schemas replicate: a rule matching schema with a
 // wildcard schema-pattern, a rule routing another schema to the same target, or a shard table route
-// (a wildcard table rule) matching the schema.
+// (a wildcard table rule) matching the schema; or (SetTopology) tables of other sources of the task
+// reach the same target schema.
 func (r *Router) MergedSchema(schema string) bool {
+	if r.topo != nil && r.topo.schemas[strings.ToLower(r.Route(TableName{Schema: schema}).Schema)] {
+		return true
+	}
 	for _, rules := range [][]compiledRule{r.tableRules, r.schemaRules} {
 		for _, c := range rules {
 			if c.schema.MatchString(schema) && (isPattern(c.rule.SchemaPattern) || isPattern(c.rule.TablePattern)) {
@@ -259,9 +267,13 @@ func isPattern(p string) bool { return strings.ContainsAny(p, "*?~") }
 
 // SharedTarget reports whether table t, which is not a shard, routes to a target that other upstream
 // tables may route to as well: its rule has a wildcard schema-pattern, or another schema is routed onto
-// its target schema. Such a table's DROP or TRUNCATE could destroy what other schemas replicate.
+// its target schema, or (SetTopology) tables of other sources of the task reach its target. Such a
+// table's DROP or TRUNCATE could destroy what other schemas or sources replicate.
 func (r *Router) SharedTarget(t TableName) bool {
 	target := r.Route(t)
+	if r.topo != nil && r.topo.shared[key(target)] {
+		return true
+	}
 	for _, c := range r.tableRules {
 		if c.schema.MatchString(t.Schema) && c.table.MatchString(t.Name) {
 			if isPattern(c.rule.SchemaPattern) {

@@ -149,7 +149,8 @@ type spec struct {
 	epoch  int64
 	stage  string
 	start  *config.Meta // where start-task found the source when the task has no meta
-	key    string       // everything but the stage: a change restarts the subtask
+	topo   *routepkg.Topology
+	key    string // everything but the stage: a change restarts the subtask
 }
 
 func (s *Server) desired(st ha.State) (string, map[string]spec) {
@@ -176,8 +177,8 @@ func (s *Server) desired(st ha.State) (string, map[string]spec) {
 			if m, ok := t.Starts[b.Source]; ok {
 				start = &m
 			}
-			out[t.Name] = spec{task: cfg, inst: inst, source: src.Parsed, epoch: b.Epoch, stage: t.Stage, start: start,
-				key: fmt.Sprintf("%d\x00%d\x00%s\x00%s", b.Epoch, t.Resumed, t.Config, src.Config)}
+			out[t.Name] = spec{task: cfg, inst: inst, source: src.Parsed, epoch: b.Epoch, stage: t.Stage, start: start, topo: t.Topology,
+				key: fmt.Sprintf("%d\x00%d\x00%s\x00%s\x00%s", b.Epoch, t.Resumed, t.Config, src.Config, ha.Encode(t.Topology))}
 		}
 	}
 	return b.Source, out
@@ -372,6 +373,7 @@ func (t *subtask) runOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	router.SetTopology(sp.topo)
 	filters, skipped := config.MergeFilters(sp.task.FilterRulesOf(sp.inst), sp.source.Filters)
 	for _, r := range skipped {
 		t.log.Warn("a filter of the source file is left out: the task has one for the same tables, which wins",
