@@ -114,7 +114,7 @@ var Policy = []PolicyRow{
 	{KindRenameTable, run, follow, rename},
 	{KindDropTable, run, Decision{LeaveGroup, "other shards' rows live in the merged table"}, destroy},
 	{KindTruncateTable, run, destroy, destroy},
-	{KindDropPartition, run, destroy, destroy},
+	{KindDropPartition, run, Decision{Lock, "every shard must run the same statement first (the group's retention); it runs once. One shard's alone never runs: the lock waits for the others"}, destroy},
 	{KindExchangePartition, run, Decision{Refuse, "it would move rows of the merged table"}, Decision{Refuse, "it would move rows of a table other schemas write to"}},
 	{KindView, views, views, views},
 	{KindSequence, Decision{Ignore, "sequences are not replicated"}, Decision{Ignore, "sequences are not replicated"}, Decision{Ignore, "sequences are not replicated"}},
