@@ -11,6 +11,9 @@
 //	bound/<source-id>       {"source","worker"}; the key's mod revision is the binding's epoch
 //	task/<task>             {"name","config","stage","resumed","starts"}: the task YAML, Running or
 //	                        Paused, resume-task count, and the start positions fixed by start-task
+//	operator/<task>/<source>/<FILE:POS>
+//	                        a binlog skip|replace decision of the task's subtask on the source
+//	                        (operator.go; not part of State)
 package ha
 
 import (

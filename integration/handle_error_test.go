@@ -1,10 +1,13 @@
 package integration
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/tributary-db/tributary/dbutil"
 	"github.com/tributary-db/tributary/internal/e2e"
 )
 
@@ -141,5 +144,60 @@ func TestE2EConflictUnlockAndPseudoGroup(t *testing.T) {
 	c.DownDB.QueryRow("SELECT DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'db' AND TABLE_NAME = 't' AND COLUMN_NAME = 'c'").Scan(&typ)
 	if alters-alters0 != 1 || typ != "int" {
 		t.Fatalf("downstream ran %d ALTERs, column c is %q; want one ALTER, int (the owner's)", alters-alters0, typ)
+	}
+}
+
+// TestE2EBinlogSkipSurvivesFailover: a binlog skip given ahead of its statement (-b: where source 1's
+// next event group starts, before it is written) is kept in etcd, not in the worker: binlog list shows
+// it, the worker dies by kill -9 before the statement is written, and the spare that takes the source
+// over skips it (its table never reaches the downstream) and replicates what follows. The decision is
+// removed once the checkpoint is past its statement, and one still waiting is removed by stop-task.
+func TestE2EBinlogSkipSurvivesFailover(t *testing.T) {
+	c := startE2E(t, 3)
+	c.up(0, insertRows("db_1.t_1", 1, 6, ""))
+	c.waitRow(5)
+	pos, _, err := dbutil.SourcePosition(context.Background(), c.UpDBs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ok("binlog", "skip", c.task, "-b", pos.BinlogPos(), "-s", s1)
+	stored := fmt.Sprintf(`"pos":{"file":%q,"pos":%d}`, pos.File, pos.Pos)
+	if l := c.ok("binlog", "list", c.task, "-s", s1); !strings.Contains(l.List("sources")[0].Str("msg"), stored) {
+		t.Fatalf("binlog list: %v", l)
+	}
+	victim := c.workerOf(s1)
+	c.Worker(victim).Kill9()
+	c.up(0, "CREATE TABLE db_1.skipped (id INT PRIMARY KEY)", insertRows("db_1.t_1", 6, 11, ""))
+	c.until("source 1 moved to a spare", func(r e2e.Result) bool {
+		for _, s := range r.List("sources") {
+			if s.Str("source") == s1 && s.Str("worker") != "" && s.Str("worker") != victim {
+				return true
+			}
+		}
+		return false
+	}, "operate-source", "show", s1)
+	c.waitRow(10)
+	c.waitSynced()
+	var n int
+	if err := c.DownDB.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'db' AND TABLE_NAME = 'skipped'").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the skipped CREATE TABLE reached the downstream (%d tables db.skipped, %v)", n, err)
+	}
+	c.until("the used skip removed", func(r e2e.Result) bool {
+		s := r.List("sources")
+		return len(s) == 1 && s[0].Bool("result") && !strings.Contains(s[0].Str("msg"), stored)
+	}, "binlog", "list", c.task, "-s", s1)
+	// A decision waiting goes with its task at stop-task: the task started again has none.
+	c.ok("binlog", "skip", c.task, "-b", "mysql-bin.999999:4", "-s", s1)
+	if l := c.ok("binlog", "list", c.task, "-s", s1); !strings.Contains(l.List("sources")[0].Str("msg"), `"mysql-bin.999999"`) {
+		t.Fatalf("binlog list: %v", l)
+	}
+	c.ok("stop-task", c.task)
+	f, err := c.TaskFile(c.task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ok("start-task", f)
+	if l := c.ok("binlog", "list", c.task, "-s", s1); strings.Contains(l.List("sources")[0].Str("msg"), `"pos"`) {
+		t.Fatalf("binlog list after stop-task and start-task: %v", l)
 	}
 }

@@ -2,11 +2,14 @@ package master
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
 	"sync"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tributary-db/tributary/ha"
 	pb "github.com/tributary-db/tributary/proto"
@@ -14,8 +17,9 @@ import (
 )
 
 // HandleError implements dmctl binlog skip|replace|revert|list (DM's handle-error): the master passes
-// the operation to the workers of the task's sources (all, or --sources), each of which applies it to
-// its subtask and resumes the subtask when it was paused on that statement.
+// skip, replace and revert to the workers of the task's sources (all, or --sources), each of which
+// keeps it in etcd for its subtask and resumes the subtask when it was paused on that statement; list
+// reads etcd.
 func (s *Service) HandleError(ctx context.Context, req *pb.HandleErrorRequest) (*pb.HandleErrorResponse, error) {
 	return onLeader(ctx, s, func(*leaderState) (*pb.HandleErrorResponse, error) { return s.handleError(ctx, req) },
 		func(c pb.MasterClient) (*pb.HandleErrorResponse, error) { return c.HandleError(ctx, req) },
@@ -66,6 +70,9 @@ func (s *Service) handleError(ctx context.Context, req *pb.HandleErrorRequest) (
 		return nil, fmt.Errorf("-b %s names a position in one source's binlog: give that source with -s (task %s has %v)", req.BinlogPos, req.Task, sources)
 	}
 	sort.Strings(sources)
+	if req.Op == pb.ErrorOp_List {
+		return listOperators(ctx, s.Client, st, req.Task, sources)
+	}
 	resp := &pb.HandleErrorResponse{Result: true}
 	out := make([]*pb.CommonWorkerResponse, len(sources))
 	var wg sync.WaitGroup
@@ -96,6 +103,28 @@ func (s *Service) handleError(ctx context.Context, req *pb.HandleErrorRequest) (
 		}
 	}
 	resp.Sources = out
+	return resp, nil
+}
+
+// listOperators answers binlog list from etcd, where the workers keep the decisions: each source's
+// msg is the JSON list of its decisions waiting (DM's answer), whether or not a worker runs it now.
+func listOperators(ctx context.Context, cli *clientv3.Client, st ha.State, task string, sources []string) (*pb.HandleErrorResponse, error) {
+	resp := &pb.HandleErrorResponse{Result: true}
+	for _, src := range sources {
+		stored, _, err := ha.LoadOperators(ctx, cli, task, src)
+		if err != nil {
+			return nil, err
+		}
+		var ops []json.RawMessage
+		for _, o := range stored {
+			ops = append(ops, o.Value)
+		}
+		b, err := json.Marshal(ops)
+		if err != nil {
+			return nil, fmt.Errorf("task %s, source %s: stored binlog operations: %w", task, src, err)
+		}
+		resp.Sources = append(resp.Sources, &pb.CommonWorkerResponse{Result: true, Source: src, Worker: st.Bindings[src].Worker, Msg: string(b)})
+	}
 	return resp, nil
 }
 

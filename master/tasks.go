@@ -539,7 +539,8 @@ func (s *Service) operateTask(ctx context.Context, l *leaderState, req *pb.Opera
 	guard := []clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", ha.Encode(t))}
 	switch strings.ToLower(req.Op) {
 	case "stop":
-		if ok, err := fencedTxn(ctx, s.Client, l.fence, guard, clientv3.OpDelete(key)); err != nil || !ok {
+		// The task's binlog skip|replace decisions go with it (a new start-task reads the binlog anew).
+		if ok, err := fencedTxn(ctx, s.Client, l.fence, guard, clientv3.OpDelete(key), ha.DeleteTaskOperators(t.Name)); err != nil || !ok {
 			return nil, errors.Join(err, errConcurrent(ok, t.Name))
 		}
 		cond = func(sub *pb.SubTaskStatus) bool { return sub == nil }

@@ -299,7 +299,7 @@ func (s *Syncer) flushWith(ctx context.Context, async bool) error {
 	ex := flushExtras{global: global, globalGTID: s.cur.gtidFor(global), schemas: s.rows.schemas.takeDirty(), online: s.takeOnlineDirty()}
 	committed, err := s.apply.start(ctx, ex)
 	if committed {
-		s.afterCommit()
+		s.afterCommit(ctx)
 	}
 	if err != nil || async || s.apply.flushing == nil {
 		return err
@@ -422,7 +422,7 @@ var testHookFlush func(part, parts int) error
 func (s *Syncer) waitFlush(ctx context.Context) error {
 	committed, err := s.apply.wait(ctx)
 	if committed {
-		s.afterCommit()
+		s.afterCommit(ctx)
 	}
 	return err
 }
@@ -536,8 +536,12 @@ func (a *applier) noteTables(tables map[TableName]Position) {
 }
 
 // afterCommit forgets what no read from the resume position on can need.
-func (s *Syncer) afterCommit() {
-	s.cfg.Operators.prune(s.apply.persisted)
+func (s *Syncer) afterCommit(ctx context.Context) {
+	if err := s.cfg.Operators.prune(ctx, s.apply.persisted); err != nil && ctx.Err() == nil {
+		// They stay in etcd, past the checkpoint: the next commit tries again (so does the next
+		// worker of the source), and binlog list shows them meanwhile.
+		s.log.Warn("binlog operations used but not removed from etcd yet", zap.Stringer("checkpoint", s.apply.persisted), zap.Error(err))
+	}
 	for p := range s.cur.gtidAt {
 		if p.Compare(s.apply.persisted) < 0 {
 			delete(s.cur.gtidAt, p)

@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"slices"
 	"strings"
-	"sync"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -175,79 +173,4 @@ func describe(c Change) string {
 		return c.SQL
 	}
 	return fmt.Sprintf("change %d", c.Kind)
-}
-
-// Operator is a user's decision about the event a subtask paused on (dmctl binlog skip|replace).
-type Operator struct {
-	Op   string   `json:"op"` // "skip" or "replace"
-	Pos  Position `json:"pos"`
-	SQLs []string `json:"sqls,omitempty"`
-	// Lock: for the DDLs of a lock this source owns, not for the binlog event itself.
-	Lock bool `json:"lock,omitempty"`
-}
-
-func (o Operator) String() string {
-	if o.Op == "replace" {
-		return fmt.Sprintf("replace at %s with %q", o.Pos.BinlogPos(), o.SQLs)
-	}
-	return "skip at " + o.Pos.BinlogPos()
-}
-
-// Operators holds a subtask's operators until its checkpoint passes them: an event read again (a
-// re-sync, a restart before the checkpoint moved) meets the same decision.
-type Operators struct {
-	mu  sync.Mutex
-	ops []Operator
-}
-
-// Add records op, replacing one at the same position.
-func (o *Operators) Add(op Operator) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.ops = slices.DeleteFunc(o.ops, func(x Operator) bool { return x.Pos == op.Pos })
-	o.ops = append(o.ops, op)
-}
-
-// Revert withdraws the operator at pos.
-func (o *Operators) Revert(pos Position) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	n := len(o.ops)
-	o.ops = slices.DeleteFunc(o.ops, func(x Operator) bool { return x.Pos == pos })
-	return len(o.ops) < n
-}
-
-// List returns the operators waiting.
-func (o *Operators) List() []Operator {
-	if o == nil {
-		return nil
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return slices.Clone(o.ops)
-}
-
-// find returns the operator for an event starting at one of the positions.
-func (o *Operators) find(lock bool, at ...Position) (Operator, bool) {
-	if o == nil {
-		return Operator{}, false
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for _, op := range o.ops {
-		if op.Lock == lock && slices.Contains(at, op.Pos) {
-			return op, true
-		}
-	}
-	return Operator{}, false
-}
-
-// prune drops operators of events before the checkpoint: they are never read again.
-func (o *Operators) prune(checkpoint Position) {
-	if o == nil || checkpoint.IsZero() {
-		return
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.ops = slices.DeleteFunc(o.ops, func(x Operator) bool { return x.Pos.File != "" && x.Pos.Compare(checkpoint) < 0 })
 }

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,22 +13,10 @@ import (
 	"github.com/tributary-db/tributary/shardgroup"
 )
 
-// operators returns the binlog skip|replace decisions of a task (s.mu held).
-func (s *Server) operators(task string) *Operators {
-	if s.ops == nil {
-		s.ops = map[string]*Operators{}
-	}
-	o, ok := s.ops[task]
-	if !ok {
-		o = &Operators{}
-		s.ops[task] = o
-	}
-	return o
-}
-
-// HandleError applies dmctl binlog skip|replace|revert|list to this worker's subtask of a task. Skip
-// and replace name the event by -b, or default to the statement the subtask is paused on; a subtask
-// paused on that statement resumes at once.
+// HandleError applies dmctl binlog skip|replace|revert to this worker's subtask of a task (binlog
+// list is the master's: it reads etcd). Skip and replace name the event by -b, or default to the
+// statement the subtask is paused on; they are stored in etcd, where the subtask reads them (on any
+// worker the source moves to), and a subtask paused on that statement resumes at once.
 func (s *Server) HandleError(ctx context.Context, req *pb.HandleWorkerErrorRequest) (*pb.CommonWorkerResponse, error) {
 	s.mu.Lock()
 	sub := s.subtasks[req.Task]
@@ -43,10 +30,6 @@ func (s *Server) HandleError(ctx context.Context, req *pb.HandleWorkerErrorReque
 	}
 	if sub == nil {
 		return fail("task %s has no subtask on this worker", req.Task)
-	}
-	if req.Op == pb.ErrorOp_List {
-		b, _ := json.Marshal(ops.List())
-		return &pb.CommonWorkerResponse{Result: true, Msg: string(b)}, nil
 	}
 	sub.mu.Lock()
 	lastErr := sub.lastErr
@@ -70,7 +53,11 @@ func (s *Server) HandleError(ctx context.Context, req *pb.HandleWorkerErrorReque
 	op := Operator{Pos: pos, Lock: lock}
 	switch req.Op {
 	case pb.ErrorOp_Revert:
-		if !ops.Revert(pos) {
+		ok, err := ops.Revert(ctx, pos)
+		if err != nil {
+			return fail("binlog revert at %s: %v", pos.BinlogPos(), err)
+		}
+		if !ok {
 			return fail("no binlog skip or replace waits at %s for task %s on source %s", pos.BinlogPos(), req.Task, req.Source)
 		}
 		sub.log.Info("binlog operation reverted", zap.String("pos", pos.BinlogPos()))
@@ -87,7 +74,9 @@ func (s *Server) HandleError(ctx context.Context, req *pb.HandleWorkerErrorReque
 	default:
 		return fail("unsupported binlog operation %s", req.Op)
 	}
-	ops.Add(op)
+	if err := ops.Add(ctx, op); err != nil {
+		return fail("binlog %s at %s: %v", op.Op, pos.BinlogPos(), err)
+	}
 	sub.log.Warn("binlog operation added", zap.String("op", op.Op), zap.String("pos", pos.BinlogPos()), zap.Bool("lock", lock), zap.Strings("sqls", op.SQLs))
 	msg := op.String()
 	if paused && pos == at {

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/tributary-db/tributary/ha"
+	"github.com/tributary-db/tributary/internal/etcdtest"
 	"github.com/tributary-db/tributary/shardgroup"
 )
 
@@ -59,14 +62,40 @@ func TestSplitStatements(t *testing.T) {
 	}
 }
 
+// TestOperatorsLifecycle: the decisions of a subtask are kept in etcd. The sync unit finds them in the
+// worker's copy; another worker of the source (after a failover) loads the same ones; the checkpoint
+// past an event removes its decision from etcd, and one left there by a worker that died before
+// removing it is removed by the next worker's first prune, not found again.
 func TestOperatorsLifecycle(t *testing.T) {
-	var o Operators
+	cli := etcdtest.Client(t)
+	ctx := context.Background()
+	task, src := "ops-lifecycle", "ops-lifecycle-src"
+	bind := func(worker string) int64 {
+		resp, err := cli.Put(ctx, ha.BoundKey(src), ha.Encode(ha.Binding{Source: src, Worker: worker}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Header.Revision
+	}
+	stored := func() int {
+		ops, _, err := ha.LoadOperators(ctx, cli, task, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ops)
+	}
+	if _, err := cli.Put(ctx, ha.TaskKey(task), ha.Encode(ha.Task{Name: task})); err != nil {
+		t.Fatal(err)
+	}
 	p := func(n uint32) Position { return Position{File: "mysql-bin.000002", Pos: n} }
-	o.Add(Operator{Op: "skip", Pos: p(100)})
-	o.Add(Operator{Op: "replace", Pos: p(100), SQLs: []string{"SELECT 1"}}) // replaces the skip
-	o.Add(Operator{Op: "skip", Pos: p(300), Lock: true})
+	o := NewOperators(cli, task, src, bind("w1"))
+	for _, op := range []Operator{{Op: "skip", Pos: p(100)}, {Op: "replace", Pos: p(100), SQLs: []string{"SELECT 1"}}, {Op: "skip", Pos: p(300), Lock: true}, {Op: "skip", Pos: p(500)}} {
+		if err := o.Add(ctx, op); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if op, ok := o.find(false, p(50), p(100)); !ok || op.Op != "replace" {
-		t.Fatalf("find at 100: %+v %v", op, ok)
+		t.Fatalf("find at 100: %+v %v (the replace given last replaces the skip)", op, ok)
 	}
 	if _, ok := o.find(false, p(300)); ok {
 		t.Fatal("a lock's operator is not an event's")
@@ -74,15 +103,51 @@ func TestOperatorsLifecycle(t *testing.T) {
 	if _, ok := o.find(true, p(300)); !ok {
 		t.Fatal("lock operator not found")
 	}
-	o.prune(p(200)) // the checkpoint passed 100
-	if _, ok := o.find(false, p(100)); ok || len(o.List()) != 1 {
-		t.Fatalf("prune left %+v", o.List())
+	if n := stored(); n != 3 {
+		t.Fatalf("%d decisions in etcd, want 3", n)
 	}
-	if !o.Revert(p(300)) || o.Revert(p(300)) || len(o.List()) != 0 {
-		t.Fatalf("revert left %+v", o.List())
+
+	// The worker dies; the source's next worker loads the same decisions.
+	o2 := NewOperators(cli, task, src, bind("w2"))
+	if err := o2.Load(ctx); err != nil {
+		t.Fatal(err)
 	}
+	if op, ok := o2.find(false, p(100)); !ok || op.Op != "replace" || op.SQLs[0] != "SELECT 1" || len(o2.List()) != 3 {
+		t.Fatalf("the next worker has %+v", o2.List())
+	}
+	if err := o.Add(ctx, Operator{Op: "skip", Pos: p(700)}); err == nil || !strings.Contains(err.Error(), src) {
+		t.Fatalf("the old worker added a decision: %v", err)
+	}
+
+	// The checkpoint passes 100: used, removed from etcd. The old worker cannot remove its copy's;
+	// the new worker's prune does, and a later load does not bring it back.
+	if err := o.prune(ctx, p(200)); err != nil {
+		t.Fatal(err)
+	}
+	if n := stored(); n != 3 {
+		t.Fatalf("the old worker's prune changed etcd: %d decisions", n)
+	}
+	if err := o2.prune(ctx, p(200)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := o2.find(false, p(100)); ok || stored() != 2 {
+		t.Fatalf("prune left %+v (%d in etcd)", o2.List(), stored())
+	}
+	if err := o2.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := o2.find(false, p(100)); ok || len(o2.List()) != 2 {
+		t.Fatalf("a used decision came back: %+v", o2.List())
+	}
+	if ok, err := o2.Revert(ctx, p(300)); !ok || err != nil {
+		t.Fatalf("revert: %v %v", ok, err)
+	}
+	if ok, err := o2.Revert(ctx, p(300)); ok || err != nil || len(o2.List()) != 1 || stored() != 1 {
+		t.Fatalf("second revert %v %v left %+v", ok, err, o2.List())
+	}
+
 	var none *Operators
-	if _, ok := none.find(false, p(1)); ok || none.List() != nil {
+	if _, ok := none.find(false, p(1)); ok || none.List() != nil || none.prune(ctx, p(1)) != nil {
 		t.Fatal("nil operators hold nothing")
 	}
 }
@@ -123,7 +188,7 @@ func TestDuplicateKeyPausesThenSkip(t *testing.T) {
 	if events != 1 {
 		t.Fatalf("no binlog event at %s", se.Pos)
 	}
-	c.operators(1).Add(Operator{Op: "skip", Pos: se.Pos})
+	c.operators(1).Add(context.Background(), Operator{Op: "skip", Pos: se.Pos})
 	c.startSyncer(1)
 	c.waitRow(2005)
 	var v string
@@ -172,7 +237,7 @@ func TestLockDDLRefusedThenReplaced(t *testing.T) {
 	if c.hasRow(1001) || c.hasRow(3001) {
 		t.Fatal("rows after the DDL were written while its lock waits")
 	}
-	c.operators(owner).Add(Operator{Op: "replace", Pos: se.Pos, Lock: true, SQLs: []string{"ALTER TABLE `db`.`t` ADD KEY uv (v)"}})
+	c.operators(owner).Add(context.Background(), Operator{Op: "replace", Pos: se.Pos, Lock: true, SQLs: []string{"ALTER TABLE `db`.`t` ADD KEY uv (v)"}})
 	c.startSyncer(owner)
 	c.converge("id, v")
 	var nonUnique int
@@ -243,7 +308,7 @@ func TestInconsistentSequencePausesThenSkip(t *testing.T) {
 		t.Fatalf("the error's position %s is not the ALTER of t_2: %q %v", qe.Start, info, err)
 	}
 
-	c.operators(0).Add(Operator{Op: "skip", Pos: qe.Start})
+	c.operators(0).Add(context.Background(), Operator{Op: "skip", Pos: qe.Start})
 	c.startSyncer(0)
 	c.up(0, "ALTER TABLE db_1.t_2 ADD COLUMN a INT")
 	c.up(1, "ALTER TABLE db_2.t_1 ADD COLUMN a INT", "ALTER TABLE db_2.t_2 ADD COLUMN a INT")

@@ -49,7 +49,6 @@ type Server struct {
 	mu       sync.Mutex
 	subtasks map[string]*subtask // by task name
 	source   string
-	ops      map[string]*Operators // binlog skip|replace decisions by task, kept across subtask restarts
 }
 
 // NewServer returns a worker; Run starts it.
@@ -201,7 +200,6 @@ func (s *Server) reconcile(ctx context.Context, st ha.State) {
 		sub, ok := s.subtasks[name]
 		if !ok {
 			sub = newSubtask(sp, s.cfg, s.log)
-			sub.ops = s.operators(name)
 			s.subtasks[name] = sub
 		}
 		sub.setStage(ctx, sp.stage)
@@ -254,13 +252,13 @@ type subtask struct {
 	loaded bool
 	cancel context.CancelFunc
 	done   chan struct{}
-	upDB   *sql.DB // for the source's own position in status
-	ops    *Operators
+	upDB   *sql.DB       // for the source's own position in status
+	ops    *Operators    // binlog skip|replace decisions, kept in etcd
 	wake   chan struct{} // a binlog skip or replace for the statement the subtask paused on
 }
 
 func newSubtask(sp spec, cfg ServerConfig, log *zap.Logger) *subtask {
-	return &subtask{wake: make(chan struct{}, 1), spec: sp, cfg: cfg, log: log.With(zap.String("task", sp.task.Name), zap.String("source", sp.inst.SourceID), zap.Int64("epoch", sp.epoch))}
+	return &subtask{wake: make(chan struct{}, 1), spec: sp, cfg: cfg, ops: NewOperators(cfg.Client, sp.task.Name, sp.inst.SourceID, sp.epoch), log: log.With(zap.String("task", sp.task.Name), zap.String("source", sp.inst.SourceID), zap.Int64("epoch", sp.epoch))}
 }
 
 // setStage starts or pauses the subtask.
@@ -456,6 +454,11 @@ func (t *subtask) runOnce(ctx context.Context) error {
 			cfg.Start = Position{}
 		}
 		cfg.StartGTID = m.BinlogGTID
+	}
+	// Read at every start: a decision given to an earlier worker of the source, or while the subtask
+	// waited on an error, applies from the first event.
+	if err := t.ops.Load(ctx); err != nil {
+		return err
 	}
 	syncer := NewSyncer(cfg)
 	t.mu.Lock()
