@@ -19,4 +19,7 @@
 //
 // Split turns one DDL statement into single-table parts, each attributed to its own source table and
 // rewritten (through the AST, never by string editing) to its target name.
+//
+// CompareWithDownstream tells whether a downstream table already is what a DDL would make of it (a
+// DDL the downstream refused as "already applied" is taken as applied only then).
 package shardgroup

@@ -1,10 +1,6 @@
 package shardgroup
 
-import (
-	"strings"
-
-	"github.com/pingcap/tidb/pkg/parser/ast"
-)
+import "github.com/pingcap/tidb/pkg/parser/ast"
 
 // Effect is something a DDL leaves on its table that can be read off the table afterwards: a column
 // or an index (the primary key is the index "PRIMARY") that its run makes present or absent.
@@ -24,8 +20,8 @@ type Effect struct {
 //   - MODIFY COLUMN, ALTER COLUMN ... SET/DROP DEFAULT: a second run sets the same definition again;
 //   - ALGORITHM= and LOCK=;
 //
-// with at least one Effect. An ALTER TABLE runs whole or not at all, so one Effect found on the table
-// tells that all of it ran. Left out: IF [NOT] EXISTS (no error to tell by, and beside other clauses a
+// with at least one Effect. An ALTER TABLE runs whole or not at all, so its table, compared with what
+// it makes (CompareWithDownstream), tells whether it ran. Left out: IF [NOT] EXISTS (no error to tell by, and beside other clauses a
 // second run is not harmless: DROP COLUMN IF EXISTS a, ADD COLUMN a drops the column's values again);
 // an index without a name (a second run adds a second index); renames and CHANGE; a primary key,
 // foreign key or check constraint added (a second run's error is not "already applied" on every
@@ -74,35 +70,4 @@ func Effects(sql string) (effects []Effect, ok bool) {
 		}
 	}
 	return effects, len(effects) > 0
-}
-
-// Applied tells from a table's column and index names whether a DDL with these effects ran on it:
-// ran when every effect is there, not when none is, and known false when some are and some are not
-// (something else changed the table, or the DDL both drops and adds one name).
-func Applied(effects []Effect, columns, indexes []string) (ran, known bool) {
-	has := func(names []string, name string) bool {
-		for _, n := range names {
-			if strings.EqualFold(n, name) {
-				return true
-			}
-		}
-		return false
-	}
-	there := 0
-	for _, e := range effects {
-		names := columns
-		if e.Index {
-			names = indexes
-		}
-		if has(names, e.Name) == e.Present {
-			there++
-		}
-	}
-	switch there {
-	case len(effects):
-		return true, true
-	case 0:
-		return false, true
-	}
-	return false, false
 }

@@ -64,20 +64,3 @@ func TestEffects(t *testing.T) {
 		}
 	}
 }
-
-func TestApplied(t *testing.T) {
-	effects := []Effect{{Name: "c", Present: true}, {Index: true, Name: "I", Present: true}, {Index: true, Name: "PRIMARY"}}
-	for _, c := range []struct {
-		columns, indexes []string
-		ran, known       bool
-	}{
-		{[]string{"id", "C"}, []string{"i"}, true, true}, // names compare case-insensitively
-		{[]string{"id"}, []string{"PRIMARY"}, false, true},
-		{[]string{"id", "c"}, []string{"PRIMARY"}, false, false}, // c is there, i is not: something else changed it
-		{[]string{"id"}, nil, false, false},
-	} {
-		if ran, known := Applied(effects, c.columns, c.indexes); ran != c.ran || known != c.known {
-			t.Errorf("Applied(columns %v, indexes %v) = %v %v, want %v %v", c.columns, c.indexes, ran, known, c.ran, c.known)
-		}
-	}
-}

@@ -33,6 +33,7 @@ type DDLExecutor struct {
 	meta    *meta.Store
 	sink    *Sink // commits the checkpoint update after the DDLs, and forgets its cached keys
 	session ddlSession
+	log     *zap.Logger
 }
 
 // NewDDLExecutor returns the DDL executor of the source whose sink is sink (its pool, meta store and
@@ -42,16 +43,19 @@ func NewDDLExecutor(sink *Sink, ddlDB *sql.DB, log *zap.Logger) *DDLExecutor {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &DDLExecutor{db: sink.db, ddlDB: ddlDB, meta: sink.meta, sink: sink, session: ddlSession{log: log}}
+	return &DDLExecutor{db: sink.db, ddlDB: ddlDB, meta: sink.meta, sink: sink, session: ddlSession{log: log}, log: log}
 }
 
-// alreadyApplied are the errors of a DDL that has already taken effect: duplicate column (1060), duplicate
-// key name (1061), table exists (1050), can't drop a missing column or key (1091), database exists
-// (1007), duplicate foreign key (1826), dropping a missing database (1008) or table (1051).
+// alreadyApplied are the errors of a DDL whose object is there already, or gone already: duplicate
+// column (1060), duplicate key name (1061), table exists (1050), can't drop a missing column or key
+// (1091), database exists (1007), duplicate foreign key (1826), dropping a missing database (1008) or
+// table (1051). The DDL did not run (MariaDB runs a statement whole or not at all); it is taken as
+// applied only when the downstream already is what it would have made (checkApplied).
 var alreadyApplied = map[uint16]bool{1060: true, 1061: true, 1050: true, 1091: true, 1007: true, 1826: true, 1008: true, 1051: true}
 
 // ExecDDL runs DDLs that are idempotent by themselves (CREATE ... IF NOT EXISTS), treating "already
-// applied" errors as success, then commits the checkpoint update.
+// applied" errors as success when the downstream is what the DDL would make (checkApplied), then
+// commits the checkpoint update.
 //
 // Each of the ExecDDL functions runs the DDLs in the session settings in, those of the binlog event
 // they come from (nil: the sink's own; ddlsession.go).
@@ -65,10 +69,13 @@ func (s *DDLExecutor) ExecDDL(ctx context.Context, ddls []string, in session.Set
 // a DDL marked done whose tables still have the after-definition is skipped; one marked started
 // whose tables no longer have the before-definition took effect before a crash and is only marked
 // done; otherwise it runs. This holds because only the lock's owner changes those tables while the
-// lock is held. "Already applied" errors are still accepted as a last resort.
+// lock is held, with one exception: after a DDL the downstream refused, the user changes the table to
+// let it through. So a started marker whose tables changed counts as "took effect" only when they do
+// not show that the DDL did not (shardgroup.CompareWithDownstream). An "already applied" error is
+// accepted only when the downstream already is what the DDL would make (checkApplied).
 //
-// A marker "running" (see ExecDDLFirst) holds no definition: its DDL ran if the columns and indexes
-// it adds or drops are there or gone (shardgroup.Applied), else it runs.
+// A marker "running" (see ExecDDLFirst) holds no definition: its DDL ran if its tables are what it
+// makes of them (shardgroup.CompareWithDownstream), else it runs.
 //
 // An empty lockID runs the DDLs without markers.
 func (s *DDLExecutor) ExecDDLOnce(ctx context.Context, lockID string, ddls []string, in session.Settings, up CheckpointUpdate) error {
@@ -110,8 +117,8 @@ func (s *DDLExecutor) execOnce(ctx context.Context, lockID, q string, first bool
 	together := len(tables) > 0 && s.ddlDB != nil && !strings.Contains(q, ";")
 	if first && together && len(tables) == 1 {
 		if _, ok := shardgroup.Effects(q); ok {
-			ran, err := s.execRunning(ctx, lockID, q, tables, in)
-			if ran || err != nil {
+			decided, err := s.execRunning(ctx, lockID, q, tables, in)
+			if decided || err != nil {
 				return err
 			}
 		}
@@ -126,17 +133,26 @@ func (s *DDLExecutor) execOnce(ctx context.Context, lockID, q string, first bool
 		case m.State == "done" && cur.is(m.After):
 			return nil // ran before a restart; its tables are as it left them
 		case m.State == "started" && !cur.is(m.Before):
-			return s.mark(ctx, lockID, q, "done", m.Before, cur.hash) // took effect before a crash
-		case m.State == meta.MarkerRunning && len(tables) == 1:
-			ran, err := s.ranBefore(ctx, q, tables[0])
+			c, err := s.compare(ctx, q)
 			if err != nil {
 				return err
 			}
-			if ran {
+			if !c.Known || c.Same {
+				return s.mark(ctx, lockID, q, "done", m.Before, cur.hash) // took effect before a crash
+			}
+			// The tables changed, but not as q changes them: q was refused, and the user changed
+			// them since (dropped a hand-made column of the same name). It runs.
+			s.log.Info("DDL marked started did not take effect (its tables changed otherwise since): it runs",
+				zap.String("lock", lockID), zap.String("ddl", q), zap.String("found", c.Reason))
+		case m.State == meta.MarkerRunning && len(tables) == 1:
+			c, err := s.compare(ctx, q)
+			if err != nil {
+				return err
+			}
+			if c.Known && c.Same {
 				return s.mark(ctx, lockID, q, "done", "", cur.hash) // took effect before a crash
 			}
-			// It did not run (or the table does not say): it runs, and an "already applied" error is
-			// taken for success.
+			// It did not run (or the table does not say): it runs.
 		}
 	}
 	if len(tables) > 0 && !together {
@@ -159,6 +175,9 @@ func (s *DDLExecutor) execOnce(ctx context.Context, lockID, q string, first bool
 			}
 			return fmt.Errorf("execute DDL %q downstream: %w", q, err)
 		}
+		if err := s.checkApplied(ctx, lockID, q, me); err != nil {
+			return err
+		}
 	}
 	traceStep(ctx, "ddl executed")
 	if len(tables) == 0 {
@@ -171,16 +190,24 @@ func (s *DDLExecutor) execOnce(ctx context.Context, lockID, q string, first bool
 // behind a marker in state "running" that the server writes only while the checkpoint belongs to this
 // binding (meta.Store.MarkRunningSQL; a marker of q from an earlier round is overwritten): the fence,
 // the marker and the DDL in one round trip, with no definition read before it. When that query fails,
-// whatever failed (a newer binding, q itself, the connection), it reports ran false and no error, and
+// whatever failed (a newer binding, q itself, the connection), it reports decided false and no error, and
 // execOnce goes the way that reads first: a running marker, if the server wrote one, says to run q
-// unless the table shows it ran, and the same error, if it lasts, is reported from there.
-func (s *DDLExecutor) execRunning(ctx context.Context, lockID, q string, tables []TableName, in session.Settings) (ran bool, err error) {
+// unless the table shows it ran, and the same error, if it lasts, is reported from there. An "already
+// applied" error is q's (the marker's INSERT has none of those), so q did not run: it is decided on
+// here (checkApplied): decided, with the error that refuses it or marked done.
+func (s *DDLExecutor) execRunning(ctx context.Context, lockID, q string, tables []TableName, in session.Settings) (decided bool, err error) {
 	traceStep(ctx, "ddl prepared")
 	if err := s.runDDL(ctx, s.ddlDB, s.meta.MarkRunningSQL(lockID, q), q, in); err != nil {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
 		}
-		return false, nil // the reading way meets the same error again, if it lasts, and reports it
+		var me *mysql.MySQLError
+		if !errors.As(err, &me) || !alreadyApplied[me.Number] {
+			return false, nil // the reading way meets the same error again, if it lasts, and reports it
+		}
+		if err := s.checkApplied(ctx, lockID, q, me); err != nil {
+			return true, err
+		}
 	}
 	traceStep(ctx, "ddl executed")
 	return true, s.markDone(ctx, lockID, q, "", tables)
@@ -203,45 +230,89 @@ func (s *DDLExecutor) markDone(ctx context.Context, lockID, q, before string, ta
 	return nil
 }
 
-// ranBefore reports whether t shows that q, a DDL marked running, took effect: every column and index
-// q adds is there and every one it drops is gone (shardgroup.Applied); false when they are not, when
-// some are and some are not, or when q's effects cannot be read off t.
-func (s *DDLExecutor) ranBefore(ctx context.Context, q string, t TableName) (bool, error) {
-	effects, ok := shardgroup.Effects(q)
-	if !ok {
-		return false, nil
-	}
-	columns, indexes, err := s.names(ctx, t)
+// checkApplied decides on q, which the downstream answered with an "already applied" error (me): q did
+// not run, and it is taken as applied (nil, logged) only when the downstream already is what q would
+// make of it. Otherwise the error says what is there and what q would make; it wraps me, so the
+// subtask pauses on it (downstreamPermanent). The downstream's object is left as it is.
+func (s *DDLExecutor) checkApplied(ctx context.Context, lockID, q string, me *mysql.MySQLError) error {
+	c, err := s.compare(ctx, q)
 	if err != nil {
-		return false, err
+		return err
 	}
-	ran, known := shardgroup.Applied(effects, columns, indexes)
-	return ran && known, nil
+	if !c.Known || !c.Same {
+		s.log.Warn("DDL refused downstream: the object is there (or gone) but not as the DDL would make it; the subtask pauses",
+			zap.String("lock", lockID), zap.String("ddl", q), zap.Uint16("code", me.Number), zap.String("found", c.Reason),
+			zap.String("downstream", c.Have), zap.String("ddl's", c.Want))
+		return &NotAppliedError{DDL: q, Comparison: c, Cause: me}
+	}
+	s.log.Info("DDL already in effect downstream: the downstream is what it would make, so it is taken as applied",
+		zap.String("lock", lockID), zap.String("ddl", q), zap.Uint16("code", me.Number), zap.String("found", c.Reason))
+	return nil
 }
 
-// names reads the column names of t (dbutil.Columns) and its index names (the primary key is the index
-// PRIMARY).
-func (s *DDLExecutor) names(ctx context.Context, t TableName) (columns, indexes []string, err error) {
-	cols, err := dbutil.Columns(ctx, s.db, t)
-	if err != nil {
-		return nil, nil, err
+// NotAppliedError is a DDL the downstream refused as "already applied" (a duplicate column, a key that
+// exists, a column that cannot be dropped...) although what is there is not what the DDL would make,
+// or cannot be compared with it: a column of the same name added by hand with another type.
+type NotAppliedError struct {
+	DDL        string
+	Comparison shardgroup.Comparison
+	Cause      *mysql.MySQLError
+}
+
+func (e *NotAppliedError) Unwrap() error { return e.Cause }
+
+func (e *NotAppliedError) Error() string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "DDL %q did not run: %v; ", clip(e.DDL, 300), e.Cause)
+	if e.Comparison.Known {
+		fmt.Fprintf(&sb, "it is not taken as applied because the downstream differs from what it would make: %s", e.Comparison.Reason)
+	} else {
+		fmt.Fprintf(&sb, "it is not taken as applied because the downstream cannot be compared with what it would make: %s", e.Comparison.Reason)
 	}
-	for _, c := range cols {
-		columns = append(columns, c.Name)
+	if e.Comparison.Have != "" {
+		fmt.Fprintf(&sb, "; downstream: %s", e.Comparison.Have)
 	}
-	rows, err := s.db.QueryContext(ctx, "SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", t.Schema, t.Name)
+	if e.Comparison.Want != "" {
+		fmt.Fprintf(&sb, "; the DDL would make: %s", e.Comparison.Want)
+	}
+	// The caller's StatementError adds the ways out (resume-task, binlog skip and replace).
+	sb.WriteString(". Tributary leaves the downstream object as it is; once it is changed or dropped, resume-task runs the DDL")
+	return sb.String()
+}
+
+// compare reads the downstream objects q names (the tables' SHOW CREATE TABLE, the databases) and
+// compares them with what q would make (shardgroup.CompareWithDownstream).
+func (s *DDLExecutor) compare(ctx context.Context, q string) (shardgroup.Comparison, error) {
+	tables, err := shardgroup.TablesOf(q, "")
 	if err != nil {
-		return nil, nil, fmt.Errorf("index names of %s: %w", t, err)
+		return shardgroup.Comparison{Reason: err.Error()}, nil // the comparison says it cannot read q
+	}
+	down := shardgroup.Downstream{Tables: map[TableName]string{}, Databases: map[string]bool{}}
+	for _, t := range tables {
+		def, err := s.showCreate(ctx, s.db, t)
+		if err != nil {
+			return shardgroup.Comparison{}, err
+		}
+		if def != "absent" {
+			down.Tables[t] = def
+		}
+	}
+	rows, err := s.db.QueryContext(ctx, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA")
+	if err != nil {
+		return shardgroup.Comparison{}, fmt.Errorf("databases downstream: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var name string
 		if err := rows.Scan(&name); err != nil {
-			return nil, nil, fmt.Errorf("index names of %s: %w", t, err)
+			return shardgroup.Comparison{}, fmt.Errorf("databases downstream: %w", err)
 		}
-		indexes = append(indexes, name)
+		down.Databases[name] = true
 	}
-	return columns, indexes, rows.Err()
+	if err := rows.Err(); err != nil {
+		return shardgroup.Comparison{}, fmt.Errorf("databases downstream: %w", err)
+	}
+	return shardgroup.CompareWithDownstream(q, down), nil
 }
 
 // before reads what execOnce decides on before it runs q: the epoch fence, which stops a worker whose

@@ -241,3 +241,105 @@ func TestBeforeInOneQuery(t *testing.T) {
 		t.Fatalf("before of the binding that owns the checkpoint: %v", err)
 	}
 }
+
+// TestHandMadeColumnIsComparedNotAssumed: a column of the DDL's name was added downstream by hand. When
+// it differs from what the DDL makes, the DDL fails with a NotAppliedError naming both definitions
+// (a downstream error the subtask pauses on) and the column is left as it is; once the user drops it,
+// the DDL runs, whatever marker the refusal left, and a re-run after that does not run it again. When
+// the column is the DDL's, the DDL is taken as applied without taking effect. Each way the owner runs a
+// lock's DDL: reading first (ExecDDLOnce), or behind a running marker (ExecDDLFirst), with or without
+// the one-query DDL connection.
+func TestHandMadeColumnIsComparedNotAssumed(t *testing.T) {
+	s := mariadbtest.Start(t)
+	db := s.DB(t)
+	ctx := context.Background()
+	s.Exec(t, db, "CREATE DATABASE d")
+	add := "ALTER TABLE `d`.`t` ADD COLUMN `c` INT"
+	columnType := func(t *testing.T) string {
+		var typ string
+		if err := db.QueryRow("SELECT COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'd' AND TABLE_NAME = 't' AND COLUMN_NAME = 'c'").Scan(&typ); err != nil {
+			t.Fatal(err)
+		}
+		return typ
+	}
+	alters := func(t *testing.T) int { // ALTERs that took effect (a refused one is not binlogged)
+		rows, err := db.Query("SHOW BINLOG EVENTS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		n := 0
+		for rows.Next() {
+			var log, typ, info string
+			var pos, server, end int
+			if err := rows.Scan(&log, &pos, &typ, &server, &end, &info); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(info, add) {
+				n++
+			}
+		}
+		return n
+	}
+	for i, c := range []struct {
+		first, together bool
+	}{{false, false}, {false, true}, {true, true}} {
+		t.Run(fmt.Sprintf("first=%v,together=%v", c.first, c.together), func(t *testing.T) {
+			sink := NewSink(db, "meta", fmt.Sprintf("task%d", i), "s1")
+			ex := NewDDLExecutor(sink, nil, nil)
+			if c.together {
+				ex.ddlDB = workerDB(t, s.Port, nil, multiStatements)
+			}
+			if err := sink.Init(ctx); err != nil {
+				t.Fatal(err)
+			}
+			exec := func() error {
+				if c.first {
+					return ex.ExecDDLFirst(ctx, "L", []string{add}, nil, CheckpointUpdate{})
+				}
+				return ex.ExecDDLOnce(ctx, "L", []string{add}, nil, CheckpointUpdate{})
+			}
+			s.Exec(t, db, "DROP TABLE IF EXISTS d.t", "CREATE TABLE d.t (id INT PRIMARY KEY, c VARCHAR(5))")
+			before := alters(t)
+			err := exec()
+			var na *NotAppliedError
+			if !errors.As(err, &na) || !downstreamPermanent(err) || IsPermanent(err) {
+				t.Fatalf("DDL over a different hand-made column: %v; want a NotAppliedError the caller pauses on", err)
+			}
+			for _, want := range []string{add, "Error 1060", "column `c` differs (type varchar(5) downstream, int in the statement)",
+				"downstream: `c` varchar(5) DEFAULT NULL", "the DDL would make: `c` INT", "resume-task runs the DDL"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("the error does not say %q: %v", want, err)
+				}
+			}
+			if columnType(t) != "varchar(5)" {
+				t.Fatalf("the hand-made column is now %s", columnType(t))
+			}
+			// A retry meets the same refusal.
+			if err := exec(); !errors.As(err, &na) {
+				t.Fatalf("retry: %v", err)
+			}
+			// The user drops the column: the DDL runs, once.
+			s.Exec(t, db, "ALTER TABLE d.t DROP COLUMN c")
+			if err := exec(); err != nil {
+				t.Fatal(err)
+			}
+			if err := ex.ExecDDLOnce(ctx, "L", []string{add}, nil, CheckpointUpdate{}); err != nil {
+				t.Fatal(err)
+			}
+			if columnType(t) != "int(11)" || alters(t)-before != 1 {
+				t.Fatalf("column c is %s, the DDL took effect %d times; want int(11), once", columnType(t), alters(t)-before)
+			}
+
+			// The hand-made column is the DDL's: taken as applied.
+			s.Exec(t, db, "DROP TABLE d.t", "CREATE TABLE d.t (id INT PRIMARY KEY, c INT)")
+			before = alters(t)
+			if err := ex.ExecDDLOnce(ctx, "L2", []string{add}, nil, CheckpointUpdate{}); err != nil {
+				t.Fatalf("DDL over the same hand-made column: %v", err)
+			}
+			if alters(t) != before {
+				t.Fatal("the DDL took effect over a column that was there")
+			}
+		})
+	}
+}
