@@ -52,9 +52,9 @@ routes:
 	return path
 }
 
-// downCount is the number of rows of the downstream query's first column, or -1 if it fails (a
+// downInt is the number of rows of the downstream query's first column, or -1 if it fails (a
 // table not there).
-func (c *e2eCluster) downCount(q string) int {
+func (c *e2eCluster) downInt(q string) int {
 	var n int
 	if err := c.DownDB.QueryRow(q).Scan(&n); err != nil {
 		return -1
@@ -64,7 +64,7 @@ func (c *e2eCluster) downCount(q string) int {
 
 func (c *e2eCluster) waitDown(q string, want int) {
 	c.t.Helper()
-	c.until(fmt.Sprintf("%s = %d", q, want), func(e2e.Result) bool { return c.downCount(q) == want }, "query-status", c.task)
+	c.until(fmt.Sprintf("%s = %d", q, want), func(e2e.Result) bool { return c.downInt(q) == want }, "query-status", c.task)
 }
 
 // waitLockOf waits until the task's lock of target shows exactly these synced and unsynced sources.
@@ -82,7 +82,7 @@ func (c *e2eCluster) waitLockOf(target string, synced, unsynced []string) {
 }
 
 func (c *e2eCluster) downColumnsOf(schema, table string) int {
-	return c.downCount(fmt.Sprintf("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = '%s' AND TABLE_NAME = '%s'", schema, table))
+	return c.downInt(fmt.Sprintf("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = '%s' AND TABLE_NAME = '%s'", schema, table))
 }
 
 // Whether a target is merged is the whole task's answer: the same-named tables of two sources are
@@ -114,7 +114,7 @@ func TestE2ESameNamedShardsAcrossSources(t *testing.T) {
 		c.up(0, "TRUNCATE TABLE "+upName(tg, 0))
 		c.up(1, "INSERT INTO "+upName(tg, 1)+" VALUES (2200, 'post-truncate', 3)")
 		c.waitDown("SELECT COUNT(*) FROM "+tg.down+" WHERE id = 2200", 1)
-		if n := c.downCount("SELECT COUNT(*) FROM " + tg.down + " WHERE id BETWEEN 2000 AND 2999"); n != 12 {
+		if n := c.downInt("SELECT COUNT(*) FROM " + tg.down + " WHERE id BETWEEN 2000 AND 2999"); n != 12 {
 			t.Fatalf("%s holds %d of source 2's rows after source 1's TRUNCATE, want 12", tg.down, n)
 		}
 		// One source's DROP TABLE (and DROP DATABASE) leaves the merged table and the other's rows.
@@ -124,7 +124,7 @@ func TestE2ESameNamedShardsAcrossSources(t *testing.T) {
 		}
 		c.up(1, "INSERT INTO "+upName(tg, 1)+" VALUES (2300, 'post-drop', 4)")
 		c.waitDown("SELECT COUNT(*) FROM "+tg.down+" WHERE id = 2300", 1)
-		if n := c.downCount("SELECT COUNT(*) FROM " + tg.down + " WHERE id BETWEEN 2000 AND 2999"); n != 13 {
+		if n := c.downInt("SELECT COUNT(*) FROM " + tg.down + " WHERE id BETWEEN 2000 AND 2999"); n != 13 {
 			t.Fatalf("%s holds %d of source 2's rows after source 1's DROP, want 13", tg.down, n)
 		}
 	}
@@ -224,12 +224,12 @@ func TestE2EPartitionRetentionThroughTheLock(t *testing.T) {
 	c, _, _ := startTopology(t)
 	c.up(0, "ALTER TABLE part.events DROP PARTITION p0")
 	c.waitLockOf("`part`.`events`", []string{s1}, []string{s2})
-	if n := c.downCount("SELECT COUNT(*) FROM part.events WHERE id < 100"); n != 20 {
+	if n := c.downInt("SELECT COUNT(*) FROM part.events WHERE id < 100"); n != 20 {
 		t.Fatalf("part.events holds %d rows of p0 while source 2 has not dropped it, want 20", n)
 	}
 	c.up(1, "ALTER TABLE part.events DROP PARTITION p0", "INSERT INTO part.events VALUES (2500, 'after-drop')")
 	c.waitDown("SELECT COUNT(*) FROM part.events WHERE id = 2500", 1)
-	if n := c.downCount("SELECT COUNT(*) FROM part.events"); n != 21 {
+	if n := c.downInt("SELECT COUNT(*) FROM part.events"); n != 21 {
 		t.Fatalf("part.events holds %d rows after both shards dropped p0, want 21 (the merge of its shards)", n)
 	}
 	if n, err := c.DownstreamStatements("ALTER TABLE `part`.`events` DROP PARTITION"); err != nil || n != 1 {
