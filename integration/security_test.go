@@ -231,6 +231,31 @@ func TestClusterTLS(t *testing.T) {
 	if code, err := get("https://"+c.Master.Addr+"/health", clientTLS(good)); err != nil || code != http.StatusOK {
 		t.Fatalf("HTTPS GET /health with the cluster's certificate: %d %v", code, err)
 	}
+	// etcd's JSON gateway, which the master serves itself and which calls the member's gRPC with the
+	// master's certificate (cert-allowed-cn applies to it), answers over HTTPS: curl without Origin and
+	// the master's own https origin; another site is refused.
+	gateway := func(hdr ...string) (int, string) {
+		req, _ := http.NewRequest("POST", "https://"+c.Master.Addr+"/v3/kv/range", strings.NewReader(`{"key": "L3RyaWJ1dGFyeS8=", "range_end": "L3RyaWJ1dGFyeTA=", "count_only": true}`))
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := (&http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: clientTLS(good)}}).Do(req)
+		if err != nil {
+			t.Fatalf("POST /v3/kv/range over HTTPS with %v: %v", hdr, err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	for _, hdr := range [][]string{nil, {"Origin", "https://" + c.Master.Addr, "Sec-Fetch-Site", "same-origin"}} {
+		if code, body := gateway(hdr...); code != http.StatusOK || !strings.Contains(body, `"count"`) {
+			t.Fatalf("POST /v3/kv/range over HTTPS with %v: %d %s", hdr, code, body)
+		}
+	}
+	if code, body := gateway("Origin", "http://"+c.Master.Addr); code != http.StatusForbidden {
+		t.Fatalf("POST /v3/kv/range over HTTPS from the http:// origin: %d %s, want 403", code, body)
+	}
 	// Refused: etcd clients without a certificate, or with another CA's; answered with the right one.
 	etcdGet := func(cfg *tls.Config) error {
 		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.Master.Addr}, DialTimeout: 3 * time.Second, TLS: cfg, Logger: zap.NewNop()})

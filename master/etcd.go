@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -145,15 +147,6 @@ func StartEtcd(c EtcdConfig) (*embed.Etcd, error) {
 	if len(cfg.CORS) == 0 {
 		cfg.CORS["\x00"] = struct{}{}
 	}
-	gateway, closeGateway, err := etcdGateway(client.Host, c.TLS)
-	if err != nil {
-		return nil, err
-	}
-	cfg.EnableGRPCGateway = false // served below, behind the origin policy
-	cfg.UserHandlers = map[string]http.Handler{"/v3/": origins.Handler(gateway)}
-	for p, h := range c.HTTP {
-		cfg.UserHandlers[p] = origins.Handler(h)
-	}
 	if c.TLS != nil {
 		cfg.ClientTLSInfo, cfg.PeerTLSInfo = *c.TLS, *c.TLS
 	}
@@ -177,6 +170,15 @@ func StartEtcd(c EtcdConfig) (*embed.Etcd, error) {
 	}
 	if c.Existing {
 		cfg.ClusterState = embed.ClusterStateFlagExisting
+	}
+	gateway, closeGateway, err := etcdGateway(client.Host, c.TLS)
+	if err != nil {
+		return nil, err
+	}
+	cfg.EnableGRPCGateway = false // served here, behind the origin policy
+	cfg.UserHandlers = map[string]http.Handler{"/v3/": origins.Handler(gateway)}
+	for p, h := range c.HTTP {
+		cfg.UserHandlers[p] = origins.Handler(h)
 	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
@@ -207,10 +209,24 @@ func etcdGateway(addr string, tlsInfo *transport.TLSInfo) (http.Handler, func(),
 		if err != nil {
 			return nil, nil, fmt.Errorf("etcd gateway TLS: %w", err)
 		}
-		cfg = cfg.Clone()
 		// The member's own listener, dialed by its listen address, which its certificate need not
-		// name (etcd's gateway does the same); the member still checks this side's certificate.
-		cfg.InsecureSkipVerify = true
+		// name: its certificate is checked against the CA alone. etcd's check of a client's CN
+		// (cert-allowed-cn) is dropped on this side: without a verified chain it refuses every server
+		// (the reason etcd's own gateway fails with cert-allowed-cn); the member still checks ours.
+		roots := cfg.ClientCAs
+		cfg = cfg.Clone()
+		cfg.InsecureSkipVerify, cfg.VerifyPeerCertificate, cfg.ClientCAs, cfg.NextProtos = true, nil, nil, nil
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("etcd gateway: the member sent no certificate")
+			}
+			inter := x509.NewCertPool()
+			for _, c := range cs.PeerCertificates[1:] {
+				inter.AddCert(c)
+			}
+			_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+			return err
+		}
 		creds = credentials.NewTLS(cfg)
 	}
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
