@@ -5,9 +5,13 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,9 +24,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/tributary-db/tributary/ha"
 	"github.com/tributary-db/tributary/internal/certtest"
 	"github.com/tributary-db/tributary/internal/e2e"
 	"github.com/tributary-db/tributary/internal/mariadbtest"
+	"github.com/tributary-db/tributary/internal/netutil"
 	pb "github.com/tributary-db/tributary/proto"
 )
 
@@ -225,6 +231,31 @@ func TestClusterTLS(t *testing.T) {
 	if code, err := get("https://"+c.Master.Addr+"/health", clientTLS(good)); err != nil || code != http.StatusOK {
 		t.Fatalf("HTTPS GET /health with the cluster's certificate: %d %v", code, err)
 	}
+	// etcd's JSON gateway, which the master serves itself and which calls the member's gRPC with the
+	// master's certificate (cert-allowed-cn applies to it), answers over HTTPS: curl without Origin and
+	// the master's own https origin; another site is refused.
+	gateway := func(hdr ...string) (int, string) {
+		req, _ := http.NewRequest("POST", "https://"+c.Master.Addr+"/v3/kv/range", strings.NewReader(`{"key": "L3RyaWJ1dGFyeS8=", "range_end": "L3RyaWJ1dGFyeTA=", "count_only": true}`))
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := (&http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: clientTLS(good)}}).Do(req)
+		if err != nil {
+			t.Fatalf("POST /v3/kv/range over HTTPS with %v: %v", hdr, err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	for _, hdr := range [][]string{nil, {"Origin", "https://" + c.Master.Addr, "Sec-Fetch-Site", "same-origin"}} {
+		if code, body := gateway(hdr...); code != http.StatusOK || !strings.Contains(body, `"count"`) {
+			t.Fatalf("POST /v3/kv/range over HTTPS with %v: %d %s", hdr, code, body)
+		}
+	}
+	if code, body := gateway("Origin", "http://"+c.Master.Addr); code != http.StatusForbidden {
+		t.Fatalf("POST /v3/kv/range over HTTPS from the http:// origin: %d %s, want 403", code, body)
+	}
 	// Refused: etcd clients without a certificate, or with another CA's; answered with the right one.
 	etcdGet := func(cfg *tls.Config) error {
 		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.Master.Addr}, DialTimeout: 3 * time.Second, TLS: cfg, Logger: zap.NewNop()})
@@ -368,4 +399,171 @@ func TestPasswordsNeverInClear(t *testing.T) {
 		t.Fatalf("only %d files read under %s", n, c.Dir)
 	}
 	t.Logf("%d etcd keys, %d files and %d dmctl outputs hold no clear-text password", len(resp.Kvs), n, len(outputs))
+}
+
+// TestMasterHTTPOnlyForItsOwnPages (issue 42): the master's address answers a web page of another
+// site with no CORS header, and refuses its writes (a text/plain POST, which a page may send without
+// asking CORS first, to the unlock endpoint and to etcd's JSON gateway; a WebSocket to etcd's watch),
+// so the lock and the password key stay; requests without Origin (curl) and the master's own pages
+// work; an origin of cors-origins (here from the --config file) gets the CORS header and may write
+// JSON.
+func TestMasterHTTPOnlyForItsOwnPages(t *testing.T) {
+	bin := binaries(t)
+	start := func(name string, extra ...string) string {
+		p1, _ := netutil.FreePort()
+		p2, _ := netutil.FreePort()
+		addr := fmt.Sprintf("127.0.0.1:%d", p1)
+		startMaster(t, bin, name, filepath.Join(t.TempDir(), name), addr, fmt.Sprintf("127.0.0.1:%d", p2), append([]string{"--openapi"}, extra...)...)
+		waitLeader(t, bin, addr)
+		return addr
+	}
+	addr := start("m1")
+	base := "http://" + addr
+	const evil = "http://evil.example"
+	crossSite := []string{"Origin", evil, "Sec-Fetch-Site", "cross-site"}
+	sameOrigin := []string{"Origin", base, "Sec-Fetch-Site", "same-origin"}
+	b64 := base64.StdEncoding.EncodeToString
+	rangeKey := `{"key": "` + b64([]byte(ha.PasswordKeyKey)) + `"}`
+	passwordKey := func(t *testing.T, hdr ...string) string {
+		t.Helper()
+		st, _, body := httpDo(t, "POST", base+"/v3/kv/range", "application/json", rangeKey, hdr...)
+		var r struct{ Kvs []struct{ Value string } }
+		if json.Unmarshal(body, &r); st != 200 || len(r.Kvs) != 1 || r.Kvs[0].Value == "" {
+			t.Fatalf("/v3/kv/range of %s with %v: %d %s", ha.PasswordKeyKey, hdr, st, body)
+		}
+		return r.Kvs[0].Value
+	}
+	key := passwordKey(t) // curl: no Origin
+
+	ddl := "ALTER TABLE `shardddl`.`tb` ADD COLUMN `c` INT"
+	halfFormedLock(t, []string{addr}, []string{"mysql-replica-01", "mysql-replica-02"}, "`shardddl`.`tb`", ddl)
+	const lockID = "test-`shardddl`.`tb`"
+	lockWaits := func(r dmctlResult) bool {
+		return r.Result && len(r.Locks) == 1 && r.Locks[0].ID == lockID && strings.Join(r.Locks[0].Unsynced, ",") == "mysql-replica-02"
+	}
+	dmctlUntil(t, bin, addr, 30*time.Second, lockWaits, "lock not shown", "shard-ddl-lock", "test")
+	unlock := base + "/api/v1/shard-ddl-locks/" + url.PathEscape(lockID) + "/unlock"
+
+	t.Run("no CORS for another site", func(t *testing.T) {
+		for _, path := range []string{"/api/v1/shard-ddl-locks", "/dashboard/", "/metrics", "/health", "/version"} {
+			st, h, _ := httpDo(t, "GET", base+path, "", "", "Origin", evil)
+			if a := h.Get("Access-Control-Allow-Origin"); st != 200 || a != "" {
+				t.Errorf("GET %s from %s: %d, Access-Control-Allow-Origin %q", path, evil, st, a)
+			}
+		}
+		for _, u := range []string{unlock, base + "/v3/kv/range"} { // a preflight
+			_, h, _ := httpDo(t, "OPTIONS", u, "", "", "Origin", evil, "Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "content-type")
+			if a := h.Get("Access-Control-Allow-Origin"); a != "" {
+				t.Errorf("preflight of %s from %s: Access-Control-Allow-Origin %q", u, evil, a)
+			}
+		}
+	})
+
+	t.Run("writes refused", func(t *testing.T) {
+		junk := b64([]byte("0000"))
+		for _, c := range []struct {
+			url, ctype, body string
+			hdr              []string
+			want             int
+		}{
+			{unlock, "text/plain;charset=UTF-8", `{"force_remove":true}`, crossSite, 403},
+			{unlock, "application/json", `{"force_remove":true}`, []string{"Origin", evil}, 403},                                  // a browser without Sec-Fetch-*
+			{unlock, "application/json", `{"force_remove":true}`, []string{"Origin", "null", "Sec-Fetch-Site", "same-site"}, 403}, // a sandboxed frame
+			{unlock, "text/plain", `{"force_remove":true}`, nil, 415},
+			{unlock, "application/x-www-form-urlencoded", "force_remove=true", nil, 415},
+			{base + "/v3/kv/range", "text/plain", rangeKey, crossSite, 403},
+			{base + "/v3/kv/range", "text/plain", rangeKey, nil, 415},
+			{base + "/v3/kv/range", "multipart/form-data; boundary=x", rangeKey, nil, 415},
+			{base + "/v3/kv/put", "text/plain", `{"key": "` + b64([]byte(ha.PasswordKeyKey)) + `", "value": "` + junk + `"}`, crossSite, 403},
+			{base + "/v3/kv/deleterange", "text/plain", rangeKey, []string{"Origin", evil}, 403},
+		} {
+			st, h, body := httpDo(t, "POST", c.url, c.ctype, c.body, c.hdr...)
+			var e struct {
+				Msg  string `json:"error_msg"`
+				Code int    `json:"error_code"`
+			}
+			if err := json.Unmarshal(body, &e); st != c.want || err != nil || e.Code != c.want || e.Msg == "" || h.Get("Access-Control-Allow-Origin") != "" {
+				t.Errorf("POST %s (%s) with %v: %d %s, want %d with a JSON error and no CORS", c.url, c.ctype, c.hdr, st, body, c.want)
+			}
+		}
+		// A WebSocket to etcd's watch (browsers apply no CORS to WebSockets).
+		st, _, body := httpDo(t, "GET", base+"/v3/watch", "", "", append([]string{"Connection", "Upgrade", "Upgrade", "websocket",
+			"Sec-WebSocket-Version", "13", "Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}, crossSite...)...)
+		if st != 403 {
+			t.Errorf("WebSocket to /v3/watch from %s: %d %s, want 403", evil, st, body)
+		}
+		if r, out := dmctl(t, bin, addr, "shard-ddl-lock", "test"); !lockWaits(r) {
+			t.Fatalf("the lock changed: %s", out)
+		}
+		if k := passwordKey(t); k != key {
+			t.Fatalf("the password key changed: %s, was %s", k, key)
+		}
+	})
+
+	t.Run("own pages work", func(t *testing.T) {
+		if k := passwordKey(t, sameOrigin...); k != key {
+			t.Fatalf("same-origin read of the password key: %s, want %s", k, key)
+		}
+		st, _, body := httpDo(t, "POST", unlock, "application/json", `{"force_remove":true}`, sameOrigin...)
+		if st != 200 || !strings.Contains(string(body), `"result": true`) {
+			t.Fatalf("same-origin unlock: %d %s", st, body)
+		}
+		if r, out := dmctl(t, bin, addr, "shard-ddl-lock", "test"); !r.Result || len(r.Locks) != 0 {
+			t.Fatalf("after the same-origin unlock: %s", out)
+		}
+	})
+
+	t.Run("cors-origins", func(t *testing.T) {
+		const dash = "http://dash.example:8080"
+		cfg := filepath.Join(t.TempDir(), "master.toml")
+		if err := os.WriteFile(cfg, []byte(`cors-origins = ["`+dash+`", "https://ops.example"]`+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		base := "http://" + start("m2", "--config", cfg)
+		fromDash := []string{"Origin", dash, "Sec-Fetch-Site", "cross-site"}
+		for _, c := range []struct {
+			method, path, ctype, body string
+			hdr                       []string
+			status                    int
+			allow                     string
+		}{
+			{"GET", "/api/v1/shard-ddl-locks", "", "", fromDash, 200, dash},
+			{"GET", "/health", "", "", fromDash, 200, dash},
+			{"OPTIONS", "/v3/kv/range", "", "", append([]string{"Access-Control-Request-Method", "POST"}, fromDash...), 200, dash},
+			{"POST", "/v3/kv/range", "application/json", rangeKey, fromDash, 200, dash},
+			{"POST", "/v3/kv/range", "text/plain", rangeKey, fromDash, 415, dash},
+			{"GET", "/api/v1/shard-ddl-locks", "", "", crossSite, 200, ""},
+			{"POST", "/v3/kv/range", "application/json", rangeKey, crossSite, 403, ""},
+		} {
+			st, h, body := httpDo(t, c.method, base+c.path, c.ctype, c.body, c.hdr...)
+			if a := h.Get("Access-Control-Allow-Origin"); st != c.status || a != c.allow {
+				t.Errorf("%s %s (%s) with %v: %d, Access-Control-Allow-Origin %q, want %d and %q\n%s", c.method, c.path, c.ctype, c.hdr, st, a, c.status, c.allow, body)
+			}
+		}
+	})
+}
+
+// httpDo sends one request with the content type (if any) and header pairs, and returns the answer.
+func httpDo(t *testing.T, method, u, ctype, body string, hdr ...string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, u, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, u, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return resp.StatusCode, resp.Header, nil // a WebSocket accepted: nothing to read
+	}
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, out
 }

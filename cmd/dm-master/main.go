@@ -66,6 +66,7 @@ func run(args []string) error {
 	})
 	logCfg := cli.LogFlags(fs)
 	openapi := fs.Bool("openapi", false, "serve the HTTP API (/api/v1/) and the web page (/dashboard/) on --master-addr, as DM's openapi")
+	corsOrigins := fs.String("cors-origins", "", "web origins (scheme://host[:port], comma-separated) whose pages may read and call this address's HTTP (API, etcd's JSON gateway); default none, only pages this address serves")
 	secretKeyPath := fs.String("secret-key-path", "", "file holding the 64-hex-character key of the passwords (dmctl encrypt); default: a key generated once and kept in etcd")
 	security := cli.TLSFlags(fs, true)
 	if err := cli.Parse(fs, args); err != nil {
@@ -109,11 +110,16 @@ func run(args []string) error {
 		return fmt.Errorf("--initial-cluster-state %q: use new or existing", *clusterState)
 	}
 	st.MaxTxnOps = *maxTxnOps
+	origins, err := serve.ParseOrigins("cors-origins", *corsOrigins)
+	if err != nil {
+		return err
+	}
 	log, err := logCfg.Build()
 	if err != nil {
 		return err
 	}
 	defer log.Sync()
+	originPolicy := serve.NewOriginPolicy(origins, security.Enabled(), log.Named("http"))
 	if given := noEffect.Given(); len(given) > 0 {
 		log.Warn("DM settings accepted with no effect", zap.Strings("settings", given))
 	}
@@ -143,7 +149,7 @@ func run(args []string) error {
 		}
 		srv := grpc.NewServer() // TLS, if any, is the listener's (serve.New)
 		pb.RegisterMasterServer(srv, svc)
-		s := serve.New(lis, srv, master.Mux(svc.HTTPHandlers(*openapi)), serverTLS)
+		s := serve.New(lis, srv, originPolicy.Handler(master.Mux(svc.HTTPHandlers(*openapi))), serverTLS)
 		go s.Serve()
 		defer s.Close()
 	} else {
@@ -166,7 +172,7 @@ func run(args []string) error {
 			Name: *name, DataDir: *dataDir, ClientURL: security.Scheme() + "://" + cli.BindHost(*masterAddr), Storage: st, AdvertiseClientURL: security.Scheme() + "://" + *advAddr, PeerURL: *peerURLs,
 			TLS:              security.EtcdTLSInfo(),
 			AdvertisePeerURL: *advPeer, InitialCluster: *initial, Existing: existing, Logger: log,
-			Register: func(s *grpc.Server) { pb.RegisterMasterServer(s, svc) }, HTTP: svc.HTTPHandlers(*openapi),
+			Register: func(s *grpc.Server) { pb.RegisterMasterServer(s, svc) }, HTTP: svc.HTTPHandlers(*openapi), Origins: originPolicy,
 		})
 		if err != nil {
 			return err
@@ -193,7 +199,7 @@ func run(args []string) error {
 	lead := master.NewLeadership(client, *name, "", 5, log)
 	lead.Run = master.LeaderRun(client, pessimist.NewLayout(""), svc, log)
 	log.Info("dm-master started", zap.String("name", *name), zap.String("master-addr", *masterAddr), zap.String("data-dir", *dataDir),
-		zap.Bool("external-etcd", *etcdEndpoints != ""))
+		zap.Bool("external-etcd", *etcdEndpoints != ""), zap.Strings("cors-origins", origins))
 	lead.Campaign(ctx)
 	log.Info("dm-master stopping")
 	return nil
