@@ -1,7 +1,9 @@
 // Package checker runs a task's prechecks (start-task, check-task) against the real upstreams and
 // downstream: binlog settings, replication privileges, consistent shard schemas and a compatible
 // existing target table; and that the meta schema and the task's meta tables can be created and written
-// with the target user's privileges (meta_schema, which cannot be ignored). A task that loads
+// with the target user's privileges (meta_schema, which cannot be ignored), and that no other task of
+// the cluster writes one of its targets (one_task_per_target, owner.go, run by the master, which knows
+// the other tasks; it cannot be ignored either). A task that loads
 // (task-mode all or full) also checks the privileges of the load's snapshot and reads (dump_privilege),
 // that no target it would write holds rows already (table_empty), and reports how much it loads
 // (load_size). Item names are DM's where DM has the item, so ignore-checking-items carries over.
