@@ -1,7 +1,9 @@
 // Package checker runs a task's prechecks (start-task, check-task) against the real upstreams and
 // downstream: binlog settings, replication privileges, consistent shard schemas and a compatible
 // existing target table; and that the meta schema and the task's meta tables can be created and written
-// with the target user's privileges (meta_schema, which cannot be ignored). A task that loads
+// with the target user's privileges (meta_schema, which cannot be ignored), and that no other task of
+// the cluster writes one of its targets (one_task_per_target, owner.go, run by the master, which knows
+// the other tasks; it cannot be ignored either). A task that loads
 // (task-mode all or full) also checks the privileges of the load's snapshot and reads (dump_privilege),
 // that no target it would write holds rows already (table_empty), and reports how much it loads
 // (load_size). Item names are DM's where DM has the item, so ignore-checking-items carries over.
@@ -248,7 +250,7 @@ func Check(ctx context.Context, task *config.Task, sources map[string]*config.So
 		}
 	}
 	if len(planned) > 0 && !ignored[ItemTableEmpty] {
-		checkTargetsEmpty(ctx, r, down, task.Name, fresh, loads, planned)
+		checkTargetsEmpty(ctx, r, down, task.MetaSchema, task.Name, fresh, loads, planned)
 	}
 	return out
 }
@@ -426,17 +428,14 @@ func splitGTID(g string) (domain, server string, seq uint64, ok bool) {
 
 // checkTargetsEmpty checks the targets that a load will place: one that exists must be empty unless
 // every source loading into it merges (on-duplicate ignore or replace); one that does not must not
-// have a hidden table that no load of the task names (a load refuses to write into it).
-func checkTargetsEmpty(ctx context.Context, r report, down *sql.DB, task string, fresh bool, loads map[string]loader.LoadState, planned map[shardgroup.TableName][]loadInto) {
+// have a table of its hidden name that the task's loads did not create (a load refuses to write into
+// it, and --remove-meta to drop it).
+func checkTargetsEmpty(ctx context.Context, r report, down *sql.DB, metaSchema, task string, fresh bool, loads map[string]loader.LoadState, planned map[shardgroup.TableName][]loadInto) {
 	placed := map[shardgroup.TableName]bool{} // targets a resumed load placed already
-	listed := map[shardgroup.TableName]bool{} // hidden tables the loads name (dropped by --remove-meta)
 	for _, st := range loads {
 		for _, m := range st.Targets {
 			if !fresh {
 				placed[m.Target] = true
-			}
-			if m.Hidden != "" {
-				listed[shardgroup.TableName{Schema: m.Target.Schema, Name: m.Hidden}] = true
 			}
 		}
 	}
@@ -454,15 +453,9 @@ func checkTargetsEmpty(ctx context.Context, r report, down *sql.DB, task string,
 			continue
 		}
 		if !exists {
-			hidden := shardgroup.TableName{Schema: target.Schema, Name: loader.HiddenName(target)}
-			if listed[hidden] {
-				continue
-			}
-			if exists, err = tableExists(ctx, down, hidden); err != nil {
+			// The load places it under a hidden name: a table of that name must be the task's loads'.
+			if err := loader.HiddenConflict(ctx, down, metaSchema, task, target, fresh); err != nil {
 				r.fail(ItemTableEmpty, "", "%v", err)
-			} else if exists {
-				r.fail(ItemTableEmpty, "", "table %s is left from an earlier load of task %s whose checkpoint is gone, and the load of %s refuses to write into it: drop it (Tributary created it; it may hold part of a load)",
-					hidden, task, target)
 			}
 			continue
 		}

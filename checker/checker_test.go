@@ -234,13 +234,22 @@ func TestTableEmpty(t *testing.T) {
 	mustContain(t, find(fs, ItemTableSchema, Error), "`db`.`t`", "left untouched")
 	e.down.Exec(t, e.downDB, "DROP TABLE db.t")
 
-	// A hidden table of an earlier load whose checkpoint is gone is in the load's way.
-	hidden := shardgroup.TableName{Schema: "db", Name: loader.HiddenName(shardgroup.TableName{Schema: "db", Name: "t"})}
+	// A table of the hidden table's name that the task did not create is in the load's way: it is
+	// not the task's to drop.
+	hidden := shardgroup.TableName{Schema: "db", Name: loader.HiddenName("chk", shardgroup.TableName{Schema: "db", Name: "t"})}
 	e.down.Exec(t, e.downDB, "CREATE TABLE "+hidden.String()+" (id INT PRIMARY KEY, v VARCHAR(20))")
-	mustContain(t, find(Check(ctx, task, srcs, false), ItemTableEmpty, Error), hidden.String(), "drop it")
+	fs = find(Check(ctx, task, srcs, false), ItemTableEmpty, Error)
+	mustContain(t, fs, hidden.String(), "did not create", "rename it")
+	if strings.Contains(fs[0].Message, "drop") {
+		t.Fatalf("asks to drop a table the task did not create: %s", fs[0])
+	}
+	// One marked by a load of the task whose checkpoint is gone is the task's: drop it.
+	e.down.Exec(t, e.downDB, "ALTER TABLE "+hidden.String()+" COMMENT = 'tributary load 0123456789abcdef of task chk'")
+	mustContain(t, find(Check(ctx, task, srcs, false), ItemTableEmpty, Error), hidden.String(), "earlier load of task chk", "drop it")
 
-	// One that the task's load header names is the load's own: resumed, or dropped by --remove-meta.
-	writeHeader(t, e.downDB, "s1", `{"state":"loading","targets":[{"target":{"schema":"db","name":"t"},"hidden":"`+hidden.Name+`"}]}`)
+	// One that the task's load header names, marked by that load, is the load's own: resumed, or
+	// dropped by --remove-meta.
+	writeHeader(t, e.downDB, "s1", `{"state":"loading","load_id":"0123456789abcdef","targets":[{"target":{"schema":"db","name":"t"},"hidden":"`+hidden.Name+`"}]}`)
 	for _, fresh := range []bool{false, true} {
 		if fs := Check(ctx, task, srcs, fresh); Failed(fs) {
 			t.Fatalf("hidden table in the task's load header (fresh %v):\n%s", fresh, Report(fs))

@@ -123,7 +123,7 @@ func lfCell(t *testing.T, step lfStep, victim string, gtid bool, seed int64) {
 	shards := []lfShard{{0, "db_1.t_1"}, {0, "db_1.t_2"}, {1, "db_2.t_1"}, {1, "db_2.t_2"}}
 	w := newLFWriters(c, shards, seed)
 	target := loader.TableName{Schema: "db", Name: "t"}
-	hidden := loader.TableName{Schema: "db", Name: loader.HiddenName(target)}
+	hidden := loader.TableName{Schema: "db", Name: loader.HiddenName(c.task, target)}
 	mon := lfWatchCutover(c, hidden.Name)
 	defer mon.stop()
 
@@ -608,7 +608,7 @@ func TestLoadFaultsFirstPlans(t *testing.T) {
 	waitQuery("source 2 waits for aa.a_0 in its plan", c.DownDB,
 		"SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE '%`aa`.`a_0`%' AND STATE LIKE 'Waiting for table metadata lock%'")
 	unlock(gate1)
-	hidden := loader.HiddenName(loader.TableName{Schema: "db", Name: "t"})
+	hidden := loader.HiddenName(c.task, loader.TableName{Schema: "db", Name: "t"})
 	waitQuery("source 1 created "+hidden, c.DownDB, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_NAME = ? AND TABLE_SCHEMA = 'db'", hidden)
 	unlock(held)
 
@@ -646,14 +646,14 @@ func lfPlanTimeline(t *testing.T, db *sql.DB) string {
 	t.Helper()
 	rows, err := e2e.Rows(db, `SELECT CONCAT(DATE_FORMAT(event_time, '%H:%i:%s.%f'), ' ', thread_id, ' ', CASE
 		WHEN argument LIKE 'SELECT source, id, % id_hash = %' THEN 'read the load headers'
-		WHEN argument LIKE 'SELECT COUNT(*) FROM information\_schema.TABLES % TABLE\_NAME = \'\_tributary\_load\_t\'' THEN 'look for db._tributary_load_t'
+		WHEN argument LIKE 'SELECT % FROM information\_schema.TABLES % TABLE\_NAME = \'\_tributary\_load\_%\_t\'' THEN 'look for db.t''s hidden table'
 		WHEN argument LIKE 'INSERT INTO %shard\_checkpoint% \'load:\'%' THEN 'write its header'
 		WHEN argument LIKE 'COMMIT%' THEN 'COMMIT'
-		ELSE 'create db._tributary_load_t' END)
+		ELSE 'create db.t''s hidden table' END)
 		FROM mysql.general_log WHERE command_type IN ('Query', 'Execute') AND (argument LIKE 'SELECT source, id, % id_hash = %'
-		OR argument LIKE 'SELECT COUNT(*) FROM information\_schema.TABLES % TABLE\_NAME = \'\_tributary\_load\_t\''
+		OR argument LIKE 'SELECT % FROM information\_schema.TABLES % TABLE\_NAME = \'\_tributary\_load\_%\_t\''
 		OR argument LIKE 'INSERT INTO %shard\_checkpoint% \'load:\'%'
-		OR argument LIKE 'CREATE TABLE IF NOT EXISTS %.%\_tributary\_load\_t% (%')`)
+		OR argument LIKE 'CREATE TABLE IF NOT EXISTS %.%\_tributary\_load\_%\_t% (%')`)
 	if err != nil {
 		t.Fatal(err)
 	}

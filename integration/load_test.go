@@ -43,8 +43,10 @@ loaders:
 
 const chunkCommitted = "load-chunk-committed"
 
-// hiddenT is the name db.t is loaded under until the cut-over.
-var hiddenT = loader.HiddenName(loader.TableName{Schema: "db", Name: "t"})
+// c.hiddenT() is the name db.t is loaded under by the cluster's task until the cut-over.
+func (c *e2eCluster) hiddenT() string {
+	return loader.HiddenName(c.task, loader.TableName{Schema: "db", Name: "t"})
+}
 
 // startLoad starts a cluster in o.TaskMode with the loadExtra sections and n rows in each of the four
 // shard tables; the task is not started.
@@ -339,7 +341,7 @@ func TestLoadAllWithWritersDuringLoad(t *testing.T) {
 	// The held source is between two chunks of one lane: some of its rows are not copied yet, so the
 	// rows setting split its tables into several chunks.
 	pre := idsOf(held, 0, n) // the rows there before the writers (a lane's first chunk holds some)
-	if got, all := len(c.downRows("db."+hiddenT, "id", pre)), len(c.sourceRows(held, "id", pre)); got == 0 || got >= all {
+	if got, all := len(c.downRows("db."+c.hiddenT(), "id", pre)), len(c.sourceRows(held, "id", pre)); got == 0 || got >= all {
 		t.Fatalf("the held source copied %d of its %d rows that were there before the task: want some, not all", got, all)
 	}
 	r := c.ok("query-status", c.task)
@@ -384,13 +386,13 @@ func TestLoadHiddenTargetUntilCutover(t *testing.T) {
 	}
 
 	// Downstream: only the hidden table, holding every row of the loaded source and part of the held one.
-	if tables := c.downTables(); !slices.Equal(tables, []string{hiddenT}) {
-		t.Fatalf("downstream schema db holds %v while a source loads, want only %s", tables, hiddenT)
+	if tables := c.downTables(); !slices.Equal(tables, []string{c.hiddenT()}) {
+		t.Fatalf("downstream schema db holds %v while a source loads, want only %s", tables, c.hiddenT())
 	}
-	if got, want := c.downRows("db."+hiddenT, "id, v", idsOf(loaded, 0, everyID)), c.sourceRows(loaded, "id, v", "TRUE"); !slices.Equal(got, want) {
-		t.Fatalf("the loaded source's rows in %s: %d, upstream %d: %s", hiddenT, len(got), len(want), e2e.FirstDiff(got, want))
+	if got, want := c.downRows("db."+c.hiddenT(), "id, v", idsOf(loaded, 0, everyID)), c.sourceRows(loaded, "id, v", "TRUE"); !slices.Equal(got, want) {
+		t.Fatalf("the loaded source's rows in %s: %d, upstream %d: %s", c.hiddenT(), len(got), len(want), e2e.FirstDiff(got, want))
 	}
-	if got := len(c.downRows("db."+hiddenT, "id", idsOf(held, 0, everyID))); got == 0 || got >= 2*n {
+	if got := len(c.downRows("db."+c.hiddenT(), "id", idsOf(held, 0, everyID))); got == 0 || got >= 2*n {
 		t.Fatalf("the held source copied %d rows of %d: want some, not all", got, 2*n)
 	}
 
@@ -509,8 +511,8 @@ func TestLoadShardDDLWhileOtherSourceLoads(t *testing.T) {
 		"ALTER TABLE "+db+".t_1 ADD COLUMN c INT", insertRows(db+".t_1", 900010+loaded*1000, 900020+loaded*1000, ", 1"),
 		insertRows(db+".t_2", 900020+loaded*1000, 900030+loaded*1000, ""),
 		"ALTER TABLE "+db+".t_2 ADD COLUMN c INT", insertRows(db+".t_2", 900030+loaded*1000, 900040+loaded*1000, ", 2"))
-	if tables := c.downTables(); !slices.Equal(tables, []string{hiddenT}) {
-		t.Fatalf("downstream schema db holds %v while a source loads, want only %s", tables, hiddenT)
+	if tables := c.downTables(); !slices.Equal(tables, []string{c.hiddenT()}) {
+		t.Fatalf("downstream schema db holds %v while a source loads, want only %s", tables, c.hiddenT())
 	}
 	if err := c.Release(chunkCommitted); err != nil {
 		t.Fatal(err)

@@ -214,7 +214,10 @@ func decodeState(rows map[string]meta.LoadRow) (*header, []*lane, error) {
 
 // header is a source's load state: the first snapshot and what was found in it.
 type header struct {
-	State   string      `json:"state"` // loading, loaded, switched
+	State string `json:"state"` // loading, loaded, switched
+	// LoadID names this source's load in the marks of the hidden tables it creates (hiddenMark);
+	// empty in headers of older versions, whose hidden tables have no mark.
+	LoadID  string      `json:"load_id,omitempty"`
 	Targets []hiddenMap `json:"targets"`
 	Tables  []tableInfo `json:"tables"`
 	// Pos and GTID are the first snapshot's, kept in the row's position columns.
@@ -233,6 +236,9 @@ const (
 type hiddenMap struct {
 	Target TableName `json:"target"`
 	Hidden string    `json:"hidden,omitempty"`
+	// Comment is the table comment of the upstream table the hidden table is defined from: the
+	// target's after the cut-over (the hidden table's comment is the load's mark until then).
+	Comment string `json:"comment,omitempty"`
 }
 
 // tableInfo is an upstream table of the load as the first snapshot held it.

@@ -197,13 +197,17 @@ func TestKeyRangesUnsignedAndWidths(t *testing.T) {
 }
 
 func TestHiddenNameFits(t *testing.T) {
-	short := HiddenName(TableName{Schema: "db", Name: "t"})
-	if short != HiddenPrefix+"t" {
+	short := HiddenName("task", TableName{Schema: "db", Name: "t"})
+	if short != HiddenPrefix+meta.Hash("task")[:8]+"_t" {
 		t.Fatalf("short: %q", short)
 	}
+	// Two tasks loading one target never share its hidden table.
+	if other := HiddenName("other", TableName{Schema: "db", Name: "t"}); other == short {
+		t.Fatalf("tasks task and other share %q", short)
+	}
 	long := TableName{Schema: "db", Name: strings.Repeat("ü", 64)}
-	a, b := HiddenName(long), HiddenName(TableName{Schema: "db2", Name: long.Name})
-	if utf8.RuneCountInString(a) > meta.MaxIdentifier || !strings.HasPrefix(a, HiddenPrefix) || a == b {
+	a, b := HiddenName("task", long), HiddenName("task", TableName{Schema: "db2", Name: long.Name})
+	if utf8.RuneCountInString(a) > meta.MaxIdentifier || !strings.HasPrefix(a, HiddenPrefix+meta.Hash("task")[:8]+"_üü") || a == b {
 		t.Fatalf("long names: %q, %q", a, b)
 	}
 }

@@ -24,7 +24,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -290,6 +289,7 @@ func (u *Unit) noteTotals(lanes []*lane) {
 type found struct {
 	info              tableInfo
 	create            string
+	comment           string // its table comment
 	estRows, estBytes int64
 }
 
@@ -401,6 +401,11 @@ func (u *Unit) inspect(ctx context.Context, c *sql.Conn) (map[TableName]*found, 
 		if err := c.QueryRowContext(ctx, "SHOW CREATE TABLE "+t.String()).Scan(&name, &f.create); err != nil {
 			return nil, fmt.Errorf("read definition of %s on source %s: %w", t, u.cfg.Source, err)
 		}
+		var comment sql.NullString
+		if err := c.QueryRowContext(ctx, "SELECT TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", t.Schema, t.Name).Scan(&comment); err != nil {
+			return nil, fmt.Errorf("read the comment of %s on source %s: %w", t, u.cfg.Source, err)
+		}
+		f.comment = comment.String
 		if err := intKey(ctx, c, &f.info); err != nil {
 			return nil, err
 		}
@@ -481,14 +486,21 @@ func (u *Unit) plan(ctx context.Context, snap *snapshot, h *header, tables map[T
 		}
 		lanes = append(lanes, splitLanes(t, lo, hi, n)...)
 	}
+	var err error
+	if h.LoadID, err = newLoadID(); err != nil {
+		return nil, err
+	}
 	for _, target := range sortedKeys(targets) {
 		m, err := u.placement(ctx, target)
 		if err != nil {
 			return nil, err
 		}
+		if m.Hidden != "" {
+			m.Comment = tables[definedFrom(tables, target)].comment
+		}
 		h.Targets = append(h.Targets, m)
 	}
-	err := u.inTx(ctx, func(tx *sql.Tx) error {
+	err = u.inTx(ctx, func(tx *sql.Tx) error {
 		if err := u.writeHeader(ctx, tx, h); err != nil {
 			return err
 		}
@@ -539,44 +551,9 @@ func (u *Unit) chunkRows(f *found) int {
 	return int(min(max(u.cfg.ChunkBytes/avg, 1000), 200000))
 }
 
-// HiddenPrefix starts the name of a table that a load fills before the cut-over renames it into place.
-const HiddenPrefix = "_tributary_load_"
-
-// HiddenName is the name target is loaded under.
-func HiddenName(target TableName) string {
-	name := HiddenPrefix + target.Name
-	if utf8.RuneCountInString(name) <= meta.MaxIdentifier {
-		return name
-	}
-	tag := "_" + meta.Hash(target.String())[:8]
-	r := []rune(name)
-	return string(r[:meta.MaxIdentifier-len(tag)]) + tag
-}
-
-// hiddenInUse lists the tables the task's sources' loads write into (hidden tables and targets loaded
-// in place), as their load headers name them.
-func (u *Unit) hiddenInUse(ctx context.Context) (map[TableName]bool, error) {
-	heads, err := u.cfg.Store.LoadHeaders(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := map[TableName]bool{}
-	for src, r := range heads {
-		var h header
-		if err := json.Unmarshal([]byte(r.Data), &h); err != nil {
-			return nil, fmt.Errorf("load state of source %s: %w", src, err)
-		}
-		for _, m := range h.Targets {
-			// a hidden table, or a target another source of the task loads in place (its rows may be
-			// there already)
-			out[m.dest()] = true
-		}
-	}
-	return out, nil
-}
-
 // placement decides where a target is loaded: in place when it exists already (refused when it holds
-// rows that no source of the task loaded and on-duplicate is error), else under its hidden name.
+// rows that no source of the task loaded and on-duplicate is error), else under its hidden name, which
+// must not be taken by a table the task's loads did not create.
 //
 // The load headers are read after the downstream is looked at: another source writes its header before
 // it creates a hidden table or loads rows in place, so whatever is seen downstream is named by a header
@@ -590,12 +567,16 @@ func (u *Unit) placement(ctx context.Context, target TableName) (hiddenMap, erro
 		var one int
 		err := u.cfg.Downstream.QueryRowContext(ctx, "SELECT 1 FROM "+target.String()+" LIMIT 1").Scan(&one)
 		if err == nil && u.cfg.OnDuplicate == "error" {
-			inUse, herr := u.hiddenInUse(ctx)
+			heads, herr := u.headers(ctx)
 			if herr != nil {
 				return hiddenMap{}, herr
 			}
-			if inUse[target] {
-				return hiddenMap{Target: target}, nil // another source of the task loads it in place
+			for _, h := range heads {
+				for _, m := range h.Targets {
+					if m.Hidden == "" && m.Target == target {
+						return hiddenMap{Target: target}, nil // another source of the task loads it in place
+					}
+				}
 			}
 			return hiddenMap{}, fmt.Errorf("downstream table %s exists and holds rows: a full load does not write into it (loaders on-duplicate: error). Empty it, or set on-duplicate to ignore or replace to merge into it", target)
 		}
@@ -605,22 +586,28 @@ func (u *Unit) placement(ctx context.Context, target TableName) (hiddenMap, erro
 		u.log.Warn("the target exists before the load: it is loaded in place and visible while loading", zap.Stringer("target", target))
 		return hiddenMap{Target: target}, nil
 	}
-	hidden := TableName{Schema: target.Schema, Name: HiddenName(target)}
-	hexists, err := tableExists(ctx, u.cfg.Downstream, hidden)
+	heads, err := u.headers(ctx)
 	if err != nil {
 		return hiddenMap{}, err
 	}
-	if !hexists {
+	hidden := hiddenFor(u.cfg.Task, target, heads)
+	ht, err := inspectHidden(ctx, u.cfg.Downstream, u.cfg.Task, hidden, heads)
+	if err != nil {
+		return hiddenMap{}, err
+	}
+	if ht.owner == hiddenAbsent || ht.owner == hiddenOurs {
 		return hiddenMap{Target: target, Hidden: hidden.Name}, nil
 	}
-	inUse, err := u.hiddenInUse(ctx)
+	return hiddenMap{}, refusal(u.cfg.Task, target, hidden, ht, "resume-task")
+}
+
+// headers reads the load headers of every source of the task.
+func (u *Unit) headers(ctx context.Context) (map[string]*header, error) {
+	rows, err := u.cfg.Store.LoadHeaders(ctx)
 	if err != nil {
-		return hiddenMap{}, err
+		return nil, err
 	}
-	if !inUse[hidden] {
-		return hiddenMap{}, fmt.Errorf("downstream table %s is left from an earlier load of task %s whose checkpoint is gone; it may hold part of a load. Drop it (it is Tributary's, not yours) and start again", hidden, u.cfg.Task)
-	}
-	return hiddenMap{Target: target, Hidden: hidden.Name}, nil
+	return decodeHeaders(u.cfg.Task, rows)
 }
 
 func tableExists(ctx context.Context, db *sql.DB, t TableName) (bool, error) {
@@ -631,18 +618,24 @@ func tableExists(ctx context.Context, db *sql.DB, t TableName) (bool, error) {
 	return n > 0, nil
 }
 
+// definedFrom is the upstream table a target is created from: the first of its tables ("" when its
+// tables are gone).
+func definedFrom(tables map[TableName]*found, target TableName) TableName {
+	for _, t := range sortedKeys(tables) {
+		if tables[t].info.Target == target {
+			return t
+		}
+	}
+	return TableName{}
+}
+
 // createHidden creates the tables the load writes into (hidden ones, or targets that do not exist),
-// from the upstream definition of their first table.
+// from the upstream definition of their first table. A hidden table is created with the mark of this
+// source's load, and written into only if it is the task's loads' (another source may have created it).
 func (u *Unit) createHidden(ctx context.Context, h *header, tables map[TableName]*found) error {
 	for _, m := range h.Targets {
 		dest := m.dest()
-		var src TableName
-		for _, t := range sortedKeys(tables) {
-			if tables[t].info.Target == m.Target {
-				src = t
-				break
-			}
-		}
+		src := definedFrom(tables, m.Target)
 		if src.Name == "" {
 			continue // its tables are gone: nothing more to copy there
 		}
@@ -653,6 +646,9 @@ func (u *Unit) createHidden(ctx context.Context, h *header, tables map[TableName
 			return u.cfg.Router.Route(t)
 		}
 		stmt, err := shardgroup.TargetDefinition(tables[src].create, src, dest, route)
+		if err == nil && m.Hidden != "" && h.LoadID != "" {
+			stmt, err = shardgroup.WithTableComment(stmt, hiddenMark(u.cfg.Task, h.LoadID))
+		}
 		if err != nil {
 			return fmt.Errorf("definition of %s on source %s: %w", src, u.cfg.Source, err)
 		}
@@ -660,6 +656,20 @@ func (u *Unit) createHidden(ctx context.Context, h *header, tables map[TableName
 			if _, err := u.cfg.Downstream.ExecContext(ctx, q); err != nil {
 				return fmt.Errorf("create %s downstream: %w", dest, err)
 			}
+		}
+		if m.Hidden == "" {
+			continue
+		}
+		heads, err := u.headers(ctx)
+		if err != nil {
+			return err
+		}
+		ht, err := inspectHidden(ctx, u.cfg.Downstream, u.cfg.Task, dest, heads)
+		if err != nil {
+			return err
+		}
+		if ht.owner != hiddenOurs {
+			return refusal(u.cfg.Task, m.Target, dest, ht, "resume-task")
 		}
 	}
 	return nil
@@ -730,20 +740,18 @@ func (u *Unit) txOnce(ctx context.Context, f func(*sql.Tx) error) error {
 	return tx.Commit()
 }
 
-// cutOver renames every hidden table of the task's sources into place in one RENAME TABLE. It is run
-// by the barrier's owner, and again by a new owner after a crash: a rename that happened is seen (the
-// hidden table is gone, the target is there) and not repeated.
+// cutOver renames every hidden table of the task's sources into place in one RENAME TABLE, then gives
+// each target its upstream table's comment back (the hidden table's was the load's mark). It is run by
+// the barrier's owner, and again by a new owner after a crash: a rename that happened is seen (the
+// hidden table is gone, the target is there, still marked if its comment was not given back yet) and
+// not repeated. A hidden table that is not the task's loads' is never renamed.
 func (u *Unit) cutOver(ctx context.Context) error {
-	heads, err := u.cfg.Store.LoadHeaders(ctx)
+	heads, err := u.headers(ctx)
 	if err != nil {
 		return err
 	}
 	pairs := map[TableName]TableName{}
-	for src, r := range heads {
-		var h header
-		if err := json.Unmarshal([]byte(r.Data), &h); err != nil {
-			return fmt.Errorf("load state of source %s: %w", src, err)
-		}
+	for _, h := range heads {
 		for _, m := range h.Targets {
 			if m.Hidden != "" {
 				pairs[m.Target] = m.dest()
@@ -751,34 +759,53 @@ func (u *Unit) cutOver(ctx context.Context) error {
 		}
 	}
 	var renames []string
+	comments := map[TableName]string{} // targets whose comment is to be given back
 	for _, target := range sortedKeys(pairs) {
 		hidden := pairs[target]
-		he, err := tableExists(ctx, u.cfg.Downstream, hidden)
+		he, err := inspectHidden(ctx, u.cfg.Downstream, u.cfg.Task, hidden, heads)
 		if err != nil {
 			return err
 		}
-		te, err := tableExists(ctx, u.cfg.Downstream, target)
+		te, err := inspectHidden(ctx, u.cfg.Downstream, u.cfg.Task, target, heads)
 		if err != nil {
 			return err
 		}
 		switch {
-		case he && !te:
+		case he.owner != hiddenAbsent && te.owner == hiddenAbsent:
+			if he.owner != hiddenOurs {
+				return fmt.Errorf("load cut-over: nothing renamed: %w", refusal(u.cfg.Task, target, hidden, he, "load again (stop-task, start-task --remove-meta)"))
+			}
 			renames = append(renames, hidden.String()+" TO "+target.String())
-		case !he && te: // renamed before a crash
-		case he && te:
+			if _, _, marked := parseMark(he.comment); marked {
+				comments[target] = he.by.restoreComment(target)
+			}
+		case he.owner == hiddenAbsent && te.owner != hiddenAbsent: // renamed before a crash
+			if mtask, id, marked := parseMark(te.comment); marked && mtask == u.cfg.Task {
+				for _, h := range heads {
+					if h.LoadID == id {
+						comments[target] = h.restoreComment(target)
+					}
+				}
+			}
+		case he.owner != hiddenAbsent:
 			return fmt.Errorf("load cut-over: downstream table %s was created while the task loaded it; its loaded rows are in %s. Rename or drop yours, then resume-task", target, hidden)
 		default:
 			return fmt.Errorf("load cut-over: neither %s nor its loaded table %s exists downstream", target, hidden)
 		}
 	}
-	if len(renames) == 0 {
-		return nil
+	if len(renames) > 0 {
+		q := "RENAME TABLE " + strings.Join(renames, ", ")
+		if _, err := u.cfg.Downstream.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("load cut-over %s: %w", q, err)
+		}
+		u.log.Info("load cut-over: loaded tables renamed into place", zap.Strings("renames", renames))
 	}
-	q := "RENAME TABLE " + strings.Join(renames, ", ")
-	if _, err := u.cfg.Downstream.ExecContext(ctx, q); err != nil {
-		return fmt.Errorf("load cut-over %s: %w", q, err)
+	for _, target := range sortedKeys(comments) {
+		q := "ALTER TABLE " + target.String() + " COMMENT = '" + escapeString(comments[target], u.noBackslash) + "' " + CommentBack
+		if _, err := u.cfg.Downstream.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("load cut-over: give %s its comment back: %w", target, err)
+		}
 	}
-	u.log.Info("load cut-over: loaded tables renamed into place", zap.Strings("renames", renames))
 	return nil
 }
 

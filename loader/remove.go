@@ -3,15 +3,10 @@ package loader
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
 	"strings"
-
-	"github.com/go-sql-driver/mysql"
-
-	"github.com/tributary-db/tributary/meta"
 )
 
 // LoadTarget is where a load writes one target: under Hidden until the cut-over renames it into
@@ -34,22 +29,12 @@ func (s LoadState) Switched() bool { return s.State == stateSwitched }
 // Loads reads the load header of every source of a task from the task's checkpoint table, by source.
 // A task without a checkpoint table (or meta schema) has no load: the result is empty.
 func Loads(ctx context.Context, down *sql.DB, metaSchema, task string) (map[string]LoadState, error) {
-	heads, err := meta.NewStore(down, metaSchema, task, "").LoadHeaders(ctx)
-	var me *mysql.MySQLError
-	// 1146 no such table, 1049 no such database; 1054: a checkpoint table of the layout before
-	// id_hash, which no load has written (a load's Store.Init migrates it first).
-	if errors.As(err, &me) && (me.Number == 1146 || me.Number == 1049 || me.Number == 1054) {
-		return map[string]LoadState{}, nil
-	}
+	heads, err := taskHeaders(ctx, down, metaSchema, task)
 	if err != nil {
 		return nil, err
 	}
 	out := make(map[string]LoadState, len(heads))
-	for src, r := range heads {
-		var h header
-		if err := json.Unmarshal([]byte(r.Data), &h); err != nil {
-			return nil, fmt.Errorf("load state of source %s of task %s: %w", src, task, err)
-		}
+	for src, h := range heads {
 		st := LoadState{State: h.State}
 		for _, m := range h.Targets {
 			st.Targets = append(st.Targets, LoadTarget{Target: m.Target, Hidden: m.Hidden})
@@ -61,21 +46,23 @@ func Loads(ctx context.Context, down *sql.DB, metaSchema, task string) (map[stri
 
 // DropHidden drops the tables that the task's loads fill under a hidden name (start-task
 // --remove-meta, before the meta tables go, so that a new load starts clean). Only a table that a
-// source's load header of the task names as a hidden table, in its target's schema, and whose name
-// starts with HiddenPrefix, is dropped; nothing else is touched. A target already renamed into place
-// is not: its hidden name no longer exists. It returns the tables it dropped.
+// source's load header of the task names as a hidden table, in its target's schema, whose name starts
+// with HiddenPrefix, and that carries the mark of that load (or, named by a header of an older
+// version, no mark), is dropped. When a table a header names is not the load's, nothing is dropped. A
+// target already renamed into place is not: its hidden name no longer exists. It returns the tables it
+// dropped.
 func DropHidden(ctx context.Context, down *sql.DB, metaSchema, task string) ([]TableName, error) {
-	loads, err := Loads(ctx, down, metaSchema, task)
+	heads, err := taskHeaders(ctx, down, metaSchema, task)
 	if err != nil {
 		return nil, err
 	}
-	set := map[TableName]bool{}
-	for _, st := range loads {
-		for _, t := range st.Targets {
-			if t.Hidden == "" || !strings.HasPrefix(t.Hidden, HiddenPrefix) || t.Target.Schema == "" {
+	set := map[TableName]TableName{} // hidden table: its target
+	for _, h := range heads {
+		for _, m := range h.Targets {
+			if m.Hidden == "" || !strings.HasPrefix(m.Hidden, HiddenPrefix) || m.Target.Schema == "" {
 				continue
 			}
-			set[TableName{Schema: t.Target.Schema, Name: t.Hidden}] = true
+			set[m.dest()] = m.Target
 		}
 	}
 	hidden := make([]TableName, 0, len(set))
@@ -83,15 +70,24 @@ func DropHidden(ctx context.Context, down *sql.DB, metaSchema, task string) ([]T
 		hidden = append(hidden, t)
 	}
 	sort.Slice(hidden, func(i, j int) bool { return hidden[i].Less(hidden[j]) })
-	var dropped []TableName
+	var drop []TableName
+	var errs []error
 	for _, t := range hidden {
-		exists, err := tableExists(ctx, down, t)
-		if err != nil {
-			return dropped, err
+		ht, err := inspectHidden(ctx, down, task, t, heads)
+		switch {
+		case err != nil:
+			return nil, err
+		case ht.owner == hiddenOurs:
+			drop = append(drop, t)
+		case ht.owner != hiddenAbsent:
+			errs = append(errs, refusal(task, set[t], t, ht, "start-task --remove-meta again"))
 		}
-		if !exists {
-			continue
-		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("nothing dropped, and the task's meta is kept: %w", err)
+	}
+	var dropped []TableName
+	for _, t := range drop {
 		if _, err := down.ExecContext(ctx, "DROP TABLE IF EXISTS "+t.String()); err != nil {
 			return dropped, fmt.Errorf("drop %s, a table of an earlier load of task %s: %w", t, task, err)
 		}

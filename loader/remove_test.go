@@ -12,13 +12,13 @@ import (
 )
 
 // removeHeader writes the load header of one source of a task, listing targets.
-func removeHeader(t *testing.T, db *sql.DB, task, source, state string, targets ...hiddenMap) {
+func removeHeader(t *testing.T, db *sql.DB, task, source, state, loadID string, targets ...hiddenMap) {
 	t.Helper()
 	ctx := context.Background()
 	if err := meta.Init(ctx, db, "dm_meta", task); err != nil {
 		t.Fatal(err)
 	}
-	data, err := json.Marshal(header{State: state, Targets: targets})
+	data, err := json.Marshal(header{State: state, LoadID: loadID, Targets: targets})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +60,8 @@ func TestDropHiddenDropsOnlyTheListedHiddenTables(t *testing.T) {
 		t.Fatalf("loads without a checkpoint table: %v, %v", loads, err)
 	}
 
+	const id1, id2, idOld = "1111111111111111", "2222222222222222", ""
+	mark := func(id string) string { return " COMMENT='" + hiddenMark("task", id) + "'" }
 	t1 := TableName{Schema: "db", Name: "t"}
 	t2 := TableName{Schema: "db", Name: "u"}
 	t3 := TableName{Schema: "db2", Name: "v"}
@@ -68,10 +70,12 @@ func TestDropHiddenDropsOnlyTheListedHiddenTables(t *testing.T) {
 		"CREATE DATABASE db", "CREATE DATABASE db2",
 		// a user table with the target's name: loaded rows renamed into place earlier, or the user's
 		"CREATE TABLE db.t (id INT PRIMARY KEY)", "INSERT INTO db.t VALUES (1)",
-		"CREATE TABLE db.`"+HiddenName(t1)+"` (id INT PRIMARY KEY)", "INSERT INTO db.`"+HiddenName(t1)+"` VALUES (2)",
+		"CREATE TABLE db.`"+HiddenName("task", t1)+"` (id INT PRIMARY KEY)"+mark(id1), "INSERT INTO db.`"+HiddenName("task", t1)+"` VALUES (2)",
 		// db.u was renamed into place: its hidden name is gone
 		"CREATE TABLE db.u (id INT PRIMARY KEY)",
-		"CREATE TABLE db2.`"+HiddenName(t3)+"` (id INT PRIMARY KEY)",
+		"CREATE TABLE db2.`"+HiddenName("task", t3)+"` (id INT PRIMARY KEY)"+mark(id2),
+		// the name an older version gave db.v, named by a header of that version: unmarked
+		"CREATE TABLE db.`"+HiddenPrefix+"v` (id INT PRIMARY KEY) COMMENT='the upstream''s comment'",
 		// a target loaded in place
 		"CREATE TABLE db.w (id INT PRIMARY KEY)",
 		// the prefix, but no header names it
@@ -81,18 +85,19 @@ func TestDropHiddenDropsOnlyTheListedHiddenTables(t *testing.T) {
 		// another task's hidden table
 		"CREATE TABLE db.`"+HiddenPrefix+"x` (id INT PRIMARY KEY)",
 	)
-	removeHeader(t, db, "task", "s1", stateLoading,
-		hiddenMap{Target: t1, Hidden: HiddenName(t1)}, hiddenMap{Target: t2, Hidden: HiddenName(t2)}, hiddenMap{Target: inPlace})
-	removeHeader(t, db, "task", "s2", stateLoaded,
-		hiddenMap{Target: t1, Hidden: HiddenName(t1)}, hiddenMap{Target: t3, Hidden: HiddenName(t3)},
+	removeHeader(t, db, "task", "s1", stateLoading, id1,
+		hiddenMap{Target: t1, Hidden: HiddenName("task", t1)}, hiddenMap{Target: t2, Hidden: HiddenName("task", t2)}, hiddenMap{Target: inPlace})
+	removeHeader(t, db, "task", "s2", stateLoaded, id2,
+		hiddenMap{Target: t1, Hidden: HiddenName("task", t1)}, hiddenMap{Target: t3, Hidden: HiddenName("task", t3)},
 		hiddenMap{Target: TableName{Schema: "db", Name: "y"}, Hidden: "not_hidden"})
-	removeHeader(t, db, "other", "s1", stateLoading, hiddenMap{Target: TableName{Schema: "db", Name: "x"}, Hidden: HiddenPrefix + "x"})
+	removeHeader(t, db, "task", "s3", stateLoading, idOld, hiddenMap{Target: TableName{Schema: "db", Name: "v"}, Hidden: HiddenPrefix + "v"})
+	removeHeader(t, db, "other", "s1", stateLoading, id1, hiddenMap{Target: TableName{Schema: "db", Name: "x"}, Hidden: HiddenPrefix + "x"})
 
 	loads, err := Loads(ctx, db, "dm_meta", "task")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(loads) != 2 || loads["s1"].State != stateLoading || len(loads["s1"].Targets) != 3 || loads["s2"].Switched() ||
+	if len(loads) != 3 || loads["s1"].State != stateLoading || len(loads["s1"].Targets) != 3 || loads["s2"].Switched() ||
 		loads["s1"].Targets[2] != (LoadTarget{Target: inPlace}) {
 		t.Fatalf("loads: %+v", loads)
 	}
@@ -101,7 +106,7 @@ func TestDropHiddenDropsOnlyTheListedHiddenTables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []TableName{{Schema: "db", Name: HiddenName(t1)}, {Schema: "db2", Name: HiddenName(t3)}}
+	want := []TableName{{Schema: "db", Name: HiddenName("task", t1)}, {Schema: "db", Name: HiddenPrefix + "v"}, {Schema: "db2", Name: HiddenName("task", t3)}}
 	if !slices.Equal(dropped, want) {
 		t.Fatalf("dropped %v, want %v", dropped, want)
 	}

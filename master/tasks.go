@@ -218,6 +218,30 @@ func checkSources(task *config.Task, st ha.State) (map[string]*config.Source, er
 	return srcs, errors.Join(errs...)
 }
 
+// otherTasks checks that none of the cluster's other stored tasks writes a target of task
+// (checker.OtherTasks), listing the tables of their sources.
+func otherTasks(ctx context.Context, task *config.Task, st ha.State) []checker.Failure {
+	var others []*config.Task
+	var out []checker.Failure
+	for _, t := range sortedTasks(st) {
+		if t.Name == task.Name {
+			continue
+		}
+		cfg, err := t.Parse()
+		if err != nil {
+			out = append(out, checker.Failure{Item: checker.ItemOneTaskPerTarget, Level: checker.Warning,
+				Message: fmt.Sprintf("task %s's stored configuration cannot be read (%v): its targets are not compared", t.Name, err)})
+			continue
+		}
+		others = append(others, cfg)
+	}
+	sources := make(map[string]*config.Source, len(st.Sources))
+	for id, s := range st.Sources {
+		sources[id] = s.Parsed
+	}
+	return append(out, checker.OtherTasks(ctx, task, others, sources)...)
+}
+
 // StartTask implements dmctl start-task [--remove-meta].
 func (s *Service) StartTask(ctx context.Context, req *pb.StartTaskRequest) (*pb.StartTaskResponse, error) {
 	return onLeader(ctx, s, func(l *leaderState) (*pb.StartTaskResponse, error) { return s.startTask(ctx, l, req) },
@@ -246,7 +270,7 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 		return nil, err
 	}
 	// Warnings and information do not stop the start (DM's way); they come back in checkResult.
-	checks := checker.Check(ctx, task, srcs, req.RemoveMeta)
+	checks := append(checker.Check(ctx, task, srcs, req.RemoveMeta), otherTasks(ctx, task, st)...)
 	if checker.Failed(checks) {
 		return &pb.StartTaskResponse{Msg: "precheck failed; nothing started:\n" + checker.Report(checks), CheckResult: checker.Report(checks)}, nil
 	}
@@ -662,7 +686,7 @@ func (s *Service) CheckTask(ctx context.Context, req *pb.CheckTaskRequest) (*pb.
 	if err != nil {
 		return &pb.CheckTaskResponse{Msg: err.Error()}, nil
 	}
-	fs := checker.Check(ctx, task, srcs, false)
+	fs := append(checker.Check(ctx, task, srcs, false), otherTasks(ctx, task, st)...)
 	if checker.Failed(fs) {
 		return &pb.CheckTaskResponse{Msg: "precheck failed:\n" + checker.Report(fs)}, nil
 	}

@@ -4,6 +4,12 @@
 // `<meta-schema>.<task>_ddl_marker` (exactly-once DDL). The worker writes them; the master reads and
 // removes them; the prechecks probe that they can be created. Neither needs the other's package.
 //
+// Each table records whose it is: it is created with the comment "tributary <checkpoint|DDL marker>
+// table of task <task>". A table of such a name is written, migrated or dropped only when it carries
+// the task's mark, or when an older version made it (no comment, only the layout's columns: it is then
+// adopted, and the mark written on it). Any other table of that name is someone else's: every
+// operation refuses it and leaves it as it is.
+//
 // The layout fits every server Tributary supports (MySQL 8, MariaDB; utf8mb4, utf8mb3 or latin1
 // defaults; strict sql_mode; any innodb row format, including REDUNDANT and COMPACT whose index
 // columns are limited to 767 bytes): the tables say DEFAULT CHARSET=utf8mb4, and their keys are short
@@ -112,22 +118,34 @@ var markerLayout = layout{
 	hash:   "lock_hash", from: "lock_id",
 }
 
-// create is the CREATE TABLE statement of the layout under the name t (without IF NOT EXISTS).
-func (l layout) create(t TableName) string {
+// Mark is the table comment a task's meta table is created with: its record that this task made it.
+// Task names are letters, digits, '_', '-' and '.' (package config), so it needs no escaping.
+func (l layout) mark(task string) string { return "tributary " + l.what + " table of task " + task }
+
+// create is the CREATE TABLE statement of the layout under the name t (without IF NOT EXISTS),
+// with the table comment comment ("": none).
+func (l layout) create(t TableName, comment string) string {
 	var sb strings.Builder
 	sb.WriteString("CREATE TABLE " + t.String() + " (\n")
 	for _, c := range l.columns {
 		sb.WriteString("\t" + c.name + " " + c.def + ",\n")
 	}
 	sb.WriteString("\tPRIMARY KEY (" + strings.Join(l.key, ", ") + ")\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin")
+	if comment != "" {
+		sb.WriteString(" COMMENT='" + comment + "'")
+	}
 	return sb.String()
 }
 
-// CreateCheckpoint is the CREATE TABLE statement of a checkpoint table named t.
-func CreateCheckpoint(t TableName) string { return checkpointLayout.create(t) }
+// CreateCheckpoint is the CREATE TABLE statement of task's checkpoint table named t, with its mark.
+func CreateCheckpoint(t TableName, task string) string {
+	return checkpointLayout.create(t, checkpointLayout.mark(task))
+}
 
-// CreateMarker is the CREATE TABLE statement of a DDL marker table named t.
-func CreateMarker(t TableName) string { return markerLayout.create(t) }
+// CreateMarker is the CREATE TABLE statement of task's DDL marker table named t, with its mark.
+func CreateMarker(t TableName, task string) string {
+	return markerLayout.create(t, markerLayout.mark(task))
+}
 
 // state is what a meta table looks like on the server.
 type state int
@@ -143,9 +161,55 @@ type inspection struct {
 	state   state
 	columns map[string]bool
 	key     []string
+	comment string
 }
 
-// inspect reads t's columns and primary key from information_schema.
+// owner is whose a meta table is, as its comment and columns tell.
+type owner int
+
+const (
+	ownerNone   owner = iota // absent
+	ownerTask                // it carries the task's mark
+	ownerLegacy              // no comment, and only the layout's columns: what versions before the mark created
+	ownerOther               // anything else: not this task's
+)
+
+// owner judges whether the inspected table is the task's. A table of an older version (created
+// without a comment) is adopted when it has no comment at all, its key is one of the layout's and
+// every column is one of the layout's: it is in the task's meta-schema, named after the task, and made
+// exactly as Tributary made it. Any other comment, or another column, makes it someone else's.
+func (l layout) owner(in inspection, task string) owner {
+	switch {
+	case len(in.columns) == 0:
+		return ownerNone
+	case in.comment == l.mark(task):
+		return ownerTask
+	case in.comment != "" || in.state == unknown:
+		return ownerOther
+	}
+	known := map[string]bool{l.hash: true}
+	for _, c := range l.columns {
+		known[c.name] = true
+	}
+	for c := range in.columns {
+		if !known[c] {
+			return ownerOther
+		}
+	}
+	return ownerLegacy
+}
+
+// notOurs is the error for a table of a meta table's name that the task did not create.
+func (l layout) notOurs(t TableName, task string, in inspection) error {
+	why := "its comment is not the task's mark"
+	if in.comment == "" {
+		why = "it has no comment and columns other than Tributary's " + l.what + " table"
+	}
+	return fmt.Errorf("%s table %s of task %s: a table of this name exists that task %s did not create (%s); "+
+		"it is left as it is: rename it, or choose another meta-schema for the task", l.what, t, task, task, why)
+}
+
+// inspect reads t's columns, primary key and comment from information_schema.
 func (l layout) inspect(ctx context.Context, q querier, t TableName) (inspection, error) {
 	in := inspection{columns: map[string]bool{}}
 	rows, err := q.QueryContext(ctx, "SELECT LOWER(COLUMN_NAME) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", t.Schema, t.Name)
@@ -167,6 +231,12 @@ func (l layout) inspect(ctx context.Context, q querier, t TableName) (inspection
 	if len(in.columns) == 0 {
 		return in, nil // absent
 	}
+	var comment sql.NullString
+	if err := q.QueryRowContext(ctx, "SELECT TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", t.Schema, t.Name).Scan(&comment); err != nil &&
+		!errors.Is(err, sql.ErrNoRows) {
+		return in, fmt.Errorf("read the comment of %s: %w", t, err)
+	}
+	in.comment = comment.String
 	rows, err = q.QueryContext(ctx, "SELECT LOWER(COLUMN_NAME) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND INDEX_NAME = 'PRIMARY' ORDER BY SEQ_IN_INDEX", t.Schema, t.Name)
 	if err != nil {
 		return in, fmt.Errorf("read the primary key of %s: %w", t, err)
@@ -208,27 +278,38 @@ func equal(a, b []string) bool {
 
 type querier interface {
 	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
 	ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
 }
 
-// ensure creates t in this layout, or migrates it from the previous one. Each step can be
-// interrupted and run again: the table's state says which step comes next.
+// ensure creates t in this layout with the task's mark, or migrates it from the previous one. Each
+// step can be interrupted and run again: the table's state says which step comes next. A table the
+// task did not create is refused and left as it is; one an older version created (no mark) is adopted
+// by writing the mark on it.
 func (l layout) ensure(ctx context.Context, q querier, t TableName, task string) error {
 	in, err := l.inspect(ctx, q, t)
 	if err != nil {
 		return err
 	}
-	switch in.state {
-	case current:
-		return nil
-	case absent:
-		if _, err := q.ExecContext(ctx, strings.Replace(l.create(t), "CREATE TABLE ", "CREATE TABLE IF NOT EXISTS ", 1)); err != nil {
+	switch l.owner(in, task) {
+	case ownerNone:
+		if _, err := q.ExecContext(ctx, strings.Replace(l.create(t, l.mark(task)), "CREATE TABLE ", "CREATE TABLE IF NOT EXISTS ", 1)); err != nil {
 			return fmt.Errorf("create %s table %s: %w", l.what, t, err)
 		}
 		return nil
+	case ownerOther:
+		return l.notOurs(t, task, in)
+	case ownerLegacy:
+		if _, err := q.ExecContext(ctx, "ALTER TABLE "+t.String()+" COMMENT = '"+l.mark(task)+"'"); err != nil {
+			return fmt.Errorf("mark %s table %s of an older version as task %s's: %w", l.what, t, task, err)
+		}
+	}
+	switch in.state {
+	case current:
+		return nil
 	case unknown:
-		return fmt.Errorf("%s table %s of task %s has a layout this version does not know (primary key (%s)); it is Tributary's own table: "+
-			"drop it (start-task --remove-meta starts the task afresh) or restore it", l.what, t, task, strings.Join(in.key, ", "))
+		return fmt.Errorf("%s table %s of task %s has a layout this version does not know (primary key (%s)); its comment says task %s created it: "+
+			"start-task --remove-meta starts the task afresh without it, or restore it", l.what, t, task, strings.Join(in.key, ", "), task)
 	}
 	// The previous layout: (1) add the hash column, (2) fill it, (3) make it the key and give every
 	// column its definition of this layout, in one ALTER.
@@ -299,7 +380,7 @@ func (l layout) fillHashes(ctx context.Context, q querier, t TableName) error {
 // re-entrant, so an Init interrupted by a crash is finished by the next one.
 func Init(ctx context.Context, db *sql.DB, schema, task string) error {
 	ckpt, marker := CheckpointTable(schema, task), MarkerTable(schema, task)
-	if ready(ctx, db, ckpt, marker) {
+	if ready(ctx, db, task, ckpt, marker) {
 		return nil
 	}
 	conn, err := db.Conn(ctx)
@@ -327,15 +408,15 @@ func Init(ctx context.Context, db *sql.DB, schema, task string) error {
 	return markerLayout.ensure(ctx, conn, marker, task)
 }
 
-// ready reports whether both tables exist in this layout (then Init has nothing to do and takes no
-// lock). An error counts as not ready: Init then reports it.
-func ready(ctx context.Context, db *sql.DB, ckpt, marker TableName) bool {
+// ready reports whether both tables exist in this layout with the task's mark (then Init has nothing
+// to do and takes no lock). An error counts as not ready: Init then reports it.
+func ready(ctx context.Context, db *sql.DB, task string, ckpt, marker TableName) bool {
 	for _, c := range []struct {
 		l layout
 		t TableName
 	}{{checkpointLayout, ckpt}, {markerLayout, marker}} {
 		in, err := c.l.inspect(ctx, db, c.t)
-		if err != nil || in.state != current {
+		if err != nil || in.state != current || c.l.owner(in, task) != ownerTask {
 			return false
 		}
 	}
@@ -377,9 +458,29 @@ func HasCheckpoint(ctx context.Context, db *sql.DB, schema, task, source string)
 	return n > 0, err
 }
 
-// Remove drops the task's checkpoint and DDL marker tables (start-task --remove-meta). They are
-// tables this system created for this task alone; nothing else is touched.
+// Remove drops the task's checkpoint and DDL marker tables (start-task --remove-meta): those that
+// carry the task's mark, or that an older version made for it (see ensure). When either is a table
+// the task did not create, nothing is dropped.
 func Remove(ctx context.Context, db *sql.DB, schema, task string) error {
-	_, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+CheckpointTable(schema, task).String()+", "+MarkerTable(schema, task).String())
+	var drop []string
+	for _, c := range []struct {
+		l layout
+		t TableName
+	}{{checkpointLayout, CheckpointTable(schema, task)}, {markerLayout, MarkerTable(schema, task)}} {
+		in, err := c.l.inspect(ctx, db, c.t)
+		if err != nil {
+			return err
+		}
+		switch c.l.owner(in, task) {
+		case ownerOther:
+			return fmt.Errorf("nothing removed: %w", c.l.notOurs(c.t, task, in))
+		case ownerTask, ownerLegacy:
+			drop = append(drop, c.t.String())
+		}
+	}
+	if len(drop) == 0 {
+		return nil
+	}
+	_, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+strings.Join(drop, ", "))
 	return err
 }

@@ -21,8 +21,9 @@ const Privileges = "CREATE, DROP, ALTER, SELECT, INSERT, UPDATE"
 // error names the meta schema, what failed, and the server's answer.
 func Probe(ctx context.Context, db *sql.DB, schema, task string) (err error) {
 	sch := TableName{Schema: schema}
+	var taken error // a table of a meta table's name that the task did not create: no privilege helps
 	defer func() {
-		if err != nil {
+		if err != nil && taken == nil {
 			err = fmt.Errorf("meta-schema %s: %w; the target user needs %s ON %s.*", sch, err, Privileges, sch)
 		}
 	}()
@@ -43,6 +44,10 @@ func Probe(ctx context.Context, db *sql.DB, schema, task string) (err error) {
 		in, err := c.l.inspect(ctx, db, c.t)
 		if err != nil {
 			return err
+		}
+		if c.l.owner(in, task) == ownerOther {
+			taken = c.l.notOurs(c.t, task, in)
+			return taken
 		}
 		switch in.state {
 		case unknown:
@@ -69,7 +74,7 @@ func Probe(ctx context.Context, db *sql.DB, schema, task string) (err error) {
 		l layout
 		t TableName
 	}{{checkpointLayout, ckpt}, {markerLayout, marker}} {
-		if _, err := db.ExecContext(ctx, c.l.create(c.t)); err != nil {
+		if _, err := db.ExecContext(ctx, c.l.create(c.t, c.l.mark(task))); err != nil {
 			return fmt.Errorf("cannot create a table like the %s table (probe %s): %w", c.l.what, c.t, err)
 		}
 		created = append(created, c.t)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -488,4 +489,32 @@ func WithDefaultCollation(sql, collation string) (string, error) {
 	}
 	ct.Options = append(ct.Options, &ast.TableOption{Tp: ast.TableOptionCollate, StrValue: collation})
 	return restore(ct)
+}
+
+// WithTableComment is a CREATE TABLE statement (TargetDefinition's) with its table comment replaced by
+// comment, which must hold no quote or backslash. A statement the parser reads is restored with the
+// option changed; a server's SHOW CREATE TABLE text (RetargetShowCreate's) gets COMMENT='comment' at
+// the end of its table options line, the first that starts with ")", after any COMMENT of its own
+// (the servers take the last one).
+func WithTableComment(sql, comment string) (string, error) {
+	if strings.ContainsAny(comment, `'\`) {
+		return "", fmt.Errorf("table comment %q holds a quote or a backslash", comment)
+	}
+	if stmts, err := parse(sql); err == nil && len(stmts) == 1 {
+		if ct, ok := stmts[0].(*ast.CreateTableStmt); ok && ct.ReferTable == nil {
+			ct.Options = slices.DeleteFunc(ct.Options, func(o *ast.TableOption) bool { return o.Tp == ast.TableOptionComment })
+			ct.Options = append(ct.Options, &ast.TableOption{Tp: ast.TableOptionComment, StrValue: comment})
+			if out, err := restore(ct); err == nil {
+				return out, nil
+			}
+		}
+	}
+	lines := strings.Split(sql, "\n")
+	for i, l := range lines {
+		if i > 0 && strings.HasPrefix(l, ")") {
+			lines[i] = l + " COMMENT='" + comment + "'"
+			return strings.Join(lines, "\n"), nil
+		}
+	}
+	return "", fmt.Errorf("cannot set the table comment of %q", truncate(sql))
 }

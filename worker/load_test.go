@@ -196,7 +196,7 @@ func fullLoadThenSync(t *testing.T, localInfile bool) {
 	if c.tableExists(TableName{Schema: "db", Name: "t"}) {
 		t.Fatal("db.t is visible before every source has loaded")
 	}
-	if !c.tableExists(TableName{Schema: "db", Name: loader.HiddenName(TableName{Schema: "db", Name: "t"})}) {
+	if !c.tableExists(TableName{Schema: "db", Name: loader.HiddenName(c.task, TableName{Schema: "db", Name: "t"})}) {
 		t.Fatal("the hidden table of db.t does not exist while source 1 waits")
 	}
 	start(1)
@@ -205,7 +205,7 @@ func fullLoadThenSync(t *testing.T, localInfile bool) {
 			t.Fatal(err)
 		}
 	}
-	if !c.tableExists(TableName{Schema: "db", Name: "t"}) || c.tableExists(TableName{Schema: "db", Name: loader.HiddenName(TableName{Schema: "db", Name: "t"})}) {
+	if !c.tableExists(TableName{Schema: "db", Name: "t"}) || c.tableExists(TableName{Schema: "db", Name: loader.HiddenName(c.task, TableName{Schema: "db", Name: "t"})}) {
 		t.Fatal("after the cut-over db.t must exist and its hidden table must not")
 	}
 	if p := units[0].Load().Progress(); p.FinishedRows < rows { // 2*rows less what the writer deleted
@@ -313,7 +313,7 @@ func TestFullLoadIntoExistingEmptyTarget(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if c.tableExists(TableName{Schema: "db", Name: loader.HiddenName(TableName{Schema: "db", Name: "t"})}) {
+	if c.tableExists(TableName{Schema: "db", Name: loader.HiddenName(c.task, TableName{Schema: "db", Name: "t"})}) {
 		t.Fatal("a target that existed is loaded in place, without a hidden table")
 	}
 	c.startSyncer(0)
@@ -355,7 +355,7 @@ func TestCutOverRefusesATargetCreatedMeanwhile(t *testing.T) {
 		t.Fatalf("the user's db.t changed: %v", r)
 	}
 	var n int
-	if err := c.downDB.QueryRow("SELECT COUNT(*) FROM db." + loader.HiddenName(TableName{Schema: "db", Name: "t"})).Scan(&n); err != nil || n != 800 {
+	if err := c.downDB.QueryRow("SELECT COUNT(*) FROM db." + loader.HiddenName(c.task, TableName{Schema: "db", Name: "t"})).Scan(&n); err != nil || n != 800 {
 		t.Fatalf("hidden table: %d rows (%v), want the 800 loaded", n, err)
 	}
 }
@@ -417,7 +417,7 @@ func TestFullLoadRefusesHalfAlteredShards(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "`db_1`.`t_1` and `db_1`.`t_2`") || !strings.Contains(err.Error(), "different columns") {
 		t.Fatalf("load of half-altered shards: %v", err)
 	}
-	if c.tableExists(TableName{Schema: "db", Name: "_tributary_load_t"}) {
+	if c.tableExists(TableName{Schema: "db", Name: loader.HiddenName(c.task, TableName{Schema: "db", Name: "t"})}) {
 		t.Fatal("the refused load created its hidden table")
 	}
 	c.up(0, "ALTER TABLE db_1.t_2 ADD COLUMN c INT")

@@ -23,6 +23,7 @@ import (
 
 	"github.com/tributary-db/tributary/internal/mariadbtest"
 	"github.com/tributary-db/tributary/internal/netutil"
+	"github.com/tributary-db/tributary/loader"
 )
 
 // Build compiles dm-master, dm-worker and dmctl into dir. root is the module's directory.
@@ -700,12 +701,16 @@ func (c *Cluster) DownstreamStatements(prefix string) (int, error) {
 // DownstreamLog returns the statements the downstream received (its general log, queries and executed
 // prepared statements), sorted. An entry of several statements (a worker sends a lock's DDL with its
 // marker in one query, separated by ";\n") counts as those statements, each without leading space.
+// The load cut-over's ALTER giving a target its comment back (loader.CommentBack) is left out: like
+// the meta tables' statements, it is Tributary's bookkeeping, not a replicated DDL.
 func (c *Cluster) DownstreamLog() ([]string, error) {
 	rows, err := Rows(c.DownDB, "SELECT argument FROM mysql.general_log WHERE command_type IN ('Query', 'Execute')")
 	var out []string
 	for _, r := range rows {
 		for _, q := range strings.Split(r, ";\n") {
-			out = append(out, strings.TrimLeft(q, " \t\r\n"))
+			if !strings.HasSuffix(q, loader.CommentBack) {
+				out = append(out, strings.TrimLeft(q, " \t\r\n"))
+			}
 		}
 	}
 	return out, err
