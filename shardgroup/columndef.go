@@ -50,7 +50,7 @@ func normalized(def *ast.ColumnDef, cs, coll string) column {
 		case ast.ColumnOptionAutoIncrement:
 			c.autoIncrement = true
 		case ast.ColumnOptionGenerated:
-			c.generated = strings.ToLower(restoreNode(o.Expr))
+			c.generated = strings.ToLower(restoreNode(unparen(o.Expr)))
 			if o.Stored {
 				c.generated += " STORED"
 			}
@@ -275,4 +275,16 @@ func typeOf(tp *types.FieldType) (name string, numeric, str bool) {
 		return "bit" + size(flen, 1), false, false
 	}
 	return strings.ToLower(tp.String()), false, false
+}
+
+// unparen strips the parentheses around a whole expression: the statement's `AS ((a IS NULL))` is
+// the server's `AS (a IS NULL)`.
+func unparen(e ast.ExprNode) ast.ExprNode {
+	for {
+		p, ok := e.(*ast.ParenthesesExpr)
+		if !ok {
+			return e
+		}
+		e = p.Expr
+	}
 }

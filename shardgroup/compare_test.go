@@ -70,6 +70,7 @@ func TestCompareWithDownstream(t *testing.T) {
 		{"ALTER TABLE `db`.`t` ADD COLUMN `e` ENUM('a','b','c') NOT NULL DEFAULT 'a'", differs, []string{"enum('a','b') downstream"}},
 		{"ALTER TABLE `db`.`t` ADD COLUMN `j` JSON", same, nil},
 		{"ALTER TABLE `db`.`t` ADD COLUMN `g` INT AS (id + 1) VIRTUAL", same, nil},
+		{"ALTER TABLE `db`.`t` ADD COLUMN `g` INT AS ((`ID` + 1)) VIRTUAL", same, nil},
 		{"ALTER TABLE `db`.`t` ADD COLUMN `g` INT AS (id + 2)", differs, []string{"generated"}},
 		{"ALTER TABLE `db`.`t` ADD COLUMN `s` TEXT", same, nil},
 		{"ALTER TABLE `db`.`t` ADD COLUMN `s` TEXT(100)", differs, []string{"type text downstream, tinytext"}},
