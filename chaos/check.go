@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tributary-db/tributary/internal/e2e"
+	"github.com/tributary-db/tributary/loader"
 )
 
 // statusWatch polls query-status while the soak runs and keeps how long each subtask stayed Paused.
@@ -144,7 +145,8 @@ func downstreamAlters(ctx context.Context, db *sql.DB) (map[string][]string, err
 			// Log_name|Pos|Event_type|Server_id|End_log_pos|Info
 			fields := strings.SplitN(ev, "|", 6)
 			if len(fields) == 6 && fields[2] == "Query" {
-				if m := alterOf.FindStringSubmatch(fields[5]); m != nil {
+				// The load cut-over's ALTER giving a target its upstream comment back is not a DDL step.
+				if m := alterOf.FindStringSubmatch(fields[5]); m != nil && !strings.HasSuffix(strings.TrimSpace(fields[5]), loader.CommentBack) {
 					out[m[1]] = append(out[m[1]], m[2])
 				}
 			}
