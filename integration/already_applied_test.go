@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tributary-db/tributary/internal/e2e"
+	"github.com/tributary-db/tributary/loader"
 )
 
 // The shard DDL's ADD COLUMN meets a column of the same name someone added downstream by hand. The
@@ -127,7 +128,8 @@ func (c *e2eCluster) binlogged(s string) int {
 			c.t.Fatal(err)
 		}
 		for _, ev := range events {
-			if strings.Contains(ev, s) {
+			// The load cut-over's ALTER giving the target its comment back (task-mode all) is not a DDL.
+			if strings.Contains(ev, s) && !strings.Contains(ev, loader.CommentBack) {
 				n++
 			}
 		}
