@@ -6,7 +6,9 @@
 // the other tasks; it cannot be ignored either). A task that loads
 // (task-mode all or full) also checks the privileges of the load's snapshot and reads (dump_privilege),
 // that no target it would write holds rows already (table_empty), and reports how much it loads
-// (load_size). Item names are DM's where DM has the item, so ignore-checking-items carries over.
+// (load_size). A task of several sources also lists its shard groups across sources (shard_groups,
+// topology.go: information, and a warning for a group some of its sources take no part in). Item
+// names are DM's where DM has the item, so ignore-checking-items carries over.
 //
 // A check ends in an error (the task does not start), a warning (it starts; DM's behaviour for
 // non-mandatory items) or information.
