@@ -274,6 +274,13 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 	if checker.Failed(checks) {
 		return &pb.StartTaskResponse{Msg: "precheck failed; nothing started:\n" + checker.Report(checks), CheckResult: checker.Report(checks)}, nil
 	}
+	// Whether a target is merged is the whole task's answer: the tables of every source, found now
+	// (before anything is removed, so a source that cannot be read changes nothing) and stored with
+	// the task, decide it for every worker.
+	topo, err := checker.Topology(ctx, task, srcs)
+	if err != nil {
+		return nil, err
+	}
 	if req.RemoveMeta {
 		down, err := dbutil.OpenDB(task.TargetDatabase)
 		if err != nil {
@@ -304,12 +311,6 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 		s.logger().Info("task meta removed", zap.String("task", task.Name))
 	}
 	starts, err := startPositions(ctx, task, srcs, req.RemoveMeta)
-	if err != nil {
-		return nil, err
-	}
-	// Whether a target is merged is the whole task's answer: the tables of every source, found now and
-	// stored with the task, decide it for every worker.
-	topo, err := checker.Topology(ctx, task, srcs)
 	if err != nil {
 		return nil, err
 	}
