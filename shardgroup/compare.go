@@ -8,7 +8,6 @@ import (
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/format"
-	"github.com/pingcap/tidb/pkg/parser/model"
 )
 
 // Whether the downstream already is what a DDL would make of it.
@@ -284,7 +283,7 @@ func indexKind(tp ast.IndexKeyType) string {
 		return "KEY"
 	case ast.IndexKeyTypeUnique:
 		return "UNIQUE KEY"
-	case ast.IndexKeyTypeFullText:
+	case ast.IndexKeyTypeFulltext:
 		return "FULLTEXT KEY"
 	}
 	return ""
@@ -687,10 +686,10 @@ func foreignKeyOf(c *ast.Constraint) string {
 	s := strings.Join(ix.parts, ",")
 	if r := c.Refer; r != nil {
 		s += " REFERENCES " + strings.ToLower(r.Table.Name.O) + " (" + strings.Join(indexOfParts("", "", r.IndexPartSpecifications).parts, ",") + ")"
-		if r.OnDelete != nil && r.OnDelete.ReferOpt != model.ReferOptionNoOption && r.OnDelete.ReferOpt != model.ReferOptionRestrict {
+		if r.OnDelete != nil && r.OnDelete.ReferOpt != ast.ReferOptionNoOption && r.OnDelete.ReferOpt != ast.ReferOptionRestrict {
 			s += " ON DELETE " + r.OnDelete.ReferOpt.String()
 		}
-		if r.OnUpdate != nil && r.OnUpdate.ReferOpt != model.ReferOptionNoOption && r.OnUpdate.ReferOpt != model.ReferOptionRestrict {
+		if r.OnUpdate != nil && r.OnUpdate.ReferOpt != ast.ReferOptionNoOption && r.OnUpdate.ReferOpt != ast.ReferOptionRestrict {
 			s += " ON UPDATE " + r.OnUpdate.ReferOpt.String()
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/charset"
 	"github.com/pingcap/tidb/pkg/parser/format"
-	"github.com/pingcap/tidb/pkg/parser/model"
 	"github.com/pingcap/tidb/pkg/parser/mysql"
 )
 
@@ -265,7 +264,7 @@ func columnForDownstream(col *ast.ColumnDef) error {
 		case ast.ColumnOptionAutoRandom:
 			continue
 		case ast.ColumnOptionPrimaryKey, ast.ColumnOptionUniqKey:
-			o.PrimaryKeyTp = model.PrimaryKeyTypeDefault // [NON]CLUSTERED
+			o.PrimaryKeyTp = ast.PrimaryKeyTypeDefault // [NON]CLUSTERED
 			if o.StrValue == "Global" {
 				o.StrValue = "" // global index
 			}
@@ -290,10 +289,10 @@ func indexOptionForDownstream(o *ast.IndexOption) error {
 	if o == nil {
 		return nil
 	}
-	o.PrimaryKeyTp = model.PrimaryKeyTypeDefault
+	o.PrimaryKeyTp = ast.PrimaryKeyTypeDefault
 	o.Global = false
 	switch o.Tp {
-	case model.IndexTypeInvalid, model.IndexTypeBtree, model.IndexTypeHash, model.IndexTypeRtree:
+	case ast.IndexTypeInvalid, ast.IndexTypeBtree, ast.IndexTypeHash, ast.IndexTypeRtree:
 	default:
 		return fmt.Errorf("index type %s is TiDB syntax", o.Tp)
 	}
