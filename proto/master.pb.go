@@ -1579,11 +1579,14 @@ type SyncStatus struct {
 	SecondsBehindMaster int64                  `protobuf:"varint,10,opt,name=secondsBehindMaster,proto3" json:"secondsBehindMaster,omitempty"` // since the last event committed downstream; 0 when synced
 	// DM's rates: rows committed downstream since the sync unit started, and rows and binlog events per
 	// second since then (total) and over the last 30 seconds (recent).
-	TotalRows     int64 `protobuf:"varint,11,opt,name=totalRows,proto3" json:"totalRows,omitempty"`
-	TotalRps      int64 `protobuf:"varint,12,opt,name=totalRps,proto3" json:"totalRps,omitempty"`
-	RecentRps     int64 `protobuf:"varint,13,opt,name=recentRps,proto3" json:"recentRps,omitempty"`
-	TotalTps      int64 `protobuf:"varint,14,opt,name=totalTps,proto3" json:"totalTps,omitempty"`
-	RecentTps     int64 `protobuf:"varint,15,opt,name=recentTps,proto3" json:"recentTps,omitempty"`
+	TotalRows int64 `protobuf:"varint,11,opt,name=totalRows,proto3" json:"totalRows,omitempty"`
+	TotalRps  int64 `protobuf:"varint,12,opt,name=totalRps,proto3" json:"totalRps,omitempty"`
+	RecentRps int64 `protobuf:"varint,13,opt,name=recentRps,proto3" json:"recentRps,omitempty"`
+	TotalTps  int64 `protobuf:"varint,14,opt,name=totalTps,proto3" json:"totalTps,omitempty"`
+	RecentTps int64 `protobuf:"varint,15,opt,name=recentTps,proto3" json:"recentTps,omitempty"`
+	// XA transactions prepared upstream whose XA COMMIT or XA ROLLBACK the sync unit has not read yet:
+	// their rows are held, and the checkpoint does not pass their start.
+	PreparedXA    []*PreparedXA `protobuf:"bytes,16,rep,name=preparedXA,proto3" json:"preparedXA,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1723,6 +1726,73 @@ func (x *SyncStatus) GetRecentTps() int64 {
 	return 0
 }
 
+func (x *SyncStatus) GetPreparedXA() []*PreparedXA {
+	if x != nil {
+		return x.PreparedXA
+	}
+	return nil
+}
+
+type PreparedXA struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Xid           string                 `protobuf:"bytes,1,opt,name=xid,proto3" json:"xid,omitempty"`           // as the binlog writes it: X'gtrid',X'bqual',formatID
+	Position      string                 `protobuf:"bytes,2,opt,name=position,proto3" json:"position,omitempty"` // start of its first half (XA START ... XA PREPARE)
+	Seconds       int64                  `protobuf:"varint,3,opt,name=seconds,proto3" json:"seconds,omitempty"`  // since the sync unit read its XA PREPARE
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreparedXA) Reset() {
+	*x = PreparedXA{}
+	mi := &file_proto_master_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreparedXA) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreparedXA) ProtoMessage() {}
+
+func (x *PreparedXA) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_master_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreparedXA.ProtoReflect.Descriptor instead.
+func (*PreparedXA) Descriptor() ([]byte, []int) {
+	return file_proto_master_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *PreparedXA) GetXid() string {
+	if x != nil {
+		return x.Xid
+	}
+	return ""
+}
+
+func (x *PreparedXA) GetPosition() string {
+	if x != nil {
+		return x.Position
+	}
+	return ""
+}
+
+func (x *PreparedXA) GetSeconds() int64 {
+	if x != nil {
+		return x.Seconds
+	}
+	return 0
+}
+
 type ShardingGroup struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Target        string                 `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
@@ -1736,7 +1806,7 @@ type ShardingGroup struct {
 
 func (x *ShardingGroup) Reset() {
 	*x = ShardingGroup{}
-	mi := &file_proto_master_proto_msgTypes[23]
+	mi := &file_proto_master_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1748,7 +1818,7 @@ func (x *ShardingGroup) String() string {
 func (*ShardingGroup) ProtoMessage() {}
 
 func (x *ShardingGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[23]
+	mi := &file_proto_master_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1761,7 +1831,7 @@ func (x *ShardingGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardingGroup.ProtoReflect.Descriptor instead.
 func (*ShardingGroup) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{23}
+	return file_proto_master_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ShardingGroup) GetTarget() string {
@@ -1811,7 +1881,7 @@ type ListMemberRequest struct {
 
 func (x *ListMemberRequest) Reset() {
 	*x = ListMemberRequest{}
-	mi := &file_proto_master_proto_msgTypes[24]
+	mi := &file_proto_master_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1823,7 +1893,7 @@ func (x *ListMemberRequest) String() string {
 func (*ListMemberRequest) ProtoMessage() {}
 
 func (x *ListMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[24]
+	mi := &file_proto_master_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1836,7 +1906,7 @@ func (x *ListMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMemberRequest.ProtoReflect.Descriptor instead.
 func (*ListMemberRequest) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{24}
+	return file_proto_master_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListMemberRequest) GetLeader() bool {
@@ -1878,7 +1948,7 @@ type ListMemberResponse struct {
 
 func (x *ListMemberResponse) Reset() {
 	*x = ListMemberResponse{}
-	mi := &file_proto_master_proto_msgTypes[25]
+	mi := &file_proto_master_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1890,7 +1960,7 @@ func (x *ListMemberResponse) String() string {
 func (*ListMemberResponse) ProtoMessage() {}
 
 func (x *ListMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[25]
+	mi := &file_proto_master_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1903,7 +1973,7 @@ func (x *ListMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMemberResponse.ProtoReflect.Descriptor instead.
 func (*ListMemberResponse) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{25}
+	return file_proto_master_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListMemberResponse) GetResult() bool {
@@ -1941,7 +2011,7 @@ type Members struct {
 
 func (x *Members) Reset() {
 	*x = Members{}
-	mi := &file_proto_master_proto_msgTypes[26]
+	mi := &file_proto_master_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1953,7 +2023,7 @@ func (x *Members) String() string {
 func (*Members) ProtoMessage() {}
 
 func (x *Members) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[26]
+	mi := &file_proto_master_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1966,7 +2036,7 @@ func (x *Members) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Members.ProtoReflect.Descriptor instead.
 func (*Members) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{26}
+	return file_proto_master_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Members) GetMember() isMembers_Member {
@@ -2036,7 +2106,7 @@ type ListLeaderMember struct {
 
 func (x *ListLeaderMember) Reset() {
 	*x = ListLeaderMember{}
-	mi := &file_proto_master_proto_msgTypes[27]
+	mi := &file_proto_master_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2048,7 +2118,7 @@ func (x *ListLeaderMember) String() string {
 func (*ListLeaderMember) ProtoMessage() {}
 
 func (x *ListLeaderMember) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[27]
+	mi := &file_proto_master_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2061,7 +2131,7 @@ func (x *ListLeaderMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLeaderMember.ProtoReflect.Descriptor instead.
 func (*ListLeaderMember) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{27}
+	return file_proto_master_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListLeaderMember) GetMsg() string {
@@ -2095,7 +2165,7 @@ type ListMasterMember struct {
 
 func (x *ListMasterMember) Reset() {
 	*x = ListMasterMember{}
-	mi := &file_proto_master_proto_msgTypes[28]
+	mi := &file_proto_master_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2177,7 @@ func (x *ListMasterMember) String() string {
 func (*ListMasterMember) ProtoMessage() {}
 
 func (x *ListMasterMember) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[28]
+	mi := &file_proto_master_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2190,7 @@ func (x *ListMasterMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMasterMember.ProtoReflect.Descriptor instead.
 func (*ListMasterMember) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{28}
+	return file_proto_master_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListMasterMember) GetMsg() string {
@@ -2150,7 +2220,7 @@ type MasterInfo struct {
 
 func (x *MasterInfo) Reset() {
 	*x = MasterInfo{}
-	mi := &file_proto_master_proto_msgTypes[29]
+	mi := &file_proto_master_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2162,7 +2232,7 @@ func (x *MasterInfo) String() string {
 func (*MasterInfo) ProtoMessage() {}
 
 func (x *MasterInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[29]
+	mi := &file_proto_master_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2175,7 +2245,7 @@ func (x *MasterInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterInfo.ProtoReflect.Descriptor instead.
 func (*MasterInfo) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{29}
+	return file_proto_master_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *MasterInfo) GetName() string {
@@ -2223,7 +2293,7 @@ type ListWorkerMember struct {
 
 func (x *ListWorkerMember) Reset() {
 	*x = ListWorkerMember{}
-	mi := &file_proto_master_proto_msgTypes[30]
+	mi := &file_proto_master_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2235,7 +2305,7 @@ func (x *ListWorkerMember) String() string {
 func (*ListWorkerMember) ProtoMessage() {}
 
 func (x *ListWorkerMember) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[30]
+	mi := &file_proto_master_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2248,7 +2318,7 @@ func (x *ListWorkerMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkerMember.ProtoReflect.Descriptor instead.
 func (*ListWorkerMember) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{30}
+	return file_proto_master_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListWorkerMember) GetMsg() string {
@@ -2277,7 +2347,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_proto_master_proto_msgTypes[31]
+	mi := &file_proto_master_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2289,7 +2359,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[31]
+	mi := &file_proto_master_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2302,7 +2372,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{31}
+	return file_proto_master_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WorkerInfo) GetName() string {
@@ -2342,7 +2412,7 @@ type CheckTaskRequest struct {
 
 func (x *CheckTaskRequest) Reset() {
 	*x = CheckTaskRequest{}
-	mi := &file_proto_master_proto_msgTypes[32]
+	mi := &file_proto_master_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2354,7 +2424,7 @@ func (x *CheckTaskRequest) String() string {
 func (*CheckTaskRequest) ProtoMessage() {}
 
 func (x *CheckTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[32]
+	mi := &file_proto_master_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2367,7 +2437,7 @@ func (x *CheckTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTaskRequest.ProtoReflect.Descriptor instead.
 func (*CheckTaskRequest) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{32}
+	return file_proto_master_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CheckTaskRequest) GetTask() string {
@@ -2387,7 +2457,7 @@ type CheckTaskResponse struct {
 
 func (x *CheckTaskResponse) Reset() {
 	*x = CheckTaskResponse{}
-	mi := &file_proto_master_proto_msgTypes[33]
+	mi := &file_proto_master_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2399,7 +2469,7 @@ func (x *CheckTaskResponse) String() string {
 func (*CheckTaskResponse) ProtoMessage() {}
 
 func (x *CheckTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[33]
+	mi := &file_proto_master_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2412,7 +2482,7 @@ func (x *CheckTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTaskResponse.ProtoReflect.Descriptor instead.
 func (*CheckTaskResponse) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{33}
+	return file_proto_master_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CheckTaskResponse) GetResult() bool {
@@ -2439,7 +2509,7 @@ type OfflineMemberRequest struct {
 
 func (x *OfflineMemberRequest) Reset() {
 	*x = OfflineMemberRequest{}
-	mi := &file_proto_master_proto_msgTypes[34]
+	mi := &file_proto_master_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2451,7 +2521,7 @@ func (x *OfflineMemberRequest) String() string {
 func (*OfflineMemberRequest) ProtoMessage() {}
 
 func (x *OfflineMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[34]
+	mi := &file_proto_master_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2464,7 +2534,7 @@ func (x *OfflineMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfflineMemberRequest.ProtoReflect.Descriptor instead.
 func (*OfflineMemberRequest) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{34}
+	return file_proto_master_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *OfflineMemberRequest) GetType() string {
@@ -2491,7 +2561,7 @@ type OfflineMemberResponse struct {
 
 func (x *OfflineMemberResponse) Reset() {
 	*x = OfflineMemberResponse{}
-	mi := &file_proto_master_proto_msgTypes[35]
+	mi := &file_proto_master_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2503,7 +2573,7 @@ func (x *OfflineMemberResponse) String() string {
 func (*OfflineMemberResponse) ProtoMessage() {}
 
 func (x *OfflineMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[35]
+	mi := &file_proto_master_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2516,7 +2586,7 @@ func (x *OfflineMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfflineMemberResponse.ProtoReflect.Descriptor instead.
 func (*OfflineMemberResponse) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{35}
+	return file_proto_master_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *OfflineMemberResponse) GetResult() bool {
@@ -2546,7 +2616,7 @@ type HandleErrorRequest struct {
 
 func (x *HandleErrorRequest) Reset() {
 	*x = HandleErrorRequest{}
-	mi := &file_proto_master_proto_msgTypes[36]
+	mi := &file_proto_master_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2558,7 +2628,7 @@ func (x *HandleErrorRequest) String() string {
 func (*HandleErrorRequest) ProtoMessage() {}
 
 func (x *HandleErrorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[36]
+	mi := &file_proto_master_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2571,7 +2641,7 @@ func (x *HandleErrorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleErrorRequest.ProtoReflect.Descriptor instead.
 func (*HandleErrorRequest) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{36}
+	return file_proto_master_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *HandleErrorRequest) GetOp() ErrorOp {
@@ -2620,7 +2690,7 @@ type HandleErrorResponse struct {
 
 func (x *HandleErrorResponse) Reset() {
 	*x = HandleErrorResponse{}
-	mi := &file_proto_master_proto_msgTypes[37]
+	mi := &file_proto_master_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2632,7 +2702,7 @@ func (x *HandleErrorResponse) String() string {
 func (*HandleErrorResponse) ProtoMessage() {}
 
 func (x *HandleErrorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[37]
+	mi := &file_proto_master_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2645,7 +2715,7 @@ func (x *HandleErrorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleErrorResponse.ProtoReflect.Descriptor instead.
 func (*HandleErrorResponse) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{37}
+	return file_proto_master_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *HandleErrorResponse) GetResult() bool {
@@ -2685,7 +2755,7 @@ type HandleWorkerErrorRequest struct {
 
 func (x *HandleWorkerErrorRequest) Reset() {
 	*x = HandleWorkerErrorRequest{}
-	mi := &file_proto_master_proto_msgTypes[38]
+	mi := &file_proto_master_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2697,7 +2767,7 @@ func (x *HandleWorkerErrorRequest) String() string {
 func (*HandleWorkerErrorRequest) ProtoMessage() {}
 
 func (x *HandleWorkerErrorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[38]
+	mi := &file_proto_master_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2710,7 +2780,7 @@ func (x *HandleWorkerErrorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleWorkerErrorRequest.ProtoReflect.Descriptor instead.
 func (*HandleWorkerErrorRequest) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{38}
+	return file_proto_master_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *HandleWorkerErrorRequest) GetOp() ErrorOp {
@@ -2764,7 +2834,7 @@ type EncryptRequest struct {
 
 func (x *EncryptRequest) Reset() {
 	*x = EncryptRequest{}
-	mi := &file_proto_master_proto_msgTypes[39]
+	mi := &file_proto_master_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2776,7 +2846,7 @@ func (x *EncryptRequest) String() string {
 func (*EncryptRequest) ProtoMessage() {}
 
 func (x *EncryptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[39]
+	mi := &file_proto_master_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2789,7 +2859,7 @@ func (x *EncryptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EncryptRequest.ProtoReflect.Descriptor instead.
 func (*EncryptRequest) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{39}
+	return file_proto_master_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *EncryptRequest) GetPlaintext() string {
@@ -2810,7 +2880,7 @@ type EncryptResponse struct {
 
 func (x *EncryptResponse) Reset() {
 	*x = EncryptResponse{}
-	mi := &file_proto_master_proto_msgTypes[40]
+	mi := &file_proto_master_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2822,7 +2892,7 @@ func (x *EncryptResponse) String() string {
 func (*EncryptResponse) ProtoMessage() {}
 
 func (x *EncryptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[40]
+	mi := &file_proto_master_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2835,7 +2905,7 @@ func (x *EncryptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EncryptResponse.ProtoReflect.Descriptor instead.
 func (*EncryptResponse) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{40}
+	return file_proto_master_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *EncryptResponse) GetResult() bool {
@@ -2869,7 +2939,7 @@ type GetConfigRequest struct {
 
 func (x *GetConfigRequest) Reset() {
 	*x = GetConfigRequest{}
-	mi := &file_proto_master_proto_msgTypes[41]
+	mi := &file_proto_master_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2881,7 +2951,7 @@ func (x *GetConfigRequest) String() string {
 func (*GetConfigRequest) ProtoMessage() {}
 
 func (x *GetConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[41]
+	mi := &file_proto_master_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2894,7 +2964,7 @@ func (x *GetConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigRequest.ProtoReflect.Descriptor instead.
 func (*GetConfigRequest) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{41}
+	return file_proto_master_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetConfigRequest) GetType() string {
@@ -2922,7 +2992,7 @@ type GetConfigResponse struct {
 
 func (x *GetConfigResponse) Reset() {
 	*x = GetConfigResponse{}
-	mi := &file_proto_master_proto_msgTypes[42]
+	mi := &file_proto_master_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2934,7 +3004,7 @@ func (x *GetConfigResponse) String() string {
 func (*GetConfigResponse) ProtoMessage() {}
 
 func (x *GetConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_master_proto_msgTypes[42]
+	mi := &file_proto_master_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2947,7 +3017,7 @@ func (x *GetConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigResponse.ProtoReflect.Descriptor instead.
 func (*GetConfigResponse) Descriptor() ([]byte, []int) {
-	return file_proto_master_proto_rawDescGZIP(), []int{42}
+	return file_proto_master_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetConfigResponse) GetResult() bool {
@@ -3096,7 +3166,7 @@ const file_proto_master_proto_rawDesc = "" +
 	"\x03rps\x18\t \x01(\tR\x03rps\x12\x10\n" +
 	"\x03eta\x18\n" +
 	" \x01(\tR\x03eta\x12\x14\n" +
-	"\x05state\x18\v \x01(\tR\x05state\"\xb4\x04\n" +
+	"\x05state\x18\v \x01(\tR\x05state\"\xeb\x04\n" +
 	"\n" +
 	"SyncStatus\x12 \n" +
 	"\vtotalEvents\x18\x01 \x01(\x03R\vtotalEvents\x12\"\n" +
@@ -3116,7 +3186,15 @@ const file_proto_master_proto_rawDesc = "" +
 	"\btotalRps\x18\f \x01(\x03R\btotalRps\x12\x1c\n" +
 	"\trecentRps\x18\r \x01(\x03R\trecentRps\x12\x1a\n" +
 	"\btotalTps\x18\x0e \x01(\x03R\btotalTps\x12\x1c\n" +
-	"\trecentTps\x18\x0f \x01(\x03R\trecentTps\"\x95\x01\n" +
+	"\trecentTps\x18\x0f \x01(\x03R\trecentTps\x125\n" +
+	"\n" +
+	"preparedXA\x18\x10 \x03(\v2\x15.tributary.PreparedXAR\n" +
+	"preparedXA\"T\n" +
+	"\n" +
+	"PreparedXA\x12\x10\n" +
+	"\x03xid\x18\x01 \x01(\tR\x03xid\x12\x1a\n" +
+	"\bposition\x18\x02 \x01(\tR\bposition\x12\x18\n" +
+	"\aseconds\x18\x03 \x01(\x03R\aseconds\"\x95\x01\n" +
 	"\rShardingGroup\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\x12\x12\n" +
 	"\x04DDLs\x18\x02 \x03(\tR\x04DDLs\x12$\n" +
@@ -3247,7 +3325,7 @@ func file_proto_master_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_master_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_proto_master_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_proto_master_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_proto_master_proto_goTypes = []any{
 	(ErrorOp)(0),                     // 0: tributary.ErrorOp
 	(*ShowDDLLocksRequest)(nil),      // 1: tributary.ShowDDLLocksRequest
@@ -3273,26 +3351,27 @@ var file_proto_master_proto_goTypes = []any{
 	(*SubTaskStatus)(nil),            // 21: tributary.SubTaskStatus
 	(*LoadStatus)(nil),               // 22: tributary.LoadStatus
 	(*SyncStatus)(nil),               // 23: tributary.SyncStatus
-	(*ShardingGroup)(nil),            // 24: tributary.ShardingGroup
-	(*ListMemberRequest)(nil),        // 25: tributary.ListMemberRequest
-	(*ListMemberResponse)(nil),       // 26: tributary.ListMemberResponse
-	(*Members)(nil),                  // 27: tributary.Members
-	(*ListLeaderMember)(nil),         // 28: tributary.ListLeaderMember
-	(*ListMasterMember)(nil),         // 29: tributary.ListMasterMember
-	(*MasterInfo)(nil),               // 30: tributary.MasterInfo
-	(*ListWorkerMember)(nil),         // 31: tributary.ListWorkerMember
-	(*WorkerInfo)(nil),               // 32: tributary.WorkerInfo
-	(*CheckTaskRequest)(nil),         // 33: tributary.CheckTaskRequest
-	(*CheckTaskResponse)(nil),        // 34: tributary.CheckTaskResponse
-	(*OfflineMemberRequest)(nil),     // 35: tributary.OfflineMemberRequest
-	(*OfflineMemberResponse)(nil),    // 36: tributary.OfflineMemberResponse
-	(*HandleErrorRequest)(nil),       // 37: tributary.HandleErrorRequest
-	(*HandleErrorResponse)(nil),      // 38: tributary.HandleErrorResponse
-	(*HandleWorkerErrorRequest)(nil), // 39: tributary.HandleWorkerErrorRequest
-	(*EncryptRequest)(nil),           // 40: tributary.EncryptRequest
-	(*EncryptResponse)(nil),          // 41: tributary.EncryptResponse
-	(*GetConfigRequest)(nil),         // 42: tributary.GetConfigRequest
-	(*GetConfigResponse)(nil),        // 43: tributary.GetConfigResponse
+	(*PreparedXA)(nil),               // 24: tributary.PreparedXA
+	(*ShardingGroup)(nil),            // 25: tributary.ShardingGroup
+	(*ListMemberRequest)(nil),        // 26: tributary.ListMemberRequest
+	(*ListMemberResponse)(nil),       // 27: tributary.ListMemberResponse
+	(*Members)(nil),                  // 28: tributary.Members
+	(*ListLeaderMember)(nil),         // 29: tributary.ListLeaderMember
+	(*ListMasterMember)(nil),         // 30: tributary.ListMasterMember
+	(*MasterInfo)(nil),               // 31: tributary.MasterInfo
+	(*ListWorkerMember)(nil),         // 32: tributary.ListWorkerMember
+	(*WorkerInfo)(nil),               // 33: tributary.WorkerInfo
+	(*CheckTaskRequest)(nil),         // 34: tributary.CheckTaskRequest
+	(*CheckTaskResponse)(nil),        // 35: tributary.CheckTaskResponse
+	(*OfflineMemberRequest)(nil),     // 36: tributary.OfflineMemberRequest
+	(*OfflineMemberResponse)(nil),    // 37: tributary.OfflineMemberResponse
+	(*HandleErrorRequest)(nil),       // 38: tributary.HandleErrorRequest
+	(*HandleErrorResponse)(nil),      // 39: tributary.HandleErrorResponse
+	(*HandleWorkerErrorRequest)(nil), // 40: tributary.HandleWorkerErrorRequest
+	(*EncryptRequest)(nil),           // 41: tributary.EncryptRequest
+	(*EncryptResponse)(nil),          // 42: tributary.EncryptResponse
+	(*GetConfigRequest)(nil),         // 43: tributary.GetConfigRequest
+	(*GetConfigResponse)(nil),        // 44: tributary.GetConfigResponse
 }
 var file_proto_master_proto_depIdxs = []int32{
 	3,  // 0: tributary.DDLLock.conflict:type_name -> tributary.SourceDDLs
@@ -3310,49 +3389,50 @@ var file_proto_master_proto_depIdxs = []int32{
 	19, // 12: tributary.SubTaskStatus.result:type_name -> tributary.ProcessResult
 	23, // 13: tributary.SubTaskStatus.sync:type_name -> tributary.SyncStatus
 	22, // 14: tributary.SubTaskStatus.load:type_name -> tributary.LoadStatus
-	24, // 15: tributary.SyncStatus.unresolvedGroups:type_name -> tributary.ShardingGroup
-	27, // 16: tributary.ListMemberResponse.members:type_name -> tributary.Members
-	28, // 17: tributary.Members.leader:type_name -> tributary.ListLeaderMember
-	29, // 18: tributary.Members.master:type_name -> tributary.ListMasterMember
-	31, // 19: tributary.Members.worker:type_name -> tributary.ListWorkerMember
-	30, // 20: tributary.ListMasterMember.masters:type_name -> tributary.MasterInfo
-	32, // 21: tributary.ListWorkerMember.workers:type_name -> tributary.WorkerInfo
-	0,  // 22: tributary.HandleErrorRequest.op:type_name -> tributary.ErrorOp
-	7,  // 23: tributary.HandleErrorResponse.sources:type_name -> tributary.CommonWorkerResponse
-	0,  // 24: tributary.HandleWorkerErrorRequest.op:type_name -> tributary.ErrorOp
-	1,  // 25: tributary.Master.ShowDDLLocks:input_type -> tributary.ShowDDLLocksRequest
-	5,  // 26: tributary.Master.UnlockDDLLock:input_type -> tributary.UnlockDDLLockRequest
-	8,  // 27: tributary.Master.OperateSource:input_type -> tributary.OperateSourceRequest
-	10, // 28: tributary.Master.StartTask:input_type -> tributary.StartTaskRequest
-	12, // 29: tributary.Master.OperateTask:input_type -> tributary.OperateTaskRequest
-	14, // 30: tributary.Master.QueryStatus:input_type -> tributary.QueryStatusListRequest
-	25, // 31: tributary.Master.ListMember:input_type -> tributary.ListMemberRequest
-	33, // 32: tributary.Master.CheckTask:input_type -> tributary.CheckTaskRequest
-	35, // 33: tributary.Master.OfflineMember:input_type -> tributary.OfflineMemberRequest
-	37, // 34: tributary.Master.HandleError:input_type -> tributary.HandleErrorRequest
-	40, // 35: tributary.Master.Encrypt:input_type -> tributary.EncryptRequest
-	42, // 36: tributary.Master.GetConfig:input_type -> tributary.GetConfigRequest
-	16, // 37: tributary.Worker.QueryStatus:input_type -> tributary.QueryStatusRequest
-	39, // 38: tributary.Worker.HandleError:input_type -> tributary.HandleWorkerErrorRequest
-	4,  // 39: tributary.Master.ShowDDLLocks:output_type -> tributary.ShowDDLLocksResponse
-	6,  // 40: tributary.Master.UnlockDDLLock:output_type -> tributary.UnlockDDLLockResponse
-	9,  // 41: tributary.Master.OperateSource:output_type -> tributary.OperateSourceResponse
-	11, // 42: tributary.Master.StartTask:output_type -> tributary.StartTaskResponse
-	13, // 43: tributary.Master.OperateTask:output_type -> tributary.OperateTaskResponse
-	15, // 44: tributary.Master.QueryStatus:output_type -> tributary.QueryStatusListResponse
-	26, // 45: tributary.Master.ListMember:output_type -> tributary.ListMemberResponse
-	34, // 46: tributary.Master.CheckTask:output_type -> tributary.CheckTaskResponse
-	36, // 47: tributary.Master.OfflineMember:output_type -> tributary.OfflineMemberResponse
-	38, // 48: tributary.Master.HandleError:output_type -> tributary.HandleErrorResponse
-	41, // 49: tributary.Master.Encrypt:output_type -> tributary.EncryptResponse
-	43, // 50: tributary.Master.GetConfig:output_type -> tributary.GetConfigResponse
-	17, // 51: tributary.Worker.QueryStatus:output_type -> tributary.QueryStatusResponse
-	7,  // 52: tributary.Worker.HandleError:output_type -> tributary.CommonWorkerResponse
-	39, // [39:53] is the sub-list for method output_type
-	25, // [25:39] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	25, // 15: tributary.SyncStatus.unresolvedGroups:type_name -> tributary.ShardingGroup
+	24, // 16: tributary.SyncStatus.preparedXA:type_name -> tributary.PreparedXA
+	28, // 17: tributary.ListMemberResponse.members:type_name -> tributary.Members
+	29, // 18: tributary.Members.leader:type_name -> tributary.ListLeaderMember
+	30, // 19: tributary.Members.master:type_name -> tributary.ListMasterMember
+	32, // 20: tributary.Members.worker:type_name -> tributary.ListWorkerMember
+	31, // 21: tributary.ListMasterMember.masters:type_name -> tributary.MasterInfo
+	33, // 22: tributary.ListWorkerMember.workers:type_name -> tributary.WorkerInfo
+	0,  // 23: tributary.HandleErrorRequest.op:type_name -> tributary.ErrorOp
+	7,  // 24: tributary.HandleErrorResponse.sources:type_name -> tributary.CommonWorkerResponse
+	0,  // 25: tributary.HandleWorkerErrorRequest.op:type_name -> tributary.ErrorOp
+	1,  // 26: tributary.Master.ShowDDLLocks:input_type -> tributary.ShowDDLLocksRequest
+	5,  // 27: tributary.Master.UnlockDDLLock:input_type -> tributary.UnlockDDLLockRequest
+	8,  // 28: tributary.Master.OperateSource:input_type -> tributary.OperateSourceRequest
+	10, // 29: tributary.Master.StartTask:input_type -> tributary.StartTaskRequest
+	12, // 30: tributary.Master.OperateTask:input_type -> tributary.OperateTaskRequest
+	14, // 31: tributary.Master.QueryStatus:input_type -> tributary.QueryStatusListRequest
+	26, // 32: tributary.Master.ListMember:input_type -> tributary.ListMemberRequest
+	34, // 33: tributary.Master.CheckTask:input_type -> tributary.CheckTaskRequest
+	36, // 34: tributary.Master.OfflineMember:input_type -> tributary.OfflineMemberRequest
+	38, // 35: tributary.Master.HandleError:input_type -> tributary.HandleErrorRequest
+	41, // 36: tributary.Master.Encrypt:input_type -> tributary.EncryptRequest
+	43, // 37: tributary.Master.GetConfig:input_type -> tributary.GetConfigRequest
+	16, // 38: tributary.Worker.QueryStatus:input_type -> tributary.QueryStatusRequest
+	40, // 39: tributary.Worker.HandleError:input_type -> tributary.HandleWorkerErrorRequest
+	4,  // 40: tributary.Master.ShowDDLLocks:output_type -> tributary.ShowDDLLocksResponse
+	6,  // 41: tributary.Master.UnlockDDLLock:output_type -> tributary.UnlockDDLLockResponse
+	9,  // 42: tributary.Master.OperateSource:output_type -> tributary.OperateSourceResponse
+	11, // 43: tributary.Master.StartTask:output_type -> tributary.StartTaskResponse
+	13, // 44: tributary.Master.OperateTask:output_type -> tributary.OperateTaskResponse
+	15, // 45: tributary.Master.QueryStatus:output_type -> tributary.QueryStatusListResponse
+	27, // 46: tributary.Master.ListMember:output_type -> tributary.ListMemberResponse
+	35, // 47: tributary.Master.CheckTask:output_type -> tributary.CheckTaskResponse
+	37, // 48: tributary.Master.OfflineMember:output_type -> tributary.OfflineMemberResponse
+	39, // 49: tributary.Master.HandleError:output_type -> tributary.HandleErrorResponse
+	42, // 50: tributary.Master.Encrypt:output_type -> tributary.EncryptResponse
+	44, // 51: tributary.Master.GetConfig:output_type -> tributary.GetConfigResponse
+	17, // 52: tributary.Worker.QueryStatus:output_type -> tributary.QueryStatusResponse
+	7,  // 53: tributary.Worker.HandleError:output_type -> tributary.CommonWorkerResponse
+	40, // [40:54] is the sub-list for method output_type
+	26, // [26:40] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_proto_master_proto_init() }
@@ -3360,7 +3440,7 @@ func file_proto_master_proto_init() {
 	if File_proto_master_proto != nil {
 		return
 	}
-	file_proto_master_proto_msgTypes[26].OneofWrappers = []any{
+	file_proto_master_proto_msgTypes[27].OneofWrappers = []any{
 		(*Members_Leader)(nil),
 		(*Members_Master)(nil),
 		(*Members_Worker)(nil),
@@ -3371,7 +3451,7 @@ func file_proto_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_master_proto_rawDesc), len(file_proto_master_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   43,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -222,3 +222,35 @@ func TestRetargetShowCreate(t *testing.T) {
 		t.Fatal("a view's definition must be refused")
 	}
 }
+
+func TestDMLTables(t *testing.T) {
+	cases := map[string][]string{
+		"insert into shardddl1.tb1 values (3)":             {"shardddl1.tb1"},
+		"INSERT INTO t(id,v) VALUES (50,50)":               {"d.t"},
+		"REPLACE INTO x.t SELECT * FROM y.u":               {"x.t"},
+		"update t set v=v+1 where id=50":                   {"d.t"},
+		"UPDATE a.t JOIN b.u ON t.id = u.id SET t.v = u.v": {"a.t", "b.u"},
+		"DELETE FROM t WHERE id = 1":                       {"d.t"},
+		"DELETE a FROM x.a JOIN x.b ON a.id = b.id":        {"d.a", "x.a", "x.b"},
+		"LOAD DATA INFILE '/tmp/f' INTO TABLE z.t":         {"z.t"},
+	}
+	for q, want := range cases {
+		got, err := DMLTables(q, "d")
+		if err != nil {
+			t.Errorf("%q: %v", q, err)
+			continue
+		}
+		var names []string
+		for _, tn := range got {
+			names = append(names, tn.Schema+"."+tn.Name)
+		}
+		if strings.Join(names, ",") != strings.Join(want, ",") {
+			t.Errorf("%q: %v, want %v", q, names, want)
+		}
+	}
+	for _, q := range []string{"ALTER TABLE t ADD c INT", "insert into", "SELECT 1"} {
+		if _, err := DMLTables(q, "d"); err == nil {
+			t.Errorf("%q: no error", q)
+		}
+	}
+}

@@ -13,6 +13,8 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 	"go.uber.org/zap"
+
+	"github.com/tributary-db/tributary/eventclass"
 )
 
 // resumePoint is where a reader starts: a position, and in GTID mode the GTID set there.
@@ -113,6 +115,7 @@ func (s *Syncer) startReader(ctx context.Context, from resumePoint) (*reader, er
 
 // endGroup records that the event group ending at end is complete.
 func (c *cursor) endGroup(end Position) {
+	c.txn = false
 	if c.curGTID != nil {
 		c.gtids.add(*c.curGTID)
 		c.curGTID = nil
@@ -160,4 +163,13 @@ type cursor struct {
 	curGTID    *mysql.MariadbGTID  // GTID of the event group being read
 	gtidAt     map[Position]string // GTID sets at DDL starts and ends, for resume points there
 	retry      readRetry           // the reader's reconnects (readerr.go)
+	version    eventclass.Version  // the source server's, from the binlog's format description
+	// hold: the rows of the transaction being read are held, not written (an XA transaction's first
+	// half, or a transaction after a savepoint; events.go). sameEnd: the events being handled share one
+	// end position (a compressed transaction, a held transaction's commit): no flush between them.
+	hold    *heldTxn
+	sameEnd bool
+	txn     bool // inside BEGIN ... COMMIT: a statement there does not end the group
 }
+
+func (c *cursor) inTxn() bool { return c.txn || c.hold != nil }

@@ -10,6 +10,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 	"go.uber.org/zap"
 
+	"github.com/tributary-db/tributary/eventclass"
 	"github.com/tributary-db/tributary/loader"
 	"github.com/tributary-db/tributary/router"
 	"github.com/tributary-db/tributary/shardgroup"
@@ -20,6 +21,41 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 	if s.cfg.Router.Skip(src) {
 		return nil
 	}
+	if s.cur.hold != nil {
+		return s.holdRows(typ, e, src, start, end) // events.go: written at the commit, or dropped
+	}
+	if typ == replication.PARTIAL_UPDATE_ROWS_EVENT {
+		r := eventclass.Event(typ)
+		return &EventError{Task: s.cfg.Task, Source: s.cfg.Source, Start: start, End: end, Event: r.Name, Table: src, Why: r.Why}
+	}
+	return s.rowsAt(ctx, typ, e, src, start, end, nil)
+}
+
+// filterRows applies the binlog event filters to a rows event of src: ignore it, or stop.
+func (s *Syncer) filterRows(typ replication.EventType, src TableName, end Position) (ignore bool, err error) {
+	if s.cfg.Filter.Empty() {
+		return false, nil
+	}
+	event := "insert"
+	switch typ {
+	case replication.UPDATE_ROWS_EVENTv0, replication.UPDATE_ROWS_EVENTv1, replication.UPDATE_ROWS_EVENTv2, replication.MARIADB_UPDATE_ROWS_COMPRESSED_EVENT_V1:
+		event = "update"
+	case replication.DELETE_ROWS_EVENTv0, replication.DELETE_ROWS_EVENTv1, replication.DELETE_ROWS_EVENTv2, replication.MARIADB_DELETE_ROWS_COMPRESSED_EVENT_V1:
+		event = "delete"
+	}
+	switch act, rule := s.cfg.Filter.Decide(src, []string{event}, ""); act {
+	case router.IgnoreEvent:
+		return true, nil
+	case router.FailEvent:
+		return false, filterStop(s.cfg.Task, s.cfg.Source, s.cur.evStart, rule, end, fmt.Sprintf("event %q of %s", event, src))
+	}
+	return false, nil
+}
+
+// rowsAt writes the changes of rows event e of src (starting at start) as of end: where the event
+// ends, or, for a held transaction's rows, where it commits. shape is the event's row shape when it
+// is known already (held events), nil to find it.
+func (s *Syncer) rowsAt(ctx context.Context, typ replication.EventType, e *replication.RowsEvent, src TableName, start, end Position, shape *rowShape) error {
 	if end.Compare(s.ckpt.Tables[src]) <= 0 {
 		return nil // applied before (re-sync or restart)
 	}
@@ -43,28 +79,19 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 		part.pos[src] = end // handled: a re-read (re-sync) must not run the replacement again
 		return s.barrier(ctx)
 	}
-	if !s.cfg.Filter.Empty() {
-		event := "insert"
-		switch typ {
-		case replication.UPDATE_ROWS_EVENTv0, replication.UPDATE_ROWS_EVENTv1, replication.UPDATE_ROWS_EVENTv2:
-			event = "update"
-		case replication.DELETE_ROWS_EVENTv0, replication.DELETE_ROWS_EVENTv1, replication.DELETE_ROWS_EVENTv2:
-			event = "delete"
-		}
-		switch act, rule := s.cfg.Filter.Decide(src, []string{event}, ""); act {
-		case router.IgnoreEvent:
-			return nil
-		case router.FailEvent:
-			return filterStop(s.cfg.Task, s.cfg.Source, s.cur.evStart, rule, end, fmt.Sprintf("event %q of %s", event, src))
-		}
-	}
-	shape, err := s.rows.shapeOf(src, e.Table, end)
-	if err != nil {
+	if ignore, err := s.filterRows(typ, src, end); ignore || err != nil {
 		return err
+	}
+	if shape == nil {
+		var err error
+		if shape, err = s.rows.shapeOf(src, e.Table, end); err != nil {
+			return err
+		}
 	}
 	cols := shape.cols
 	var plan *keyPlan
 	if s.cfg.SpreadHotTables {
+		var err error
 		if plan, err = s.planFor(ctx, target, shape); err != nil {
 			return err
 		}
@@ -90,9 +117,10 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 	if err := s.place(ctx, src, plan, changes, end); err != nil {
 		return err
 	}
-	if s.apply.batchFull() {
+	if s.apply.batchFull() && !s.cur.sameEnd {
 		// Also inside a large upstream transaction: the table checkpoints are per rows event and the
 		// resume position stays at the transaction's start, so memory is bounded and nothing repeats.
+		// Not between events that share one end (a compressed transaction, a held one's commit).
 		return s.flushAsync(ctx)
 	}
 	return nil

@@ -543,6 +543,9 @@ func (t *subtask) status(ctx context.Context) *pb.SubTaskStatus {
 	if len(st.LockIDs) > 0 {
 		out.UnresolvedDDLLockID = st.LockIDs[0]
 	}
+	for _, x := range st.PreparedXA {
+		sync.PreparedXA = append(sync.PreparedXA, &pb.PreparedXA{Xid: x.XID, Position: x.Pos.String(), Seconds: int64(time.Since(x.Since).Seconds())})
+	}
 	for _, u := range st.Unresolved {
 		g := &pb.ShardingGroup{Target: u.Target.String(), DDLs: u.DDLs, FirstLocation: u.FirstPosition.String()}
 		for _, tb := range u.Synced {

@@ -21,6 +21,7 @@ type Status struct {
 	BlockingDDLs []string // DDLs of the locks this source has put its info for and waits on
 	LockIDs      []string
 	Unresolved   []shardgroup.Unresolved
+	PreparedXA   []PreparedXA // XA transactions waiting for their outcome (events.go)
 
 	// TotalRows are the rows committed downstream since the syncer started; the rates are per second
 	// since then (Total) and over the last 30 seconds (Recent), of rows and of binlog events (Tps, DM's
@@ -107,7 +108,7 @@ func (w *rateWindow) rates(now time.Time, rows, events int64) (totalRows, totalR
 }
 
 func (s *Syncer) publishStatus() {
-	st := Status{SyncerBinlog: s.apply.persisted, SyncerGTID: s.apply.persistedGTID}
+	st := Status{SyncerBinlog: s.apply.persisted, SyncerGTID: s.apply.persistedGTID, PreparedXA: s.xa.list()}
 	targets := make([]TableName, 0, len(s.ddl.shard.groups))
 	for t := range s.ddl.shard.groups {
 		targets = append(targets, t)

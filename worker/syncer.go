@@ -12,6 +12,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 	"go.uber.org/zap"
 
+	"github.com/tributary-db/tributary/eventclass"
 	"github.com/tributary-db/tributary/loader"
 	"github.com/tributary-db/tributary/onlineddl"
 	"github.com/tributary-db/tributary/pessimist"
@@ -97,6 +98,7 @@ type Syncer struct {
 	apply    applier       // the applier stage: batch, flush pipeline, committed positions (apply.go)
 	ddl      ddlPath       // the DDL stage: online DDL, safety table, shard groups and locks (ddlpath.go, lock.go)
 	board    statusBoard   // what query-status reads (status.go)
+	xa       xaState       // prepared XA transactions waiting for their outcome (events.go)
 }
 
 // NewSyncer returns a syncer; Run starts it.
@@ -295,6 +297,9 @@ func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent, gtid *
 		s.cur.file = string(e.NextLogName)
 		return nil
 	}
+	if e, ok := ev.Event.(*replication.FormatDescriptionEvent); ok {
+		s.cur.version = eventclass.ParseVersion(e.ServerVersion) // executable comments are read against it
+	}
 	if h.LogPos == 0 { // artificial events
 		return nil
 	}
@@ -302,56 +307,50 @@ func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent, gtid *
 	start := Position{File: s.cur.file, Pos: h.LogPos - h.EventSize}
 	s.cur.evStart = start
 	switch e := ev.Event.(type) {
-	case *replication.MariadbGTIDEvent, *replication.GTIDEvent:
-		s.cur.groupStart = start
+	case *replication.MariadbGTIDEvent, *replication.GTIDEvent, *replication.GtidTaggedLogEvent:
 		s.cur.curGTID = gtid
-	case *replication.RowsEvent:
-		return s.handleRows(ctx, ev.Header.EventType, e, start, end)
-	case *replication.XIDEvent:
-		s.cur.endGroup(end)
-		if s.apply.batchFull() {
-			return s.flushAsync(ctx)
-		}
-	case *replication.QueryEvent:
-		q := string(e.Query)
-		if q == "BEGIN" {
-			return nil
-		}
-		s.ddl.shard.ddlReadAt = time.Now()
-		if err := s.flush(ctx); err != nil {
+	case *replication.TransactionPayloadEvent:
+		return s.handlePayload(ctx, e, start, end)
+	}
+	return s.handleEvent(ctx, ev, start, end) // events.go: what eventclass decides
+}
+
+// handleStatement runs a DDL statement (a query event) through the DDL path.
+func (s *Syncer) handleStatement(ctx context.Context, e *replication.QueryEvent, q string, start, end Position) error {
+	s.ddl.shard.ddlReadAt = time.Now()
+	if err := s.flush(ctx); err != nil {
+		return err
+	}
+	if s.cfg.EnableGTID {
+		s.cur.gtidAt[s.cur.groupStart] = s.cur.gtids.String()
+	}
+	skip := false
+	if op, ok := s.cfg.Operators.find(false, start, s.cur.groupStart); ok {
+		// binlog skip: as if the statement were not there; binlog replace: the user's statements
+		// take its place (and its part in a shard group, when they are sharding DDLs).
+		s.log.Warn("DDL handled by an operator (binlog "+op.Op+")", zap.String("ddl", q), zap.Stringer("pos", start), zap.Strings("sqls", op.SQLs))
+		skip = op.Op == "skip"
+		q = strings.Join(op.SQLs, ";\n")
+	}
+	if !skip {
+		in, err := s.sessions.of(ctx, e, start)
+		if err != nil {
 			return err
 		}
-		if s.cfg.EnableGTID {
-			s.cur.gtidAt[s.cur.groupStart] = s.cur.gtids.String()
-		}
-		skip := false
-		if op, ok := s.cfg.Operators.find(false, start, s.cur.groupStart); ok {
-			// binlog skip: as if the statement were not there; binlog replace: the user's statements
-			// take its place (and its part in a shard group, when they are sharding DDLs).
-			s.log.Warn("DDL handled by an operator (binlog "+op.Op+")", zap.String("ddl", q), zap.Stringer("pos", start), zap.Strings("sqls", op.SQLs))
-			skip = op.Op == "skip"
-			q = strings.Join(op.SQLs, ";\n")
-		}
-		if !skip {
-			in, err := s.sessions.of(ctx, e, start)
-			if err != nil {
-				return err
-			}
-			if err := s.handleDDL(ctx, q, string(e.Schema), s.cur.groupStart, end, in); err != nil {
-				if downstreamPermanent(err) && !IsPermanent(err) {
-					table := TableName{Schema: string(e.Schema)}
-					if ts, terr := shardgroup.TablesOf(q, string(e.Schema)); terr == nil && len(ts) > 0 {
-						table = ts[0]
-					}
-					return &StatementError{Task: s.cfg.Task, Source: s.cfg.Source, Table: table, Stmt: q, Pos: start, Cause: err}
+		if err := s.handleDDL(ctx, q, string(e.Schema), s.cur.groupStart, end, in); err != nil {
+			if downstreamPermanent(err) && !IsPermanent(err) {
+				table := TableName{Schema: string(e.Schema)}
+				if ts, terr := shardgroup.TablesOf(q, string(e.Schema)); terr == nil && len(ts) > 0 {
+					table = ts[0]
 				}
-				return err
+				return &StatementError{Task: s.cfg.Task, Source: s.cfg.Source, Table: table, Stmt: q, Pos: start, Cause: err}
 			}
+			return err
 		}
-		s.cur.endGroup(end)
-		if s.cfg.EnableGTID {
-			s.cur.gtidAt[end] = s.cur.gtids.String()
-		}
+	}
+	s.cur.endGroup(end)
+	if s.cfg.EnableGTID {
+		s.cur.gtidAt[end] = s.cur.gtids.String()
 	}
 	return nil
 }
@@ -360,6 +359,9 @@ func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent, gtid *
 // the start of any pending sharding DDL (the rebuilt group must read it again).
 func (s *Syncer) safeGlobal() Position {
 	g := s.cur.lastPos
+	if p, ok := s.xa.oldestPrepared(); ok && p.Compare(g) < 0 {
+		g = p // a prepared XA transaction's rows wait in memory: a restart reads them again
+	}
 	for target, grp := range s.ddl.shard.groups {
 		if u, ok := grp.Unresolved(); ok {
 			p := u.FirstPosition
