@@ -36,7 +36,7 @@ func (c *cluster) xaConn(i int) (run func(stmts ...string), closeConn func()) {
 			}
 		}
 	}
-	return run, func() { conn.Close() }
+	return run, func() { disconnect(conn) }
 }
 
 // XA transactions arrive as upstream decided them: committed ones once, at their commit, rolled-back

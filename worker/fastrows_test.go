@@ -53,6 +53,16 @@ func TestFastRowsDecodeAsGoMySQL(t *testing.T) {
 		p := replication.NewBinlogParser()
 		p.SetFlavor(mysql.MariaDBFlavor)
 		p.SetTimestampStringLocation(time.UTC)
+		if !fast { // go-mysql's own decoding, integers signed as the fast path and the row shape take them
+			p.SetRowsEventDecodeFunc(func(e *replication.RowsEvent, data []byte) error {
+				pos, err := e.DecodeHeader(data)
+				if err == nil {
+					err = e.DecodeData(pos, data)
+				}
+				resignRows(e)
+				return err
+			})
+		}
 		if fast {
 			p.SetRowsEventDecodeFunc(func(e *replication.RowsEvent, data []byte) error {
 				if _, err := e.DecodeHeader(data); err == nil && fastRowsKind(e) > 0 {

@@ -23,6 +23,7 @@ package worker
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -710,7 +711,29 @@ func (g *fgen) bigTxn(src int) {
 		}
 	}
 	g.exec(src, "BEGIN")
-	for n := 3 + g.pick(10); n > 0; n-- {
+	g.txnOps(src, mine, 3+g.pick(10), true)
+	if g.chance(10) {
+		g.exec(src, "ROLLBACK")
+	} else {
+		g.exec(src, "COMMIT")
+	}
+}
+
+// txnOps runs n changes on the shards mine of source src inside an open transaction; now and then it
+// sets a savepoint and rolls back to it.
+func (g *fgen) txnOps(src int, mine []int, n int, savepoints bool) {
+	savepoint := ""
+	for ; n > 0; n-- {
+		if !savepoints {
+		} else if savepoint == "" && g.chance(5) {
+			savepoint = fmt.Sprintf("sp%d", n)
+			g.exec(src, "SAVEPOINT "+savepoint)
+			g.kinds["savepoint"]++
+		} else if savepoint != "" && g.chance(4) {
+			g.exec(src, "ROLLBACK TO SAVEPOINT "+savepoint)
+			g.kinds["rollback to savepoint"]++
+			savepoint = ""
+		}
 		i := mine[g.pick(len(mine))]
 		switch r := g.pick(10); {
 		case r < 5:
@@ -725,11 +748,78 @@ func (g *fgen) bigTxn(src int) {
 			g.updateMany(i)
 		}
 	}
-	if g.chance(10) {
-		g.exec(src, "ROLLBACK")
-	} else {
-		g.exec(src, "COMMIT")
+}
+
+// xaTxn writes changes of source src in an XA transaction on a session of its own, prepares it, closes
+// that session (the prepared transaction survives it), maybe restarts that source's syncer while it
+// waits, and commits or rolls it back from the generator's session.
+func (g *fgen) xaTxn(src int, db *sql.DB, restart func(int)) {
+	var mine []int
+	for i, sh := range g.shards {
+		if sh.src == src {
+			mine = append(mine, i)
+		}
 	}
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		g.fatalf("XA session: %v", err)
+	}
+	main := g.conns[src]
+	g.conns[src] = conn
+	xid := fmt.Sprintf("'fid%d-%d'", g.seed, g.stmts)
+	g.exec(src, "XA START "+xid)
+	g.txnOps(src, mine, 1+g.pick(5), false)
+	g.exec(src, "XA END "+xid)
+	g.exec(src, "XA PREPARE "+xid)
+	g.conns[src] = main
+	disconnect(conn)
+	// The server detaches the prepared transaction from the session once it has seen it go.
+	name := strings.Trim(xid, "'")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		found := false
+		for _, r := range g.query(src, "XA RECOVER") {
+			found = found || r[len(r)-1] == name
+		}
+		if found {
+			break
+		}
+		if time.Now().After(deadline) {
+			g.fatalf("prepared XA %s never showed in XA RECOVER", xid)
+		}
+	}
+	if g.chance(3) {
+		g.kinds["syncer restart"]++
+		restart(src)
+	}
+	if g.chance(3) {
+		g.kinds["XA rollback"]++
+		g.exec(src, "XA ROLLBACK "+xid)
+	} else {
+		g.kinds["XA commit"]++
+		g.exec(src, "XA COMMIT "+xid)
+	}
+}
+
+// disconnect closes a session for good (not back to the pool): its prepared XA transaction is left
+// for another session to commit or roll back.
+func disconnect(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	conn.Close()
+}
+
+// dba runs a statement of a DBA's on source src: skipped by the syncer, the data unchanged.
+func (g *fgen) dba(i int) {
+	sh := g.shards[i]
+	stmts := []string{"ANALYZE TABLE " + sh.table, "OPTIMIZE TABLE " + sh.table, "REPAIR TABLE " + sh.table, "FLUSH TABLES",
+		fmt.Sprintf("CREATE USER IF NOT EXISTS 'fid%d'@'localhost' IDENTIFIED BY 'secret'", g.seed),
+		fmt.Sprintf("DROP USER IF EXISTS 'fid%d'@'localhost'", g.seed)}
+	q := stmts[g.pick(len(stmts))]
+	g.kinds["DBA statement"]++
+	if _, err := g.conns[sh.src].QueryContext(context.Background(), q); err != nil { // some answer with a result set
+		g.fatalf("%s: %v", q, err)
+	}
+	g.stmts++
+	g.log = append(g.log, fmt.Sprintf("s%d: %s", sh.src+1, q))
 }
 
 // ---- the tests ----
@@ -857,7 +947,12 @@ func fidelityRun(t *testing.T, e *fidEnv, seed int64, o *fidOptions) {
 			g.kinds["DDL"]++
 			for _, i := range g.rng.Perm(len(g.shards)) {
 				sh := g.shards[i]
-				g.exec(sh.src, "ALTER TABLE "+sh.table+" "+spec)
+				if g.chance(5) { // as MariaDB's migration scripts write it: an executable comment
+					g.kinds["executable-comment DDL"]++
+					g.exec(sh.src, "/*M!100301 ALTER TABLE "+sh.table+" "+spec+" */")
+				} else {
+					g.exec(sh.src, "ALTER TABLE "+sh.table+" "+spec)
+				}
 				sh.sch = next
 				for n := g.pick(3); n > 0; n-- {
 					g.dml(g.pick(len(g.shards)))
@@ -871,7 +966,15 @@ func fidelityRun(t *testing.T, e *fidEnv, seed int64, o *fidOptions) {
 			continue
 		}
 		for n := 2 + g.pick(6); n > 0; n-- {
-			g.dml(g.pick(len(g.shards)))
+			switch r := g.pick(40); {
+			case r < 2:
+				src := g.pick(len(e.ups))
+				g.xaTxn(src, e.upDBs[src], fs.restart)
+			case r < 3:
+				g.dba(g.pick(len(g.shards)))
+			default:
+				g.dml(g.pick(len(g.shards)))
+			}
 			if g.chance(30) {
 				g.kinds["syncer restart"]++
 				fs.restart(g.pick(len(e.ups)))

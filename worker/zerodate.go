@@ -25,6 +25,7 @@ func decodeRows(e *replication.RowsEvent, data []byte) error {
 		if err := e.DecodeData(pos, data); err != nil {
 			return err
 		}
+		resignRows(e)
 	}
 	if !hasDatetime(e.Table) {
 		return nil
@@ -226,4 +227,35 @@ func formatDatetime(year, month, day, hour, minute, second int, usec int64, dec 
 		s += "." + frac[:dec]
 	}
 	return s
+}
+
+// resignRows gives integers the signed types go-mysql before v1.16 gave them and the fast path gives:
+// go-mysql v1.16 decodes a column it takes for unsigned (the binlog's signedness metadata) as uint8..
+// uint64, but counts MariaDB's bits as MySQL's (MariaDB gives YEAR a bit too, which shifts every later
+// one: values.go unsignedColumns). The row shape widens unsigned columns itself, from the right bits.
+func resignRows(e *replication.RowsEvent) {
+	if e.Table == nil || len(e.Table.SignednessBitmap) == 0 {
+		return
+	}
+	for _, row := range e.Rows {
+		for i, v := range row {
+			if i >= len(e.Table.ColumnType) {
+				break
+			}
+			switch x := v.(type) {
+			case uint8:
+				row[i] = int8(x)
+			case uint16:
+				row[i] = int16(x)
+			case uint32:
+				if e.Table.ColumnType[i] == mysql.MYSQL_TYPE_INT24 {
+					row[i] = int32(x<<8) >> 8 // 24 bits, sign-extended
+				} else {
+					row[i] = int32(x)
+				}
+			case uint64:
+				row[i] = int64(x)
+			}
+		}
+	}
 }
