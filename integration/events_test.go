@@ -9,7 +9,9 @@ package integration
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -149,6 +151,38 @@ func isNumber(v any) bool {
 	return false
 }
 
+// apiShowsPreparedXA reports whether the master's HTTP API (GET /api/v1/tasks/TASK/status) lists xid
+// among some subtask's prepared_xa.
+func (c *e2eCluster) apiShowsPreparedXA(xid string) bool {
+	resp, err := http.Get("http://" + c.Master.Addr + "/api/v1/tasks/" + c.task + "/status")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Data []struct {
+			Sync *struct {
+				PreparedXA []struct {
+					XID string `json:"xid"`
+				} `json:"prepared_xa"`
+			} `json:"sync_status"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return false
+	}
+	for _, st := range body.Data {
+		if st.Sync != nil {
+			for _, x := range st.Sync.PreparedXA {
+				if x.XID == xid {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // waitPreparedXA waits until query-status shows (shown) or no longer shows xid among source's
 // prepared XA transactions; a shown entry must carry its position and its age in seconds.
 func (c *e2eCluster) waitPreparedXA(source, xid string, shown bool) {
@@ -163,7 +197,7 @@ func (c *e2eCluster) waitPreparedXA(source, xid string, shown bool) {
 				if x.Str("position") == "" || !isNumber(x["seconds"]) {
 					c.t.Fatalf("prepared XA %s is shown without its position or seconds: %v", want, x)
 				}
-				return true
+				return c.apiShowsPreparedXA(want) // the dashboard's HTTP API shows it too
 			}
 		}
 		return !shown
@@ -175,7 +209,7 @@ func (c *e2eCluster) waitPreparedXA(source, xid string, shown bool) {
 // session that then closes and committed from another after other transactions (its rows held until
 // then, and query-status shows it meanwhile), and prepared and ended while a shard DDL lock waits.
 func TestE2EXATransactions(t *testing.T) {
-	c := startE2E(t, 2)
+	c := startWith(t, e2e.Options{Workers: 2, MasterArgs: []string{"--openapi"}}, true) // the HTTP API shows prepared XA too
 	db := func(i int) string { return fmt.Sprintf("db_%d", i+1) }
 	for i := range c.Ups {
 		c.up(i, insertRows(db(i)+".t_1", 1+10*i, 11+10*i, ""))
@@ -296,7 +330,7 @@ func TestE2EXATransactions(t *testing.T) {
 // written while the worker is down, and after the restart the transaction's rows arrive exactly once
 // (a table without a key would show them twice), with the rows written around it.
 func TestE2EXAWorkerKilledBetweenPrepareAndCommit(t *testing.T) {
-	c := startE2E(t, 2)
+	c := startWith(t, e2e.Options{Workers: 2, MasterArgs: []string{"--openapi"}}, true)
 	c.up(0, "CREATE TABLE db_1.nokey (id INT, v VARCHAR(32))")
 	c.waitDown("SELECT COUNT(*) FROM db.nokey", 0)
 	c.up(0, insertRows("db_1.t_1", 1, 11, ""))

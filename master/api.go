@@ -227,6 +227,13 @@ type apiSyncStatus struct {
 	Synced              bool            `json:"synced"`
 	SecondsBehindMaster int64           `json:"seconds_behind_master"`
 	TotalEvents         int64           `json:"total_events"`
+	PreparedXA          []apiPreparedXA `json:"prepared_xa"` // XA transactions waiting for their outcome
+}
+
+type apiPreparedXA struct {
+	XID      string `json:"xid"`
+	Position string `json:"position"`
+	Seconds  int64  `json:"seconds"`
 }
 
 type apiShardGroup struct {
@@ -306,6 +313,10 @@ func (s *Service) taskStatus(ctx context.Context, task string) ([]apiTaskStatus,
 			if sy := sub.Sync; sy != nil {
 				as := &apiSyncStatus{MasterBinlog: sy.MasterBinlog, SyncerBinlog: sy.SyncerBinlog, BlockingDDLs: nonNil(sy.BlockingDDLs),
 					UnresolvedGroups: []apiShardGroup{}, Synced: sy.Synced, SecondsBehindMaster: sy.SecondsBehindMaster, TotalEvents: sy.TotalEvents}
+				as.PreparedXA = []apiPreparedXA{}
+				for _, x := range sy.PreparedXA {
+					as.PreparedXA = append(as.PreparedXA, apiPreparedXA{XID: x.Xid, Position: x.Position, Seconds: x.Seconds})
+				}
 				for _, g := range sy.UnresolvedGroups {
 					as.UnresolvedGroups = append(as.UnresolvedGroups, apiShardGroup{Target: g.Target, DDLs: nonNil(g.DDLs), Synced: nonNil(g.Synced), Unsynced: nonNil(g.Unsynced)})
 				}
