@@ -3,6 +3,7 @@ package shardgroup
 import (
 	"fmt"
 	"math/big"
+	"regexp"
 	"strings"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
@@ -50,7 +51,7 @@ func normalized(def *ast.ColumnDef, cs, coll string) column {
 		case ast.ColumnOptionAutoIncrement:
 			c.autoIncrement = true
 		case ast.ColumnOptionGenerated:
-			c.generated = strings.ToLower(restoreNode(unparen(o.Expr)))
+			c.generated = canonicalFuncs(strings.ToLower(restoreNode(unparen(o.Expr))))
 			if o.Stored {
 				c.generated += " STORED"
 			}
@@ -275,6 +276,22 @@ func typeOf(tp *types.FieldType) (name string, numeric, str bool) {
 		return "bit" + size(flen, 1), false, false
 	}
 	return strings.ToLower(tp.String()), false, false
+}
+
+// funcSynonyms are functions the server writes under another of their names (MariaDB's SHOW CREATE
+// TABLE turns UPPER(x) into ucase(x)): a generated expression is compared under one name each.
+var funcSynonyms = regexp.MustCompile("(^|[^a-z0-9_$`])(ucase|lcase|substring|mid|character_length|octet_length|pow|ceiling|now|localtime|localtimestamp|day)\\(")
+
+var funcCanonical = map[string]string{"ucase": "upper", "lcase": "lower", "substring": "substr", "mid": "substr",
+	"character_length": "char_length", "octet_length": "length", "pow": "power", "ceiling": "ceil", "now": "current_timestamp",
+	"localtime": "current_timestamp", "localtimestamp": "current_timestamp", "day": "dayofmonth"}
+
+// canonicalFuncs writes every function of a lower-cased expression under its canonical name.
+func canonicalFuncs(expr string) string {
+	return funcSynonyms.ReplaceAllStringFunc(expr, func(m string) string {
+		i := strings.IndexFunc(m, func(r rune) bool { return r >= 'a' && r <= 'z' })
+		return m[:i] + funcCanonical[m[i:len(m)-1]] + "("
+	})
 }
 
 // unparen strips the parentheses around a whole expression: the statement's `AS ((a IS NULL))` is

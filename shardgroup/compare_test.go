@@ -176,3 +176,18 @@ func TestCompareWithUnreadableDefinition(t *testing.T) {
 		t.Fatalf("%+v, want unknown: the definition cannot be read", got)
 	}
 }
+
+// MariaDB writes UPPER(x) of a generated column as ucase(x): the same expression.
+func TestCanonicalFuncs(t *testing.T) {
+	for in, want := range map[string]string{
+		"ucase(`c`)":                  "upper(`c`)",
+		"upper(lcase(`a`))":           "upper(lower(`a`))",
+		"concat(`ucase`, mid(`b`,1))": "concat(`ucase`, substr(`b`,1))",
+		"`my_ucase`(`a`)":             "`my_ucase`(`a`)",
+		"xucase(`a`)":                 "xucase(`a`)",
+	} {
+		if got := canonicalFuncs(in); got != want {
+			t.Errorf("canonicalFuncs(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
