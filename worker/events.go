@@ -79,13 +79,7 @@ func (s *Syncer) handleEvent(ctx context.Context, ev *replication.BinlogEvent, s
 	case *replication.RowsEvent:
 		return s.handleRows(ctx, h.EventType, e, start, end)
 	case *replication.XIDEvent:
-		if err := s.commitHeld(ctx, end); err != nil {
-			return err
-		}
-		s.cur.endGroup(end)
-		if s.apply.batchFull() && !s.cur.sameEnd {
-			return s.flushAsync(ctx)
-		}
+		return s.commitAt(ctx, end)
 	case *replication.QueryEvent:
 		return s.handleQuery(ctx, e, start, end)
 	case *replication.GenericEvent:
@@ -143,6 +137,19 @@ func (s *Syncer) placeHeld(ctx context.Context, events []heldEvent, end Position
 		}
 	}
 	return blocked, nil
+}
+
+// commitAt ends a transaction at end (an XID event, or a COMMIT query of a non-transactional table):
+// the rows a savepoint held are written, the group is a resume point, and a full batch is flushed.
+func (s *Syncer) commitAt(ctx context.Context, end Position) error {
+	if err := s.commitHeld(ctx, end); err != nil {
+		return err
+	}
+	s.cur.endGroup(end)
+	if s.apply.batchFull() && !s.cur.sameEnd {
+		return s.flushAsync(ctx)
+	}
+	return nil
 }
 
 // commitHeld writes the rows a savepoint held once their transaction commits at end (an XA's wait for
@@ -305,14 +312,7 @@ func (s *Syncer) handleQuery(ctx context.Context, e *replication.QueryEvent, sta
 		}
 		return s.xaOutcome(ctx, st, start, end)
 	case eventclass.Commit:
-		if err := s.commitHeld(ctx, end); err != nil {
-			return err
-		}
-		s.cur.endGroup(end)
-		if s.apply.batchFull() && !s.cur.sameEnd {
-			return s.flushAsync(ctx)
-		}
-		return nil
+		return s.commitAt(ctx, end)
 	case eventclass.DDL:
 		return s.handleStatement(ctx, e, st.Text, start, end)
 	case eventclass.DML:
