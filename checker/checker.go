@@ -27,12 +27,12 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/tributary-db/tributary/config"
+	"github.com/tributary-db/tributary/vocab"
 
 	"github.com/tributary-db/tributary/dbutil"
 	"github.com/tributary-db/tributary/loader"
 	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/router"
-	"github.com/tributary-db/tributary/shardgroup"
 )
 
 // Item names (DM's).
@@ -138,13 +138,13 @@ func (r report) info(item, source, format string, args ...any) {
 
 type shardColumns struct {
 	source string
-	table  shardgroup.TableName
+	table  vocab.TableName
 	cols   []string
 }
 
 // srcTable is a replicated table of a source, with information_schema's estimates of its size.
 type srcTable struct {
-	table, target shardgroup.TableName
+	table, target vocab.TableName
 	rows, bytes   int64
 }
 
@@ -198,8 +198,8 @@ func Check(ctx context.Context, task *config.Task, sources map[string]*config.So
 			loads = map[string]loader.LoadState{}
 		}
 	}
-	byTarget := map[shardgroup.TableName][]shardColumns{}
-	planned := map[shardgroup.TableName][]loadInto{}
+	byTarget := map[vocab.TableName][]shardColumns{}
+	planned := map[vocab.TableName][]loadInto{}
 	schemas := map[string]bool{} // the target databases
 	for _, inst := range task.MySQLInstances {
 		src, ok := sources[inst.SourceID]
@@ -229,7 +229,7 @@ func Check(ctx context.Context, task *config.Task, sources map[string]*config.So
 			checkTopology(r, task, tp)
 		}
 	}
-	targets := make([]shardgroup.TableName, 0, len(byTarget))
+	targets := make([]vocab.TableName, 0, len(byTarget))
 	for t := range byTarget {
 		targets = append(targets, t)
 	}
@@ -259,7 +259,7 @@ func Check(ctx context.Context, task *config.Task, sources map[string]*config.So
 
 // checkSource runs the checks of one source.
 func checkSource(ctx context.Context, r report, task *config.Task, inst config.Instance, src *config.Source, db, down *sql.DB, fresh bool,
-	loads map[string]loader.LoadState, byTarget map[shardgroup.TableName][]shardColumns, planned map[shardgroup.TableName][]loadInto) {
+	loads map[string]loader.LoadState, byTarget map[vocab.TableName][]shardColumns, planned map[vocab.TableName][]loadInto) {
 	source := inst.SourceID
 	grants, grantsErr := globalGrants(ctx, db)
 	if task.Syncs() {
@@ -331,7 +331,7 @@ func checkSource(ctx context.Context, r report, task *config.Task, inst config.I
 		return
 	}
 	onDup := task.LoadOf(inst).OnDuplicate
-	seen := map[shardgroup.TableName]bool{}
+	seen := map[vocab.TableName]bool{}
 	for _, t := range tables {
 		if !seen[t.target] {
 			seen[t.target] = true
@@ -432,8 +432,8 @@ func splitGTID(g string) (domain, server string, seq uint64, ok bool) {
 // every source loading into it merges (on-duplicate ignore or replace); one that does not must not
 // have a table of its hidden name that the task's loads did not create (a load refuses to write into
 // it, and --remove-meta to drop it).
-func checkTargetsEmpty(ctx context.Context, r report, down *sql.DB, metaSchema, task string, fresh bool, loads map[string]loader.LoadState, planned map[shardgroup.TableName][]loadInto) {
-	placed := map[shardgroup.TableName]bool{} // targets a resumed load placed already
+func checkTargetsEmpty(ctx context.Context, r report, down *sql.DB, metaSchema, task string, fresh bool, loads map[string]loader.LoadState, planned map[vocab.TableName][]loadInto) {
+	placed := map[vocab.TableName]bool{} // targets a resumed load placed already
 	for _, st := range loads {
 		for _, m := range st.Targets {
 			if !fresh {
@@ -441,7 +441,7 @@ func checkTargetsEmpty(ctx context.Context, r report, down *sql.DB, metaSchema, 
 			}
 		}
 	}
-	targets := make([]shardgroup.TableName, 0, len(planned))
+	targets := make([]vocab.TableName, 0, len(planned))
 	for t := range planned {
 		if !placed[t] {
 			targets = append(targets, t)
@@ -483,7 +483,7 @@ func checkTargetsEmpty(ctx context.Context, r report, down *sql.DB, metaSchema, 
 	}
 }
 
-func tableExists(ctx context.Context, db *sql.DB, t shardgroup.TableName) (bool, error) {
+func tableExists(ctx context.Context, db *sql.DB, t vocab.TableName) (bool, error) {
 	var n int
 	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", t.Schema, t.Name).Scan(&n); err != nil {
 		return false, fmt.Errorf("look for %s: %w", t, err)
@@ -638,7 +638,7 @@ func listTables(ctx context.Context, db *sql.DB, rt *router.Router) ([]srcTable,
 	return out, nil
 }
 
-func collectShards(ctx context.Context, db *sql.DB, source string, tables []srcTable, byTarget map[shardgroup.TableName][]shardColumns) error {
+func collectShards(ctx context.Context, db *sql.DB, source string, tables []srcTable, byTarget map[vocab.TableName][]shardColumns) error {
 	for _, t := range tables {
 		cols, err := dbutil.Signature(ctx, db, t.table)
 		if err != nil {

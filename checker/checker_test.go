@@ -11,7 +11,7 @@ import (
 	"github.com/tributary-db/tributary/internal/mariadbtest"
 	"github.com/tributary-db/tributary/loader"
 	"github.com/tributary-db/tributary/meta"
-	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // env is one upstream and one downstream, and a shard-merge task db_*.t_* -> db.t over them.
@@ -236,7 +236,7 @@ func TestTableEmpty(t *testing.T) {
 
 	// A table of the hidden table's name that the task did not create is in the load's way: it is
 	// not the task's to drop.
-	hidden := shardgroup.TableName{Schema: "db", Name: loader.HiddenName("chk", shardgroup.TableName{Schema: "db", Name: "t"})}
+	hidden := vocab.TableName{Schema: "db", Name: loader.HiddenName("chk", vocab.TableName{Schema: "db", Name: "t"})}
 	e.down.Exec(t, e.downDB, "CREATE TABLE "+hidden.String()+" (id INT PRIMARY KEY, v VARCHAR(20))")
 	fs = find(Check(ctx, task, srcs, false), ItemTableEmpty, Error)
 	mustContain(t, fs, hidden.String(), "did not create", "rename it")
@@ -288,7 +288,7 @@ func writeHeader(t *testing.T, db *sql.DB, source, data string) {
 		t.Fatal(err)
 	}
 	st := meta.NewStore(db, "dm_meta", "chk", source)
-	if err := st.WriteLoad(ctx, db, meta.LoadRow{ID: meta.LoadPrefix, Pos: shardgroup.Position{File: "mysql-bin.000001", Pos: 4}, Data: data}); err != nil {
+	if err := st.WriteLoad(ctx, db, meta.LoadRow{ID: meta.LoadPrefix, Pos: vocab.Position{File: "mysql-bin.000001", Pos: 4}, Data: data}); err != nil {
 		t.Fatal(err)
 	}
 }

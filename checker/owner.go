@@ -10,7 +10,7 @@ import (
 	"github.com/tributary-db/tributary/config"
 	"github.com/tributary-db/tributary/dbutil"
 	"github.com/tributary-db/tributary/router"
-	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // ItemOneTaskPerTarget: no other task of the cluster writes a table this task writes (DM's "one task
@@ -21,16 +21,16 @@ const ItemOneTaskPerTarget = "one_task_per_target"
 // targetLister computes the targets of tasks, listing each source's tables once.
 type targetLister struct {
 	sources map[string]*config.Source
-	tables  map[string][]shardgroup.TableName // by source ID
+	tables  map[string][]vocab.TableName // by source ID
 	errs    map[string]error
 }
 
 // list returns the tables of a source (cached).
-func (l *targetLister) list(ctx context.Context, id string) ([]shardgroup.TableName, error) {
+func (l *targetLister) list(ctx context.Context, id string) ([]vocab.TableName, error) {
 	if ts, ok := l.tables[id]; ok || l.errs[id] != nil {
 		return ts, l.errs[id]
 	}
-	ts, err := func() ([]shardgroup.TableName, error) {
+	ts, err := func() ([]vocab.TableName, error) {
 		src, ok := l.sources[id]
 		if !ok {
 			return nil, fmt.Errorf("source %s is not created", id)
@@ -44,7 +44,7 @@ func (l *targetLister) list(ctx context.Context, id string) ([]shardgroup.TableN
 		if err != nil {
 			return nil, err
 		}
-		out := make([]shardgroup.TableName, len(es))
+		out := make([]vocab.TableName, len(es))
 		for i, e := range es {
 			out[i] = e.Table
 		}
@@ -56,8 +56,8 @@ func (l *targetLister) list(ctx context.Context, id string) ([]shardgroup.TableN
 
 // targets returns the tables task writes, each with the sources whose tables route there, and the
 // instances whose source could not be listed (with why).
-func (l *targetLister) targets(ctx context.Context, task *config.Task) (map[shardgroup.TableName][]string, map[int]error) {
-	out := map[shardgroup.TableName][]string{}
+func (l *targetLister) targets(ctx context.Context, task *config.Task) (map[vocab.TableName][]string, map[int]error) {
+	out := map[vocab.TableName][]string{}
 	failed := map[int]error{}
 	for i, inst := range task.MySQLInstances {
 		ba, rules := task.Rules(inst)
@@ -96,9 +96,9 @@ func sameDownstream(a, b config.Database) bool {
 // a warning says what could not be compared. A task is never compared with itself (start-task of a
 // stopped task). The results are errors of ItemOneTaskPerTarget, or warnings.
 func OtherTasks(ctx context.Context, task *config.Task, others []*config.Task, sources map[string]*config.Source) []Failure {
-	l := &targetLister{sources: sources, tables: map[string][]shardgroup.TableName{}, errs: map[string]error{}}
+	l := &targetLister{sources: sources, tables: map[string][]vocab.TableName{}, errs: map[string]error{}}
 	var out []Failure
-	var mine map[shardgroup.TableName][]string
+	var mine map[vocab.TableName][]string
 	for _, other := range others {
 		if other.Name == task.Name || !sameDownstream(task.TargetDatabase, other.TargetDatabase) {
 			continue
@@ -113,7 +113,7 @@ func OtherTasks(ctx context.Context, task *config.Task, others []*config.Task, s
 			}
 		}
 		theirs, failed := l.targets(ctx, other)
-		for _, target := range slices.SortedFunc(maps.Keys(mine), func(a, b shardgroup.TableName) int { return strings.Compare(a.String(), b.String()) }) {
+		for _, target := range slices.SortedFunc(maps.Keys(mine), func(a, b vocab.TableName) int { return strings.Compare(a.String(), b.String()) }) {
 			if srcs, ok := theirs[target]; ok {
 				out = append(out, Failure{Item: ItemOneTaskPerTarget, Message: fmt.Sprintf(
 					"target %s: task %s writes it (from %s) and so does task %s (from %s); two tasks never write one target (DM: one task per sharding group): "+

@@ -9,6 +9,7 @@ import (
 	"github.com/tributary-db/tributary/config"
 	"github.com/tributary-db/tributary/dbutil"
 	"github.com/tributary-db/tributary/router"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // ItemShardGroups reports the shard groups that span sources: targets that tables of two or more
@@ -41,7 +42,7 @@ func Topology(ctx context.Context, task *config.Task, sources map[string]*config
 	return router.NewTopology(all), nil
 }
 
-func sourceTables(ctx context.Context, src *config.Source, rt *router.Router) ([]router.TableName, error) {
+func sourceTables(ctx context.Context, src *config.Source, rt *router.Router) ([]vocab.TableName, error) {
 	db, err := dbutil.OpenDB(src.From)
 	if err != nil {
 		return nil, err
@@ -51,7 +52,7 @@ func sourceTables(ctx context.Context, src *config.Source, rt *router.Router) ([
 	if err != nil {
 		return nil, err
 	}
-	out := make([]router.TableName, len(listed))
+	out := make([]vocab.TableName, len(listed))
 	for i, t := range listed {
 		out[i] = t.table
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/tributary-db/tributary/config"
-	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // OpenDB opens a pool to a configured MySQL/MariaDB endpoint, with TLS when its security section sets
@@ -58,13 +58,13 @@ func MultiStatements(c *mysql.Config) { c.MultiStatements = true }
 
 // SourcePosition reads a source's current binlog position and, on MariaDB, its GTID set (empty
 // elsewhere).
-func SourcePosition(ctx context.Context, db RowsQuerier) (shardgroup.Position, string, error) {
+func SourcePosition(ctx context.Context, db RowsQuerier) (vocab.Position, string, error) {
 	p, err := masterStatus(ctx, db, "SHOW MASTER STATUS")
 	if err != nil {
 		// MySQL 8.4 renamed it.
 		var err2 error
 		if p, err2 = masterStatus(ctx, db, "SHOW BINARY LOG STATUS"); err2 != nil {
-			return shardgroup.Position{}, "", err
+			return vocab.Position{}, "", err
 		}
 	}
 	var gtid sql.NullString
@@ -105,8 +105,8 @@ func BinaryLogs(ctx context.Context, db RowsQuerier) ([]BinaryLog, error) {
 }
 
 // masterStatus reads the file and position of SHOW MASTER STATUS (4 columns on MariaDB, 5 on MySQL).
-func masterStatus(ctx context.Context, db RowsQuerier, q string) (shardgroup.Position, error) {
-	var p shardgroup.Position
+func masterStatus(ctx context.Context, db RowsQuerier, q string) (vocab.Position, error) {
+	var p vocab.Position
 	rows, err := db.QueryContext(ctx, q)
 	if err != nil {
 		return p, err
@@ -143,7 +143,7 @@ type RowsQuerier interface {
 
 // Signature is a table's columns as "name type", lower case, for comparing definitions (empty when
 // the table does not exist).
-func Signature(ctx context.Context, db *sql.DB, t shardgroup.TableName) ([]string, error) {
+func Signature(ctx context.Context, db *sql.DB, t vocab.TableName) ([]string, error) {
 	rows, err := db.QueryContext(ctx, "SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", t.Schema, t.Name)
 	if err != nil {
 		return nil, fmt.Errorf("columns of %s: %w", t, err)
@@ -173,14 +173,14 @@ type Querier interface {
 // Columns reads a table's columns with their flags from information_schema (MariaDB and MySQL
 // 8 both mark generated columns "VIRTUAL GENERATED" or "STORED GENERATED" in EXTRA; MariaDB before
 // 10.2 said "PERSISTENT").
-func Columns(ctx context.Context, db Querier, t shardgroup.TableName) ([]shardgroup.Column, error) {
+func Columns(ctx context.Context, db Querier, t vocab.TableName) ([]vocab.Column, error) {
 	rows, err := db.QueryContext(ctx, `SELECT COLUMN_NAME, COLUMN_TYPE, EXTRA, DATA_TYPE, COALESCE(CHARACTER_OCTET_LENGTH, 0)
 		FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`, t.Schema, t.Name)
 	if err != nil {
 		return nil, fmt.Errorf("columns of %s: %w", t, err)
 	}
 	defer rows.Close()
-	var out []shardgroup.Column
+	var out []vocab.Column
 	for rows.Next() {
 		var name, typ, extra, dataType string
 		var octets int64
@@ -188,7 +188,7 @@ func Columns(ctx context.Context, db Querier, t shardgroup.TableName) ([]shardgr
 			return nil, err
 		}
 		extra = strings.ToUpper(extra)
-		c := shardgroup.Column{
+		c := vocab.Column{
 			Name:      name,
 			Unsigned:  strings.Contains(strings.ToLower(typ), "unsigned"),
 			Generated: strings.Contains(extra, "VIRTUAL GENERATED") || strings.Contains(extra, "STORED GENERATED") || strings.Contains(extra, "PERSISTENT"),

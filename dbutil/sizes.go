@@ -4,12 +4,12 @@ import (
 	"context"
 	"database/sql"
 
-	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // TableEstimate is how big a source's table is, as far as the server says without reading it.
 type TableEstimate struct {
-	Table       shardgroup.TableName
+	Table       vocab.TableName
 	Rows, Bytes int64
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tributary-db/tributary/internal/e2e"
 	"github.com/tributary-db/tributary/loader"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // The fault matrix of a full load (task-mode all): every shard holds rows before the task starts and
@@ -122,8 +123,8 @@ func lfCell(t *testing.T, step lfStep, victim string, gtid bool, seed int64) {
 	c := startWith(t, lfOptions(e2e.Options{GTID: gtid, Failpoints: fps}), false)
 	shards := []lfShard{{0, "db_1.t_1"}, {0, "db_1.t_2"}, {1, "db_2.t_1"}, {1, "db_2.t_2"}}
 	w := newLFWriters(c, shards, seed)
-	target := loader.TableName{Schema: "db", Name: "t"}
-	hidden := loader.TableName{Schema: "db", Name: loader.HiddenName(c.task, target)}
+	target := vocab.TableName{Schema: "db", Name: "t"}
+	hidden := vocab.TableName{Schema: "db", Name: loader.HiddenName(c.task, target)}
 	mon := lfWatchCutover(c, hidden.Name)
 	defer mon.stop()
 
@@ -251,7 +252,7 @@ func (c *e2eCluster) lfWaitCutoverLock(ok func(e2e.Result) bool) e2e.Result {
 
 // lfCheckVisibility checks the downstream before and after the cut-over: before, the rows are in the
 // hidden table and db.t does not exist; after, db.t exists and the hidden table does not.
-func (c *e2eCluster) lfCheckVisibility(renamed bool, target, hidden loader.TableName) {
+func (c *e2eCluster) lfCheckVisibility(renamed bool, target, hidden vocab.TableName) {
 	c.t.Helper()
 	tables := lfDownTables(c.t, c.DownDB, target.Schema)
 	hasT, hasHidden := slices.Contains(tables, target.Name), slices.Contains(tables, hidden.Name)
@@ -608,7 +609,7 @@ func TestLoadFaultsFirstPlans(t *testing.T) {
 	waitQuery("source 2 waits for aa.a_0 in its plan", c.DownDB,
 		"SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE '%`aa`.`a_0`%' AND STATE LIKE 'Waiting for table metadata lock%'")
 	unlock(gate1)
-	hidden := loader.HiddenName(c.task, loader.TableName{Schema: "db", Name: "t"})
+	hidden := loader.HiddenName(c.task, vocab.TableName{Schema: "db", Name: "t"})
 	waitQuery("source 1 created "+hidden, c.DownDB, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_NAME = ? AND TABLE_SCHEMA = 'db'", hidden)
 	unlock(held)
 

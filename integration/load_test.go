@@ -16,6 +16,7 @@ import (
 
 	"github.com/tributary-db/tributary/internal/e2e"
 	"github.com/tributary-db/tributary/loader"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // The full load (task-mode all and full) through the real binaries: rows already in the shards when
@@ -45,7 +46,7 @@ const chunkCommitted = "load-chunk-committed"
 
 // c.hiddenT() is the name db.t is loaded under by the cluster's task until the cut-over.
 func (c *e2eCluster) hiddenT() string {
-	return loader.HiddenName(c.task, loader.TableName{Schema: "db", Name: "t"})
+	return loader.HiddenName(c.task, vocab.TableName{Schema: "db", Name: "t"})
 }
 
 // startLoad starts a cluster in o.TaskMode with the loadExtra sections and n rows in each of the four

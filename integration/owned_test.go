@@ -9,6 +9,7 @@ import (
 	"github.com/tributary-db/tributary/internal/e2e"
 	"github.com/tributary-db/tributary/loader"
 	"github.com/tributary-db/tributary/meta"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // What Tributary owns it can prove, and two tasks never write one target.
@@ -111,7 +112,7 @@ func TestE2ETablesTheTaskDidNotCreateAreKept(t *testing.T) {
 
 	// A table of the hidden table's name: the precheck refuses it, and so does the load when the
 	// precheck is ignored.
-	hidden := loader.TableName{Schema: "db", Name: loader.HiddenName(c.task, loader.TableName{Schema: "db", Name: "t"})}.String()
+	hidden := vocab.TableName{Schema: "db", Name: loader.HiddenName(c.task, vocab.TableName{Schema: "db", Name: "t"})}.String()
 	down("CREATE DATABASE db", "CREATE TABLE "+hidden+" (id INT PRIMARY KEY, v VARCHAR(32))", "INSERT INTO "+hidden+" VALUES (1, 'mine')")
 	out := c.fails("start-task", f)
 	t.Logf("start-task over the user's %s:\n%s", hidden, out)

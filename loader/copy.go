@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tributary-db/tributary/internal/failpoint"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // Statement limits of the load's multi-row INSERTs.
@@ -28,8 +29,8 @@ type copier struct {
 	conn *sql.Conn
 	lane *lane
 	info tableInfo
-	dest TableName
-	pos  Position
+	dest vocab.TableName
+	pos  vocab.Position
 	sem  chan struct{}
 
 	exprs, names []string // selected expressions and written columns (generated ones are neither)

@@ -8,7 +8,7 @@ import (
 	"sort"
 
 	"github.com/tributary-db/tributary/meta"
-	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // A lane is one part of a table that one reader copies in order: a range of a single-column integer
@@ -21,8 +21,8 @@ import (
 // then starts at the first snapshot and applies an event of the window between the snapshots to a row
 // only where the segment holding the row's key was read before the event (KeyRanges).
 type lane struct {
-	Table TableName `json:"table"`
-	N     int       `json:"n"`
+	Table vocab.TableName `json:"table"`
+	N     int             `json:"n"`
 	// From (exclusive) and To (inclusive) bound an integer lane; "" is unbounded.
 	From  string `json:"from,omitempty"`
 	To    string `json:"to,omitempty"`
@@ -35,8 +35,8 @@ type lane struct {
 
 // seg is a committed part of a lane: keys up to Upto ("" = the lane's end) read at Pos.
 type seg struct {
-	Upto string   `json:"upto"`
-	Pos  Position `json:"pos"`
+	Upto string         `json:"upto"`
+	Pos  vocab.Position `json:"pos"`
 }
 
 func (l *lane) id() string {
@@ -53,7 +53,7 @@ func (l *lane) next() string {
 }
 
 // commit records that keys up to upto (the lane's end when done) were copied at pos.
-func (l *lane) commit(upto string, pos Position, done bool, rows, bytes int64) {
+func (l *lane) commit(upto string, pos vocab.Position, done bool, rows, bytes int64) {
 	if done {
 		upto = l.To
 	}
@@ -69,7 +69,7 @@ func (l *lane) commit(upto string, pos Position, done bool, rows, bytes int64) {
 
 // splitLanes divides [min, max] of an integer key into n lanes of equal width; the first is unbounded
 // below and the last above, so rows written after the snapshot's bounds were read still fall in one.
-func splitLanes(t TableName, min, max *big.Int, n int) []*lane {
+func splitLanes(t vocab.TableName, min, max *big.Int, n int) []*lane {
 	if min == nil || max == nil || n <= 1 || min.Cmp(max) >= 0 {
 		return []*lane{{Table: t}}
 	}
@@ -93,16 +93,16 @@ func splitLanes(t TableName, min, max *big.Int, n int) []*lane {
 // KeyRanges says, for one table loaded from more than one snapshot, which snapshot each key's row was
 // copied from: the sync unit skips an event for a row whose copy already holds it.
 type KeyRanges struct {
-	Ordinal  int      // the key column's index in the table's binlog rows
-	Unsigned bool     // the key is unsigned (the binlog gives negative values above the signed range)
-	Max      Position // no event after this needs a decision
+	Ordinal  int            // the key column's index in the table's binlog rows
+	Unsigned bool           // the key is unsigned (the binlog gives negative values above the signed range)
+	Max      vocab.Position // no event after this needs a decision
 	bounds   []*big.Int
-	pos      []Position // pos[i] covers keys up to bounds[i] (the last: to +inf)
+	pos      []vocab.Position // pos[i] covers keys up to bounds[i] (the last: to +inf)
 }
 
 // Copied reports whether the copy of the row with this binlog row image already reflects the event
 // ending at end: the key's segment was read at or after end.
-func (k *KeyRanges) Copied(row []any, end Position) bool {
+func (k *KeyRanges) Copied(row []any, end vocab.Position) bool {
 	if k.Ordinal >= len(row) {
 		return false
 	}
@@ -140,21 +140,21 @@ func intValue(v any, unsigned bool) (*big.Int, bool) {
 // whose lanes were copied from more than one snapshot, its KeyRanges, and for every loaded table the
 // position from which its events apply without a decision (the earliest snapshot of its rows: events
 // up to it are in every copy).
-func Segments(rows map[string]meta.LoadRow) (ranges map[TableName]*KeyRanges, from map[TableName]Position, err error) {
+func Segments(rows map[string]meta.LoadRow) (ranges map[vocab.TableName]*KeyRanges, from map[vocab.TableName]vocab.Position, err error) {
 	h, lanes, err := decodeState(rows)
 	if err != nil || h == nil {
 		return nil, nil, err
 	}
-	byTable := map[TableName][]*lane{}
+	byTable := map[vocab.TableName][]*lane{}
 	for _, l := range lanes {
 		byTable[l.Table] = append(byTable[l.Table], l)
 	}
-	ranges, from = map[TableName]*KeyRanges{}, map[TableName]Position{}
+	ranges, from = map[vocab.TableName]*KeyRanges{}, map[vocab.TableName]vocab.Position{}
 	for _, ti := range h.Tables {
 		ls := byTable[ti.Src]
 		sort.Slice(ls, func(i, j int) bool { return ls[i].N < ls[j].N })
 		kr := &KeyRanges{Ordinal: ti.KeyOrdinal, Unsigned: ti.KeyUnsigned}
-		var lo Position
+		var lo vocab.Position
 		for _, l := range ls {
 			for _, s := range l.Segs {
 				if lo.IsZero() || s.Pos.Compare(lo) < 0 {
@@ -221,8 +221,8 @@ type header struct {
 	Targets []hiddenMap `json:"targets"`
 	Tables  []tableInfo `json:"tables"`
 	// Pos and GTID are the first snapshot's, kept in the row's position columns.
-	Pos  Position `json:"-"`
-	GTID string   `json:"-"`
+	Pos  vocab.Position `json:"-"`
+	GTID string         `json:"-"`
 }
 
 // Load states.
@@ -234,8 +234,8 @@ const (
 
 // hiddenMap is a target loaded under a hidden name ("" when loaded in place: it existed before).
 type hiddenMap struct {
-	Target TableName `json:"target"`
-	Hidden string    `json:"hidden,omitempty"`
+	Target vocab.TableName `json:"target"`
+	Hidden string          `json:"hidden,omitempty"`
 	// Comment is the table comment of the upstream table the hidden table is defined from: the
 	// target's after the cut-over (the hidden table's comment is the load's mark until then).
 	Comment string `json:"comment,omitempty"`
@@ -243,12 +243,12 @@ type hiddenMap struct {
 
 // tableInfo is an upstream table of the load as the first snapshot held it.
 type tableInfo struct {
-	Src         TableName           `json:"src"`
-	Target      TableName           `json:"target"`
-	Cols        []shardgroup.Column `json:"cols"`
-	Sig         []string            `json:"sig"`
-	Key         string              `json:"key,omitempty"` // single-column integer primary key
-	KeyOrdinal  int                 `json:"key_ordinal,omitempty"`
-	KeyUnsigned bool                `json:"key_unsigned,omitempty"`
-	ChunkRows   int                 `json:"chunk_rows,omitempty"`
+	Src         vocab.TableName `json:"src"`
+	Target      vocab.TableName `json:"target"`
+	Cols        []vocab.Column  `json:"cols"`
+	Sig         []string        `json:"sig"`
+	Key         string          `json:"key,omitempty"` // single-column integer primary key
+	KeyOrdinal  int             `json:"key_ordinal,omitempty"`
+	KeyUnsigned bool            `json:"key_unsigned,omitempty"`
+	ChunkRows   int             `json:"chunk_rows,omitempty"`
 }

@@ -9,9 +9,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/tributary-db/tributary/meta"
+	"github.com/tributary-db/tributary/vocab"
 )
 
-var tb = TableName{Schema: "db_1", Name: "t_1"}
+var tb = vocab.TableName{Schema: "db_1", Name: "t_1"}
 
 func TestSplitLanesCoverTheKeySpace(t *testing.T) {
 	for _, c := range []struct {
@@ -45,7 +46,7 @@ func TestSplitLanesCoverTheKeySpace(t *testing.T) {
 }
 
 func TestLaneCommitKeepsOneSegmentPerSnapshot(t *testing.T) {
-	p1, p2 := Position{File: "b.1", Pos: 100}, Position{File: "b.1", Pos: 900}
+	p1, p2 := vocab.Position{File: "b.1", Pos: 100}, vocab.Position{File: "b.1", Pos: 900}
 	l := &lane{Table: tb, From: "", To: "1000"}
 	l.commit("10", p1, false, 10, 100)
 	l.commit("20", p1, false, 10, 100)
@@ -86,7 +87,7 @@ func TestKeyRangesDecideEachKeyBySnapshot(t *testing.T) {
 	rnd := rand.New(rand.NewSource(1))
 	for run := 0; run < 200; run++ {
 		lanes := splitLanes(tb, big.NewInt(0), big.NewInt(1000), 1+rnd.Intn(4))
-		snaps := []Position{{File: "b.1", Pos: 100}, {File: "b.1", Pos: 500}, {File: "b.2", Pos: 4}}
+		snaps := []vocab.Position{{File: "b.1", Pos: 100}, {File: "b.1", Pos: 500}, {File: "b.2", Pos: 4}}
 		// each lane is cut at random points, each part from a later snapshot than the one before
 		for _, l := range lanes {
 			lo, hi := int64(-1), int64(2000)
@@ -135,9 +136,9 @@ func TestKeyRangesDecideEachKeyBySnapshot(t *testing.T) {
 		}
 		for probe := 0; probe < 300; probe++ {
 			key := rnd.Int63n(1100) - 50
-			end := Position{File: "b.1", Pos: uint32(rnd.Intn(1000))}
+			end := vocab.Position{File: "b.1", Pos: uint32(rnd.Intn(1000))}
 			if rnd.Intn(4) == 0 {
-				end = Position{File: "b.2", Pos: uint32(rnd.Intn(8))}
+				end = vocab.Position{File: "b.2", Pos: uint32(rnd.Intn(8))}
 			}
 			want := end.Compare(modelSnapshot(lanes, key)) <= 0
 			if got := kr.Copied([]any{"x", int32(key)}, end); got != want {
@@ -153,7 +154,7 @@ func mustInt(s string) int64 {
 }
 
 // modelSnapshot is the snapshot the copy of key came from, by scanning the lanes' segments.
-func modelSnapshot(lanes []*lane, key int64) Position {
+func modelSnapshot(lanes []*lane, key int64) vocab.Position {
 	for _, l := range lanes {
 		prev := l.From
 		for _, s := range l.Segs {
@@ -169,7 +170,7 @@ func modelSnapshot(lanes []*lane, key int64) Position {
 }
 
 func TestKeyRangesUnsignedAndWidths(t *testing.T) {
-	p1, p2 := Position{File: "b.1", Pos: 100}, Position{File: "b.1", Pos: 200}
+	p1, p2 := vocab.Position{File: "b.1", Pos: 100}, vocab.Position{File: "b.1", Pos: 200}
 	l := &lane{Table: tb}
 	l.commit("9223372036854775807", p1, false, 0, 0) // up to the signed maximum from p1, the rest from p2
 	l.commit("", p2, true, 0, 0)
@@ -179,7 +180,7 @@ func TestKeyRangesUnsignedAndWidths(t *testing.T) {
 		t.Fatal(err)
 	}
 	kr := ranges[tb]
-	end := Position{File: "b.1", Pos: 150} // between the snapshots
+	end := vocab.Position{File: "b.1", Pos: 150} // between the snapshots
 	// -1 as a BIGINT UNSIGNED is 18446744073709551615: in the part copied at p2, which holds the event
 	if !kr.Copied([]any{int64(-1)}, end) {
 		t.Fatal("unsigned -1 (2^64-1) must fall in the part copied after the event")
@@ -197,16 +198,16 @@ func TestKeyRangesUnsignedAndWidths(t *testing.T) {
 }
 
 func TestHiddenNameFits(t *testing.T) {
-	short := HiddenName("task", TableName{Schema: "db", Name: "t"})
+	short := HiddenName("task", vocab.TableName{Schema: "db", Name: "t"})
 	if short != HiddenPrefix+meta.Hash("task")[:8]+"_t" {
 		t.Fatalf("short: %q", short)
 	}
 	// Two tasks loading one target never share its hidden table.
-	if other := HiddenName("other", TableName{Schema: "db", Name: "t"}); other == short {
+	if other := HiddenName("other", vocab.TableName{Schema: "db", Name: "t"}); other == short {
 		t.Fatalf("tasks task and other share %q", short)
 	}
-	long := TableName{Schema: "db", Name: strings.Repeat("ü", 64)}
-	a, b := HiddenName("task", long), HiddenName("task", TableName{Schema: "db2", Name: long.Name})
+	long := vocab.TableName{Schema: "db", Name: strings.Repeat("ü", 64)}
+	a, b := HiddenName("task", long), HiddenName("task", vocab.TableName{Schema: "db2", Name: long.Name})
 	if utf8.RuneCountInString(a) > meta.MaxIdentifier || !strings.HasPrefix(a, HiddenPrefix+meta.Hash("task")[:8]+"_üü") || a == b {
 		t.Fatalf("long names: %q, %q", a, b)
 	}

@@ -32,13 +32,8 @@ import (
 	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/router"
 	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
-
-// TableName is an upstream or downstream table.
-type TableName = shardgroup.TableName
-
-// Position is a binlog position.
-type Position = shardgroup.Position
 
 // Barrier is the cut-over across the sources of a task: Arrive returns once every source has loaded
 // (exec: this source renames the hidden tables into place), and done reports that this source has
@@ -63,7 +58,7 @@ type Config struct {
 	Log          *zap.Logger
 	// AfterChunk, if set, runs after each committed chunk; an error stops the load as a crash would
 	// (tests).
-	AfterChunk func(TableName) error
+	AfterChunk func(vocab.TableName) error
 }
 
 // Unit is the load of one source.
@@ -114,13 +109,13 @@ func New(cfg Config) *Unit {
 
 // Result is what the sync unit starts from after the load.
 type Result struct {
-	Pos  Position // the first snapshot's position: the sync unit reads from here
+	Pos  vocab.Position // the first snapshot's position: the sync unit reads from here
 	GTID string
 	// From is, per loaded upstream table, the position after which its events apply (its copy holds
 	// every event up to there).
-	From map[TableName]Position
+	From map[vocab.TableName]vocab.Position
 	// Columns are the loaded tables' columns at the first snapshot, for the sync unit's schema tracker.
-	Columns map[TableName][]shardgroup.Column
+	Columns map[vocab.TableName][]vocab.Column
 	// Switched: the cut-over and the hand-over were already recorded by an earlier run.
 	Switched bool
 
@@ -268,7 +263,7 @@ func (u *Unit) result(rows map[string]meta.LoadRow, h *header) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	res := Result{Pos: h.Pos, GTID: h.GTID, From: from, Columns: map[TableName][]shardgroup.Column{}}
+	res := Result{Pos: h.Pos, GTID: h.GTID, From: from, Columns: map[vocab.TableName][]vocab.Column{}}
 	for _, t := range h.Tables {
 		res.Columns[t.Src] = t.Cols
 	}
@@ -297,8 +292,8 @@ type found struct {
 // one (h not nil) checks that the tables it still has to copy did not change since the first snapshot.
 func (u *Unit) load(ctx context.Context, h *header, lanes []*lane) (*header, []*lane, error) {
 	u.state.Store("snapshot")
-	var tables map[TableName]*found
-	snap, err := takeSnapshot(ctx, u.cfg.Upstream, u.cfg.Threads, u.log, func(c *sql.Conn) ([]TableName, error) {
+	var tables map[vocab.TableName]*found
+	snap, err := takeSnapshot(ctx, u.cfg.Upstream, u.cfg.Threads, u.log, func(c *sql.Conn) ([]vocab.TableName, error) {
 		var err error
 		if tables, err = u.inspect(ctx, c); err != nil {
 			return nil, err
@@ -346,9 +341,9 @@ func (u *Unit) load(ctx context.Context, h *header, lanes []*lane) (*header, []*
 // the snapshot then holds that DDL for some shards only, and their shard group would wait for the others
 // forever. DM allows no shard DDL during the full load; here the load stops before copying anything, and
 // the subtask's retry takes a new snapshot, which succeeds once every shard of the source has the DDL.
-func sameShardDefinitions(source string, tables map[TableName]*found) error {
-	first := map[TableName]TableName{}
-	for _, t := range slices.SortedFunc(maps.Keys(tables), func(a, b TableName) int { return strings.Compare(a.String(), b.String()) }) {
+func sameShardDefinitions(source string, tables map[vocab.TableName]*found) error {
+	first := map[vocab.TableName]vocab.TableName{}
+	for _, t := range slices.SortedFunc(maps.Keys(tables), func(a, b vocab.TableName) int { return strings.Compare(a.String(), b.String()) }) {
 		f := tables[t]
 		other, seen := first[f.info.Target]
 		if !seen {
@@ -369,13 +364,13 @@ func sameShardDefinitions(source string, tables map[TableName]*found) error {
 // snapshot's first connection (under the read lock when there is one). Each table is read once with
 // LIMIT 0 so that the snapshot holds its metadata lock: its definition cannot change until the load
 // ends.
-func (u *Unit) inspect(ctx context.Context, c *sql.Conn) (map[TableName]*found, error) {
+func (u *Unit) inspect(ctx context.Context, c *sql.Conn) (map[vocab.TableName]*found, error) {
 	tables, err := dbutil.TableEstimates(ctx, c)
 	if err != nil {
 		return nil, fmt.Errorf("list tables of source %s: %w", u.cfg.Source, err)
 	}
-	out := map[TableName]*found{}
-	var order []TableName
+	out := map[vocab.TableName]*found{}
+	var order []vocab.TableName
 	for _, e := range tables {
 		t := e.Table
 		if u.cfg.Router.Skip(t) {
@@ -413,7 +408,7 @@ func (u *Unit) inspect(ctx context.Context, c *sql.Conn) (map[TableName]*found, 
 	return out, nil
 }
 
-func signature(ctx context.Context, c *sql.Conn, t TableName) ([]string, error) {
+func signature(ctx context.Context, c *sql.Conn, t vocab.TableName) ([]string, error) {
 	rows, err := c.QueryContext(ctx, "SELECT COLUMN_NAME, COLUMN_TYPE, DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", t.Schema, t.Name)
 	if err != nil {
 		return nil, fmt.Errorf("columns of %s: %w", t, err)
@@ -464,9 +459,9 @@ func intKey(ctx context.Context, c *sql.Conn, ti *tableInfo) error {
 }
 
 // plan records the first snapshot, the tables and their lanes, in one transaction.
-func (u *Unit) plan(ctx context.Context, snap *snapshot, h *header, tables map[TableName]*found) ([]*lane, error) {
+func (u *Unit) plan(ctx context.Context, snap *snapshot, h *header, tables map[vocab.TableName]*found) ([]*lane, error) {
 	var lanes []*lane
-	targets := map[TableName]bool{}
+	targets := map[vocab.TableName]bool{}
 	for _, t := range sortedKeys(tables) {
 		f := tables[t]
 		f.info.ChunkRows = u.chunkRows(f)
@@ -517,8 +512,8 @@ func (u *Unit) plan(ctx context.Context, snap *snapshot, h *header, tables map[T
 // resume checks a resumed load's tables against the first snapshot: a table with lanes left to copy
 // must have the same columns (a DDL between the snapshots would mix two shapes in one target); one
 // that is gone now has nothing more to copy.
-func (u *Unit) resume(h *header, lanes []*lane, tables map[TableName]*found, pos Position) error {
-	info := map[TableName]tableInfo{}
+func (u *Unit) resume(h *header, lanes []*lane, tables map[vocab.TableName]*found, pos vocab.Position) error {
+	info := map[vocab.TableName]tableInfo{}
 	for _, t := range h.Tables {
 		info[t.Src] = t
 	}
@@ -558,7 +553,7 @@ func (u *Unit) chunkRows(f *found) int {
 // The load headers are read after the downstream is looked at: another source writes its header before
 // it creates a hidden table or loads rows in place, so whatever is seen downstream is named by a header
 // read afterwards.
-func (u *Unit) placement(ctx context.Context, target TableName) (hiddenMap, error) {
+func (u *Unit) placement(ctx context.Context, target vocab.TableName) (hiddenMap, error) {
 	exists, err := tableExists(ctx, u.cfg.Downstream, target)
 	if err != nil {
 		return hiddenMap{}, err
@@ -610,7 +605,7 @@ func (u *Unit) headers(ctx context.Context) (map[string]*header, error) {
 	return decodeHeaders(u.cfg.Task, rows)
 }
 
-func tableExists(ctx context.Context, db *sql.DB, t TableName) (bool, error) {
+func tableExists(ctx context.Context, db *sql.DB, t vocab.TableName) (bool, error) {
 	var n int
 	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", t.Schema, t.Name).Scan(&n); err != nil {
 		return false, fmt.Errorf("look for downstream table %s: %w", t, err)
@@ -620,26 +615,26 @@ func tableExists(ctx context.Context, db *sql.DB, t TableName) (bool, error) {
 
 // definedFrom is the upstream table a target is created from: the first of its tables ("" when its
 // tables are gone).
-func definedFrom(tables map[TableName]*found, target TableName) TableName {
+func definedFrom(tables map[vocab.TableName]*found, target vocab.TableName) vocab.TableName {
 	for _, t := range sortedKeys(tables) {
 		if tables[t].info.Target == target {
 			return t
 		}
 	}
-	return TableName{}
+	return vocab.TableName{}
 }
 
 // createHidden creates the tables the load writes into (hidden ones, or targets that do not exist),
 // from the upstream definition of their first table. A hidden table is created with the mark of this
 // source's load, and written into only if it is the task's loads' (another source may have created it).
-func (u *Unit) createHidden(ctx context.Context, h *header, tables map[TableName]*found) error {
+func (u *Unit) createHidden(ctx context.Context, h *header, tables map[vocab.TableName]*found) error {
 	for _, m := range h.Targets {
 		dest := m.dest()
 		src := definedFrom(tables, m.Target)
 		if src.Name == "" {
 			continue // its tables are gone: nothing more to copy there
 		}
-		route := func(t TableName) TableName {
+		route := func(t vocab.TableName) vocab.TableName {
 			if t == src {
 				return dest
 			}
@@ -652,7 +647,7 @@ func (u *Unit) createHidden(ctx context.Context, h *header, tables map[TableName
 		if err != nil {
 			return fmt.Errorf("definition of %s on source %s: %w", src, u.cfg.Source, err)
 		}
-		for _, q := range []string{"CREATE DATABASE IF NOT EXISTS " + TableName{Schema: dest.Schema}.String(), stmt} {
+		for _, q := range []string{"CREATE DATABASE IF NOT EXISTS " + vocab.TableName{Schema: dest.Schema}.String(), stmt} {
 			if _, err := u.cfg.Downstream.ExecContext(ctx, q); err != nil {
 				return fmt.Errorf("create %s downstream: %w", dest, err)
 			}
@@ -675,11 +670,11 @@ func (u *Unit) createHidden(ctx context.Context, h *header, tables map[TableName
 	return nil
 }
 
-func (m hiddenMap) dest() TableName {
+func (m hiddenMap) dest() vocab.TableName {
 	if m.Hidden == "" {
 		return m.Target
 	}
-	return TableName{Schema: m.Target.Schema, Name: m.Hidden}
+	return vocab.TableName{Schema: m.Target.Schema, Name: m.Hidden}
 }
 
 func (u *Unit) writeHeader(ctx context.Context, e meta.Execer, h *header) error {
@@ -695,7 +690,7 @@ func (u *Unit) writeLane(ctx context.Context, e meta.Execer, l *lane) error {
 	if err != nil {
 		return err
 	}
-	var pos Position
+	var pos vocab.Position
 	if n := len(l.Segs); n > 0 {
 		pos = l.Segs[n-1].Pos
 	}
@@ -750,7 +745,7 @@ func (u *Unit) cutOver(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pairs := map[TableName]TableName{}
+	pairs := map[vocab.TableName]vocab.TableName{}
 	for _, h := range heads {
 		for _, m := range h.Targets {
 			if m.Hidden != "" {
@@ -759,7 +754,7 @@ func (u *Unit) cutOver(ctx context.Context) error {
 		}
 	}
 	var renames []string
-	comments := map[TableName]string{} // targets whose comment is to be given back
+	comments := map[vocab.TableName]string{} // targets whose comment is to be given back
 	for _, target := range sortedKeys(pairs) {
 		hidden := pairs[target]
 		he, err := inspectHidden(ctx, u.cfg.Downstream, u.cfg.Task, hidden, heads)
@@ -812,11 +807,11 @@ func (u *Unit) cutOver(ctx context.Context) error {
 // copyAll copies the lanes not done yet, one reader connection each at a time, at most PoolSize
 // downstream transactions at once.
 func (u *Unit) copyAll(ctx context.Context, snap *snapshot, h *header, lanes []*lane) error {
-	info := map[TableName]tableInfo{}
+	info := map[vocab.TableName]tableInfo{}
 	for _, t := range h.Tables {
 		info[t.Src] = t
 	}
-	dest := map[TableName]TableName{}
+	dest := map[vocab.TableName]vocab.TableName{}
 	for _, m := range h.Targets {
 		dest[m.Target] = m.dest()
 	}
@@ -877,11 +872,11 @@ func (u *Unit) logProgress(ctx context.Context) func() {
 	return cancel
 }
 
-func sortedKeys[V any](m map[TableName]V) []TableName {
-	out := make([]TableName, 0, len(m))
+func sortedKeys[V any](m map[vocab.TableName]V) []vocab.TableName {
+	out := make([]vocab.TableName, 0, len(m))
 	for t := range m {
 		out = append(out, t)
 	}
-	slices.SortFunc(out, func(a, b TableName) int { return strings.Compare(a.String(), b.String()) })
+	slices.SortFunc(out, func(a, b vocab.TableName) int { return strings.Compare(a.String(), b.String()) })
 	return out
 }

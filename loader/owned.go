@@ -16,6 +16,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/tributary-db/tributary/meta"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // A load's hidden tables are the task's own: named after the task (HiddenName), created with a mark
@@ -34,7 +35,7 @@ const HiddenPrefix = "_tributary_load_"
 //
 // Loads planned by older versions used HiddenPrefix+name for every task; their load headers record
 // that name, and a resumed load keeps using it.
-func HiddenName(task string, target TableName) string {
+func HiddenName(task string, target vocab.TableName) string {
 	name := HiddenPrefix + meta.Hash(task)[:8] + "_" + target.Name
 	if utf8.RuneCountInString(name) <= meta.MaxIdentifier {
 		return name
@@ -89,7 +90,7 @@ type hiddenTable struct {
 // has no load id, and the tables it created have no mark: a table it names that carries no mark is
 // taken as that load's (the older version created it or refused to start; it checked that no table of
 // that name existed when it planned).
-func inspectHidden(ctx context.Context, db *sql.DB, task string, t TableName, heads map[string]*header) (hiddenTable, error) {
+func inspectHidden(ctx context.Context, db *sql.DB, task string, t vocab.TableName, heads map[string]*header) (hiddenTable, error) {
 	var comment string
 	err := db.QueryRowContext(ctx, "SELECT TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", t.Schema, t.Name).Scan(&comment)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -120,7 +121,7 @@ func inspectHidden(ctx context.Context, db *sql.DB, task string, t TableName, he
 }
 
 // names reports whether the header loads a target under the hidden table t.
-func (h *header) names(t TableName) bool {
+func (h *header) names(t vocab.TableName) bool {
 	for _, m := range h.Targets {
 		if m.Hidden != "" && m.dest() == t {
 			return true
@@ -130,7 +131,7 @@ func (h *header) names(t TableName) bool {
 }
 
 // restoreComment is the comment t gets back after the cut-over: its upstream table's.
-func (h *header) restoreComment(t TableName) string {
+func (h *header) restoreComment(t vocab.TableName) string {
 	for _, m := range h.Targets {
 		if m.Target == t {
 			return m.Comment
@@ -140,7 +141,7 @@ func (h *header) restoreComment(t TableName) string {
 }
 
 // refusal is the error for a hidden table the load may not use, rename or drop.
-func refusal(task string, target, hidden TableName, ht hiddenTable, then string) error {
+func refusal(task string, target, hidden vocab.TableName, ht hiddenTable, then string) error {
 	if ht.owner == hiddenEarlier {
 		return fmt.Errorf("downstream table %s is left from an earlier load of task %s (its comment %q marks it as that load's) whose checkpoint is gone; "+
 			"it may hold part of that load: drop it (the task created it), then %s", hidden, task, ht.comment, then)
@@ -185,7 +186,7 @@ func taskHeaders(ctx context.Context, down *sql.DB, metaSchema, task string) (ma
 // hiddenFor is the hidden name a load of task plans for target: the one a load header of the task
 // records already (every source of a task loads a target into one table, and a load an older version
 // planned keeps its name), else HiddenName.
-func hiddenFor(task string, target TableName, heads map[string]*header) TableName {
+func hiddenFor(task string, target vocab.TableName, heads map[string]*header) vocab.TableName {
 	for _, src := range sortedSources(heads) {
 		for _, m := range heads[src].Targets {
 			if m.Target == target && m.Hidden != "" {
@@ -193,20 +194,20 @@ func hiddenFor(task string, target TableName, heads map[string]*header) TableNam
 			}
 		}
 	}
-	return TableName{Schema: target.Schema, Name: HiddenName(task, target)}
+	return vocab.TableName{Schema: target.Schema, Name: HiddenName(task, target)}
 }
 
 // HiddenConflict is the precheck of a target that a load of task will place (it does not exist): nil
 // when the hidden tables the load would use are absent or the task's loads', else the error the load
 // would stop on. fresh: start-task --remove-meta drops the task's loads first (DropHidden), and a new
 // load then uses HiddenName.
-func HiddenConflict(ctx context.Context, down *sql.DB, metaSchema, task string, target TableName, fresh bool) error {
+func HiddenConflict(ctx context.Context, down *sql.DB, metaSchema, task string, target vocab.TableName, fresh bool) error {
 	heads, err := taskHeaders(ctx, down, metaSchema, task)
 	if err != nil {
 		return err
 	}
-	names := []TableName{hiddenFor(task, target, heads)}
-	if n := (TableName{Schema: target.Schema, Name: HiddenName(task, target)}); fresh && n != names[0] {
+	names := []vocab.TableName{hiddenFor(task, target, heads)}
+	if n := (vocab.TableName{Schema: target.Schema, Name: HiddenName(task, target)}); fresh && n != names[0] {
 		names = append(names, n)
 	}
 	for _, hidden := range names {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tributary-db/tributary/internal/mariadbtest"
 	"github.com/tributary-db/tributary/meta"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // notOursHeader writes the load header of source s1 of task "task" naming db.t loaded under hidden,
@@ -20,7 +21,7 @@ func notOursHeader(t *testing.T, s *mariadbtest.Server, hidden string) {
 	}
 	data := `{"state":"loaded","load_id":"0123456789abcdef","targets":[{"target":{"schema":"db","name":"t"},"hidden":"` + hidden + `"}]}`
 	st := meta.NewStore(db, "dm_meta", "task", "s1")
-	if err := st.WriteLoad(ctx, db, meta.LoadRow{ID: meta.LoadPrefix, Pos: Position{File: "mysql-bin.000001", Pos: 4}, Data: data}); err != nil {
+	if err := st.WriteLoad(ctx, db, meta.LoadRow{ID: meta.LoadPrefix, Pos: vocab.Position{File: "mysql-bin.000001", Pos: 4}, Data: data}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -80,13 +81,13 @@ func TestCutOverRenamesTheLoadsTableAndRestoresItsComment(t *testing.T) {
 	s := mariadbtest.Start(t)
 	db := s.DB(t)
 	ctx := context.Background()
-	target := TableName{Schema: "db", Name: "t"}
+	target := vocab.TableName{Schema: "db", Name: "t"}
 	hidden := HiddenName("task", target)
 	const id, upstream = "0123456789abcdef", `the upstream's \ comment`
 	s.Exec(t, db, "CREATE DATABASE db", "CREATE TABLE db.`"+hidden+"` (id INT PRIMARY KEY) COMMENT='"+hiddenMark("task", id)+"'",
 		"CREATE TABLE db.u (id INT PRIMARY KEY) COMMENT='"+hiddenMark("task", id)+"'")
 	removeHeader(t, db, "task", "s1", stateLoaded, id,
-		hiddenMap{Target: target, Hidden: hidden, Comment: upstream}, hiddenMap{Target: TableName{Schema: "db", Name: "u"}, Hidden: HiddenName("task", TableName{Schema: "db", Name: "u"})})
+		hiddenMap{Target: target, Hidden: hidden, Comment: upstream}, hiddenMap{Target: vocab.TableName{Schema: "db", Name: "u"}, Hidden: HiddenName("task", vocab.TableName{Schema: "db", Name: "u"})})
 	comment := func(name string) string {
 		var c string
 		if err := db.QueryRow("SELECT TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'db' AND TABLE_NAME = ?", name).Scan(&c); err != nil {

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // LoadTarget is where a load writes one target: under Hidden until the cut-over renames it into
 // place, or in place (Hidden "") when the target existed before the load.
 type LoadTarget struct {
-	Target TableName
+	Target vocab.TableName
 	Hidden string
 }
 
@@ -51,12 +53,12 @@ func Loads(ctx context.Context, down *sql.DB, metaSchema, task string) (map[stri
 // version, no mark), is dropped. When a table a header names is not the load's, nothing is dropped. A
 // target already renamed into place is not: its hidden name no longer exists. It returns the tables it
 // dropped.
-func DropHidden(ctx context.Context, down *sql.DB, metaSchema, task string) ([]TableName, error) {
+func DropHidden(ctx context.Context, down *sql.DB, metaSchema, task string) ([]vocab.TableName, error) {
 	heads, err := taskHeaders(ctx, down, metaSchema, task)
 	if err != nil {
 		return nil, err
 	}
-	set := map[TableName]TableName{} // hidden table: its target
+	set := map[vocab.TableName]vocab.TableName{} // hidden table: its target
 	for _, h := range heads {
 		for _, m := range h.Targets {
 			if m.Hidden == "" || !strings.HasPrefix(m.Hidden, HiddenPrefix) || m.Target.Schema == "" {
@@ -65,12 +67,12 @@ func DropHidden(ctx context.Context, down *sql.DB, metaSchema, task string) ([]T
 			set[m.dest()] = m.Target
 		}
 	}
-	hidden := make([]TableName, 0, len(set))
+	hidden := make([]vocab.TableName, 0, len(set))
 	for t := range set {
 		hidden = append(hidden, t)
 	}
 	sort.Slice(hidden, func(i, j int) bool { return hidden[i].Less(hidden[j]) })
-	var drop []TableName
+	var drop []vocab.TableName
 	var errs []error
 	for _, t := range hidden {
 		ht, err := inspectHidden(ctx, down, task, t, heads)
@@ -86,7 +88,7 @@ func DropHidden(ctx context.Context, down *sql.DB, metaSchema, task string) ([]T
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("nothing dropped, and the task's meta is kept: %w", err)
 	}
-	var dropped []TableName
+	var dropped []vocab.TableName
 	for _, t := range drop {
 		if _, err := down.ExecContext(ctx, "DROP TABLE IF EXISTS "+t.String()); err != nil {
 			return dropped, fmt.Errorf("drop %s, a table of an earlier load of task %s: %w", t, task, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tributary-db/tributary/internal/mariadbtest"
 	"github.com/tributary-db/tributary/meta"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // removeHeader writes the load header of one source of a task, listing targets.
@@ -23,7 +24,7 @@ func removeHeader(t *testing.T, db *sql.DB, task, source, state, loadID string, 
 		t.Fatal(err)
 	}
 	st := meta.NewStore(db, "dm_meta", task, source)
-	if err := st.WriteLoad(ctx, db, meta.LoadRow{ID: meta.LoadPrefix, Pos: Position{File: "mysql-bin.000001", Pos: 4}, Data: string(data)}); err != nil {
+	if err := st.WriteLoad(ctx, db, meta.LoadRow{ID: meta.LoadPrefix, Pos: vocab.Position{File: "mysql-bin.000001", Pos: 4}, Data: string(data)}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -62,10 +63,10 @@ func TestDropHiddenDropsOnlyTheListedHiddenTables(t *testing.T) {
 
 	const id1, id2, idOld = "1111111111111111", "2222222222222222", ""
 	mark := func(id string) string { return " COMMENT='" + hiddenMark("task", id) + "'" }
-	t1 := TableName{Schema: "db", Name: "t"}
-	t2 := TableName{Schema: "db", Name: "u"}
-	t3 := TableName{Schema: "db2", Name: "v"}
-	inPlace := TableName{Schema: "db", Name: "w"}
+	t1 := vocab.TableName{Schema: "db", Name: "t"}
+	t2 := vocab.TableName{Schema: "db", Name: "u"}
+	t3 := vocab.TableName{Schema: "db2", Name: "v"}
+	inPlace := vocab.TableName{Schema: "db", Name: "w"}
 	s.Exec(t, db,
 		"CREATE DATABASE db", "CREATE DATABASE db2",
 		// a user table with the target's name: loaded rows renamed into place earlier, or the user's
@@ -89,9 +90,9 @@ func TestDropHiddenDropsOnlyTheListedHiddenTables(t *testing.T) {
 		hiddenMap{Target: t1, Hidden: HiddenName("task", t1)}, hiddenMap{Target: t2, Hidden: HiddenName("task", t2)}, hiddenMap{Target: inPlace})
 	removeHeader(t, db, "task", "s2", stateLoaded, id2,
 		hiddenMap{Target: t1, Hidden: HiddenName("task", t1)}, hiddenMap{Target: t3, Hidden: HiddenName("task", t3)},
-		hiddenMap{Target: TableName{Schema: "db", Name: "y"}, Hidden: "not_hidden"})
-	removeHeader(t, db, "task", "s3", stateLoading, idOld, hiddenMap{Target: TableName{Schema: "db", Name: "v"}, Hidden: HiddenPrefix + "v"})
-	removeHeader(t, db, "other", "s1", stateLoading, id1, hiddenMap{Target: TableName{Schema: "db", Name: "x"}, Hidden: HiddenPrefix + "x"})
+		hiddenMap{Target: vocab.TableName{Schema: "db", Name: "y"}, Hidden: "not_hidden"})
+	removeHeader(t, db, "task", "s3", stateLoading, idOld, hiddenMap{Target: vocab.TableName{Schema: "db", Name: "v"}, Hidden: HiddenPrefix + "v"})
+	removeHeader(t, db, "other", "s1", stateLoading, id1, hiddenMap{Target: vocab.TableName{Schema: "db", Name: "x"}, Hidden: HiddenPrefix + "x"})
 
 	loads, err := Loads(ctx, db, "dm_meta", "task")
 	if err != nil {
@@ -106,7 +107,7 @@ func TestDropHiddenDropsOnlyTheListedHiddenTables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []TableName{{Schema: "db", Name: HiddenName("task", t1)}, {Schema: "db", Name: HiddenPrefix + "v"}, {Schema: "db2", Name: HiddenName("task", t3)}}
+	want := []vocab.TableName{{Schema: "db", Name: HiddenName("task", t1)}, {Schema: "db", Name: HiddenPrefix + "v"}, {Schema: "db2", Name: HiddenName("task", t3)}}
 	if !slices.Equal(dropped, want) {
 		t.Fatalf("dropped %v, want %v", dropped, want)
 	}

@@ -13,13 +13,14 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tributary-db/tributary/dbutil"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // snapshot is a set of upstream connections that read one consistent state of the source, and that
 // state's binlog position and GTID set.
 type snapshot struct {
 	conns  []*sql.Conn
-	pos    Position
+	pos    vocab.Position
 	gtid   string
 	locked bool // taken under a brief global read lock (else: one connection, MariaDB's snapshot status)
 }
@@ -45,7 +46,7 @@ const lockWait = 10 * time.Second
 // lock, so that each reader holds their metadata locks from the start. (A reader that opened a table
 // only later would queue behind an upstream ALTER of it, which itself waits for the first
 // connection's transaction to end: neither would ever go on.)
-func takeSnapshot(ctx context.Context, db *sql.DB, n int, log *zap.Logger, inspect func(*sql.Conn) ([]TableName, error)) (*snapshot, error) {
+func takeSnapshot(ctx context.Context, db *sql.DB, n int, log *zap.Logger, inspect func(*sql.Conn) ([]vocab.TableName, error)) (*snapshot, error) {
 	s := &snapshot{}
 	ok := false
 	defer func() {
@@ -158,7 +159,7 @@ func (s *snapshot) snapshotStatus(ctx context.Context, c *sql.Conn) error {
 }
 
 // keyBounds reads the smallest and largest key of a table on a snapshot connection (nil: empty).
-func keyBounds(ctx context.Context, c *sql.Conn, t TableName, key string) (min, max *big.Int, err error) {
+func keyBounds(ctx context.Context, c *sql.Conn, t vocab.TableName, key string) (min, max *big.Int, err error) {
 	var lo, hi sql.NullString
 	if err := c.QueryRowContext(ctx, "SELECT MIN("+quote(key)+"), MAX("+quote(key)+") FROM "+t.String()).Scan(&lo, &hi); err != nil {
 		return nil, nil, fmt.Errorf("key range of %s: %w", t, err)

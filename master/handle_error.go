@@ -13,7 +13,7 @@ import (
 
 	"github.com/tributary-db/tributary/ha"
 	pb "github.com/tributary-db/tributary/proto"
-	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // HandleError implements dmctl binlog skip|replace|revert|list (DM's handle-error): the master passes
@@ -45,7 +45,7 @@ func (s *Service) handleError(ctx context.Context, req *pb.HandleErrorRequest) (
 		return nil, fmt.Errorf("binlog %s needs a task name", opName(req.Op))
 	}
 	if req.BinlogPos != "" {
-		if _, err := shardgroup.ParseBinlogPos(req.BinlogPos); err != nil {
+		if _, err := vocab.ParseBinlogPos(req.BinlogPos); err != nil {
 			return nil, fmt.Errorf("-b: %w", err)
 		}
 	}

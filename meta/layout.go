@@ -29,12 +29,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-sql-driver/mysql"
-
-	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
-
-// TableName is a downstream table.
-type TableName = shardgroup.TableName
 
 // MaxIdentifier is MySQL's limit on a table name, in characters.
 const MaxIdentifier = 64
@@ -45,13 +41,13 @@ const (
 )
 
 // CheckpointTable is the downstream table holding a task's checkpoints (all its sources).
-func CheckpointTable(schema, task string) TableName {
-	return TableName{Schema: schema, Name: tableName(task, checkpointSuffix)}
+func CheckpointTable(schema, task string) vocab.TableName {
+	return vocab.TableName{Schema: schema, Name: tableName(task, checkpointSuffix)}
 }
 
 // MarkerTable is the downstream table of a task's DDL markers (exactly-once DDL across crashes).
-func MarkerTable(schema, task string) TableName {
-	return TableName{Schema: schema, Name: tableName(task, markerSuffix)}
+func MarkerTable(schema, task string) vocab.TableName {
+	return vocab.TableName{Schema: schema, Name: tableName(task, markerSuffix)}
 }
 
 // tableName is task+suffix when it fits MySQL's 64 characters; otherwise the longest prefix of task
@@ -124,7 +120,7 @@ func (l layout) mark(task string) string { return "tributary " + l.what + " tabl
 
 // create is the CREATE TABLE statement of the layout under the name t (without IF NOT EXISTS),
 // with the table comment comment ("": none).
-func (l layout) create(t TableName, comment string) string {
+func (l layout) create(t vocab.TableName, comment string) string {
 	var sb strings.Builder
 	sb.WriteString("CREATE TABLE " + t.String() + " (\n")
 	for _, c := range l.columns {
@@ -138,12 +134,12 @@ func (l layout) create(t TableName, comment string) string {
 }
 
 // CreateCheckpoint is the CREATE TABLE statement of task's checkpoint table named t, with its mark.
-func CreateCheckpoint(t TableName, task string) string {
+func CreateCheckpoint(t vocab.TableName, task string) string {
 	return checkpointLayout.create(t, checkpointLayout.mark(task))
 }
 
 // CreateMarker is the CREATE TABLE statement of task's DDL marker table named t, with its mark.
-func CreateMarker(t TableName, task string) string {
+func CreateMarker(t vocab.TableName, task string) string {
 	return markerLayout.create(t, markerLayout.mark(task))
 }
 
@@ -200,7 +196,7 @@ func (l layout) owner(in inspection, task string) owner {
 }
 
 // notOurs is the error for a table of a meta table's name that the task did not create.
-func (l layout) notOurs(t TableName, task string, in inspection) error {
+func (l layout) notOurs(t vocab.TableName, task string, in inspection) error {
 	why := "its comment is not the task's mark"
 	if in.comment == "" {
 		why = "it has no comment and columns other than Tributary's " + l.what + " table"
@@ -210,7 +206,7 @@ func (l layout) notOurs(t TableName, task string, in inspection) error {
 }
 
 // inspect reads t's columns, primary key and comment from information_schema.
-func (l layout) inspect(ctx context.Context, q querier, t TableName) (inspection, error) {
+func (l layout) inspect(ctx context.Context, q querier, t vocab.TableName) (inspection, error) {
 	in := inspection{columns: map[string]bool{}}
 	rows, err := q.QueryContext(ctx, "SELECT LOWER(COLUMN_NAME) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", t.Schema, t.Name)
 	if err != nil {
@@ -286,7 +282,7 @@ type querier interface {
 // step can be interrupted and run again: the table's state says which step comes next. A table the
 // task did not create is refused and left as it is; one an older version created (no mark) is adopted
 // by writing the mark on it.
-func (l layout) ensure(ctx context.Context, q querier, t TableName, task string) error {
+func (l layout) ensure(ctx context.Context, q querier, t vocab.TableName, task string) error {
 	in, err := l.inspect(ctx, q, t)
 	if err != nil {
 		return err
@@ -343,7 +339,7 @@ func (l layout) ensure(ctx context.Context, q querier, t TableName, task string)
 
 // fillHashes computes the hash column of the rows that have none (the previous layout's key
 // identifies each row).
-func (l layout) fillHashes(ctx context.Context, q querier, t TableName) error {
+func (l layout) fillHashes(ctx context.Context, q querier, t vocab.TableName) error {
 	rows, err := q.QueryContext(ctx, "SELECT "+l.oldKey[0]+", "+l.oldKey[1]+" FROM "+t.String()+" WHERE "+l.hash+" IS NULL OR "+l.hash+" = ''")
 	if err != nil {
 		return err
@@ -390,16 +386,16 @@ func Init(ctx context.Context, db *sql.DB, schema, task string) error {
 	defer conn.Close()
 	unlock, err := lock(ctx, conn, "tributary-meta-"+Hash(schema + "\x00" + task)[:32])
 	if err != nil {
-		return fmt.Errorf("meta tables of task %s in %s: %w", task, TableName{Schema: schema}, err)
+		return fmt.Errorf("meta tables of task %s in %s: %w", task, vocab.TableName{Schema: schema}, err)
 	}
 	defer unlock()
 	var n int
 	if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", schema).Scan(&n); err != nil {
-		return fmt.Errorf("look for the meta schema %s: %w", TableName{Schema: schema}, err)
+		return fmt.Errorf("look for the meta schema %s: %w", vocab.TableName{Schema: schema}, err)
 	}
 	if n == 0 {
-		if _, err := conn.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+TableName{Schema: schema}.String()+" DEFAULT CHARACTER SET utf8mb4"); err != nil {
-			return fmt.Errorf("create the meta schema %s: %w", TableName{Schema: schema}, err)
+		if _, err := conn.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+vocab.TableName{Schema: schema}.String()+" DEFAULT CHARACTER SET utf8mb4"); err != nil {
+			return fmt.Errorf("create the meta schema %s: %w", vocab.TableName{Schema: schema}, err)
 		}
 	}
 	if err := checkpointLayout.ensure(ctx, conn, ckpt, task); err != nil {
@@ -410,10 +406,10 @@ func Init(ctx context.Context, db *sql.DB, schema, task string) error {
 
 // ready reports whether both tables exist in this layout with the task's mark (then Init has nothing
 // to do and takes no lock). An error counts as not ready: Init then reports it.
-func ready(ctx context.Context, db *sql.DB, task string, ckpt, marker TableName) bool {
+func ready(ctx context.Context, db *sql.DB, task string, ckpt, marker vocab.TableName) bool {
 	for _, c := range []struct {
 		l layout
-		t TableName
+		t vocab.TableName
 	}{{checkpointLayout, ckpt}, {markerLayout, marker}} {
 		in, err := c.l.inspect(ctx, db, c.t)
 		if err != nil || in.state != current || c.l.owner(in, task) != ownerTask {
@@ -465,7 +461,7 @@ func Remove(ctx context.Context, db *sql.DB, schema, task string) error {
 	var drop []string
 	for _, c := range []struct {
 		l layout
-		t TableName
+		t vocab.TableName
 	}{{checkpointLayout, CheckpointTable(schema, task)}, {markerLayout, MarkerTable(schema, task)}} {
 		in, err := c.l.inspect(ctx, db, c.t)
 		if err != nil {

@@ -13,9 +13,10 @@ import (
 	"testing"
 
 	"github.com/tributary-db/tributary/internal/mariadbtest"
+	"github.com/tributary-db/tributary/vocab"
 )
 
-func pos(n uint32) Position { return Position{File: "mysql-bin.000007", Pos: n} }
+func pos(n uint32) vocab.Position { return vocab.Position{File: "mysql-bin.000007", Pos: n} }
 
 func TestTableNamesFitMySQLIdentifiers(t *testing.T) {
 	short := CheckpointTable("m", "shard")
@@ -28,7 +29,7 @@ func TestTableNamesFitMySQLIdentifiers(t *testing.T) {
 	}
 	long := strings.Repeat("a", 59) + "1"
 	other := strings.Repeat("a", 59) + "2"
-	for _, f := range []func(string, string) TableName{CheckpointTable, MarkerTable} {
+	for _, f := range []func(string, string) vocab.TableName{CheckpointTable, MarkerTable} {
 		a, b := f("m", long).Name, f("m", other).Name
 		if len(a) != MaxIdentifier || len(b) != MaxIdentifier || a == b || !strings.HasPrefix(a, strings.Repeat("a", 40)) {
 			t.Fatalf("long names %q %q", a, b)
@@ -40,7 +41,7 @@ func TestTableNamesFitMySQLIdentifiers(t *testing.T) {
 func roundTrip(t *testing.T, db *sql.DB, schema, task, source string) {
 	t.Helper()
 	ctx := context.Background()
-	long := TableName{Schema: "db_1", Name: strings.Repeat("x", 1980) + "_表_🙂"}
+	long := vocab.TableName{Schema: "db_1", Name: strings.Repeat("x", 1980) + "_表_🙂"}
 	if id := tableID("", long); len(id) < 2000 {
 		t.Fatalf("the long id has %d bytes", len(id))
 	}
@@ -49,17 +50,17 @@ func roundTrip(t *testing.T, db *sql.DB, schema, task, source string) {
 	if err := st.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
-	target := TableName{Schema: "db", Name: "t"}
+	target := vocab.TableName{Schema: "db", Name: "t"}
 	up := CheckpointUpdate{
 		Global: pos(4), GlobalGTID: "0-1-100",
-		Tables:         map[TableName]Position{long: pos(10), {Schema: "db_1", Name: "t_1"}: pos(11)},
-		Resolved:       map[TableName]Position{long: pos(12)},
-		Schemas:        map[TableName]string{long: `[{"from":{"file":"","pos":0},"cols":["id"]}]`},
-		Online:         map[TableName]string{long: `{"ghost":{"Schema":"db_1","Name":"_t_gho"}}`, {Schema: "db_1", Name: "t_2"}: ""},
+		Tables:         map[vocab.TableName]vocab.Position{long: pos(10), {Schema: "db_1", Name: "t_1"}: pos(11)},
+		Resolved:       map[vocab.TableName]vocab.Position{long: pos(12)},
+		Schemas:        map[vocab.TableName]string{long: `[{"from":{"file":"","pos":0},"cols":["id"]}]`},
+		Online:         map[vocab.TableName]string{long: `{"ghost":{"Schema":"db_1","Name":"_t_gho"}}`, {Schema: "db_1", Name: "t_2"}: ""},
 		ResolvedTarget: &target, ResolvedDDLs: []string{"ALTER TABLE `db`.`t` ADD COLUMN `c` INT"},
 		// Lanes of a long table name, of two key versions with the same lane numbers, and a chunked lane
 		// with a hashed one's numbers and key: kept apart.
-		Lanes: map[TableName][]Lane{long: {{N: 4, Index: 1, Cols: []string{"id"}, Pos: pos(13)}, {N: 4, Index: 1, Cols: []string{"id", "k"}, Pos: pos(14)},
+		Lanes: map[vocab.TableName][]Lane{long: {{N: 4, Index: 1, Cols: []string{"id"}, Pos: pos(13)}, {N: 4, Index: 1, Cols: []string{"id", "k"}, Pos: pos(14)},
 			{N: 16, Index: 15, Cols: []string{"id"}, Pos: pos(15)}, {N: 4, Index: 1, Chunk: 1024, Cols: []string{"id"}, Pos: pos(16)}}},
 	}
 	tx, err := db.BeginTx(ctx, nil)
@@ -85,8 +86,8 @@ func roundTrip(t *testing.T, db *sql.DB, schema, task, source string) {
 		t.Fatal(err)
 	}
 	want := Checkpoint{Global: pos(4), GlobalGTID: "0-1-100", Tables: up.Tables, Resolved: up.Resolved, Schemas: up.Schemas,
-		ResolvedDDLs: map[TableName][]string{target: up.ResolvedDDLs},
-		Online:       map[TableName]string{long: up.Online[long]}, // a run written as "" is over
+		ResolvedDDLs: map[vocab.TableName][]string{target: up.ResolvedDDLs},
+		Online:       map[vocab.TableName]string{long: up.Online[long]}, // a run written as "" is over
 		Lanes:        up.Lanes}
 	slices.SortFunc(cp.Lanes[long], func(a, b Lane) int { return a.Pos.Compare(b.Pos) })
 	if !reflect.DeepEqual(cp, want) {
@@ -136,7 +137,7 @@ func TestLayoutOnEveryServer(t *testing.T) {
 			task := strings.Repeat("long_task_", 6)
 			roundTrip(t, db, "dm_meta", task, "mysql-replica-01")
 			roundTrip(t, db, "dm_meta", task, "mysql-replica-02") // a second source in the same tables
-			for _, tbl := range []TableName{CheckpointTable("dm_meta", task), MarkerTable("dm_meta", task)} {
+			for _, tbl := range []vocab.TableName{CheckpointTable("dm_meta", task), MarkerTable("dm_meta", task)} {
 				var n, def string
 				if err := db.QueryRow("SHOW CREATE TABLE "+tbl.String()).Scan(&n, &def); err != nil {
 					t.Fatal(err)
@@ -212,11 +213,11 @@ func oldTask(t *testing.T, s *mariadbtest.Server, db *sql.DB, task string) map[s
 	s.Exec(t, db, "CREATE DATABASE IF NOT EXISTS dm_meta", "CREATE TABLE IF NOT EXISTS "+ckpt+oldCheckpointDDL, "CREATE TABLE IF NOT EXISTS "+marker+oldMarkerDDL)
 	const put = " (source, id, binlog_name, binlog_pos, binlog_gtid, ddls) VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE " +
 		"binlog_name = VALUES(binlog_name), binlog_pos = VALUES(binlog_pos), binlog_gtid = VALUES(binlog_gtid), ddls = VALUES(ddls)"
-	js := func(t TableName) string { b, _ := json.Marshal(t); return string(b) }
+	js := func(t vocab.TableName) string { b, _ := json.Marshal(t); return string(b) }
 	want := map[string]Checkpoint{}
 	for i, src := range []string{"mysql-replica-01", "mysql-replica-02"} {
 		n := uint32(1000 * (i + 1))
-		t1, t2, target := TableName{Schema: "db_1", Name: "t_1"}, TableName{Schema: "db_1", Name: "t_2"}, TableName{Schema: "db", Name: "t"}
+		t1, t2, target := vocab.TableName{Schema: "db_1", Name: "t_1"}, vocab.TableName{Schema: "db_1", Name: "t_2"}, vocab.TableName{Schema: "db", Name: "t"}
 		ddls := []string{"ALTER TABLE `db`.`t` ADD COLUMN `c` INT"}
 		ddlsJS, _ := json.Marshal(ddls)
 		schema := `[{"from":{"file":"","pos":0},"cols":["id","v"]}]`
@@ -236,11 +237,11 @@ func oldTask(t *testing.T, s *mariadbtest.Server, db *sql.DB, task string) map[s
 		if _, err := db.Exec("INSERT INTO "+ckpt+" (source, id, binlog_pos) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE binlog_pos = GREATEST(binlog_pos, VALUES(binlog_pos))", src, "epoch", 5); err != nil {
 			t.Fatal(err)
 		}
-		want[src] = Checkpoint{Global: Position{File: "mysql-bin.000003", Pos: n + 4}, GlobalGTID: fmt.Sprintf("0-1-%d", n),
-			Tables:       map[TableName]Position{t1: {File: "mysql-bin.000003", Pos: n + 1}, t2: {File: "mysql-bin.000003", Pos: n + 2}},
-			Resolved:     map[TableName]Position{t1: {File: "mysql-bin.000003", Pos: n + 3}},
-			ResolvedDDLs: map[TableName][]string{target: ddls},
-			Schemas:      map[TableName]string{t1: schema}, Online: map[TableName]string{}, Lanes: map[TableName][]Lane{}}
+		want[src] = Checkpoint{Global: vocab.Position{File: "mysql-bin.000003", Pos: n + 4}, GlobalGTID: fmt.Sprintf("0-1-%d", n),
+			Tables:       map[vocab.TableName]vocab.Position{t1: {File: "mysql-bin.000003", Pos: n + 1}, t2: {File: "mysql-bin.000003", Pos: n + 2}},
+			Resolved:     map[vocab.TableName]vocab.Position{t1: {File: "mysql-bin.000003", Pos: n + 3}},
+			ResolvedDDLs: map[vocab.TableName][]string{target: ddls},
+			Schemas:      map[vocab.TableName]string{t1: schema}, Online: map[vocab.TableName]string{}, Lanes: map[vocab.TableName][]Lane{}}
 	}
 	ddl := "ALTER TABLE `db`.`t` ADD COLUMN `c` INT"
 	if _, err := db.Exec("INSERT INTO "+marker+" (lock_id, ddl_hash, ddl, state, before_def, after_def, source) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -299,8 +300,8 @@ func TestMigrateOldLayout(t *testing.T) {
 				t.Fatalf("task %s source %s after the migration:\n%+v\nwant\n%+v", task, src, cp, w)
 			}
 			// Writes update the migrated rows.
-			t1 := TableName{Schema: "db_1", Name: "t_1"}
-			if err := st.Write(ctx, db, CheckpointUpdate{Global: pos(99), Tables: map[TableName]Position{t1: pos(98)}}); err != nil {
+			t1 := vocab.TableName{Schema: "db_1", Name: "t_1"}
+			if err := st.Write(ctx, db, CheckpointUpdate{Global: pos(99), Tables: map[vocab.TableName]vocab.Position{t1: pos(98)}}); err != nil {
 				t.Fatal(err)
 			}
 			if cp, err = st.Load(ctx); err != nil || cp.Global != pos(99) || cp.Tables[t1] != pos(98) || len(cp.Tables) != 2 {
@@ -322,7 +323,7 @@ func TestMigrateOldLayout(t *testing.T) {
 	if err := Init(ctx, db, "dm_meta", "fresh"); err != nil {
 		t.Fatal(err)
 	}
-	def := func(tbl TableName, task string) string {
+	def := func(tbl vocab.TableName, task string) string {
 		var n, d string
 		if err := db.QueryRow("SHOW CREATE TABLE "+tbl.String()).Scan(&n, &d); err != nil {
 			t.Fatal(err)
@@ -330,7 +331,7 @@ func TestMigrateOldLayout(t *testing.T) {
 		d = regexp.MustCompile("`"+task+"_").ReplaceAllString(d, "`TASK_")
 		return strings.Replace(d, "of task "+task+"'", "of task TASK'", 1)
 	}
-	for _, f := range []func(string, string) TableName{CheckpointTable, MarkerTable} {
+	for _, f := range []func(string, string) vocab.TableName{CheckpointTable, MarkerTable} {
 		if got, want := def(f("dm_meta", "plain"), "plain"), def(f("dm_meta", "fresh"), "fresh"); got != want {
 			t.Fatalf("migrated:\n%s\nnew:\n%s", got, want)
 		}
@@ -420,7 +421,7 @@ func TestProbe(t *testing.T) {
 // TestLaneIDs: a hashed lane's row id keeps the form of checkpoints written before chunked lanes
 // (n/index/key), a chunked lane's adds its chunk, and both read back as written.
 func TestLaneIDs(t *testing.T) {
-	tbl := TableName{Schema: "db_1", Name: "t_1"}
+	tbl := vocab.TableName{Schema: "db_1", Name: "t_1"}
 	for _, l := range []Lane{{N: 16, Index: 3, Cols: []string{"id"}}, {N: 16, Index: 3, Chunk: 1024, Cols: []string{"id"}}} {
 		id := laneID(tbl, l)
 		if parts := strings.Count(strings.SplitN(id, ":", 2)[1], "/"); (l.Chunk == 0) != (parts == 2) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tributary-db/tributary/internal/mariadbtest"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // A table named as a task's meta table that the task did not create (here of the checkpoint table's
@@ -49,7 +50,7 @@ func TestMetaTablesOfOlderVersionsAreAdopted(t *testing.T) {
 	ctx := context.Background()
 	ckpt, marker := CheckpointTable("dm_meta", "old"), MarkerTable("dm_meta", "old")
 	s.Exec(t, db, "CREATE DATABASE dm_meta", checkpointLayout.create(ckpt, ""), markerLayout.create(marker, ""))
-	comment := func(tbl TableName) string {
+	comment := func(tbl vocab.TableName) string {
 		var c string
 		if err := db.QueryRow("SELECT TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", tbl.Schema, tbl.Name).Scan(&c); err != nil {
 			t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // Privileges are the ones the target user needs on the meta schema.
@@ -20,7 +22,7 @@ const Privileges = "CREATE, DROP, ALTER, SELECT, INSERT, UPDATE"
 // task's tables exist in the previous layout, it also checks ALTER (the workers migrate them). The
 // error names the meta schema, what failed, and the server's answer.
 func Probe(ctx context.Context, db *sql.DB, schema, task string) (err error) {
-	sch := TableName{Schema: schema}
+	sch := vocab.TableName{Schema: schema}
 	var taken error // a table of a meta table's name that the task did not create: no privilege helps
 	defer func() {
 		if err != nil && taken == nil {
@@ -39,7 +41,7 @@ func Probe(ctx context.Context, db *sql.DB, schema, task string) (err error) {
 	var migrate bool
 	for _, c := range []struct {
 		l layout
-		t TableName
+		t vocab.TableName
 	}{{checkpointLayout, CheckpointTable(schema, task)}, {markerLayout, MarkerTable(schema, task)}} {
 		in, err := c.l.inspect(ctx, db, c.t)
 		if err != nil {
@@ -61,8 +63,8 @@ func Probe(ctx context.Context, db *sql.DB, schema, task string) (err error) {
 		return err
 	}
 	base := "tributary_probe_" + hex.EncodeToString(tag[:])
-	ckpt, marker := TableName{Schema: schema, Name: base + checkpointSuffix}, TableName{Schema: schema, Name: base + markerSuffix}
-	var created []TableName
+	ckpt, marker := vocab.TableName{Schema: schema, Name: base + checkpointSuffix}, vocab.TableName{Schema: schema, Name: base + markerSuffix}
+	var created []vocab.TableName
 	defer func() {
 		for _, t := range created {
 			if _, derr := db.ExecContext(context.WithoutCancel(ctx), "DROP TABLE "+t.String()); derr != nil && err == nil {
@@ -72,7 +74,7 @@ func Probe(ctx context.Context, db *sql.DB, schema, task string) (err error) {
 	}()
 	for _, c := range []struct {
 		l layout
-		t TableName
+		t vocab.TableName
 	}{{checkpointLayout, ckpt}, {markerLayout, marker}} {
 		if _, err := db.ExecContext(ctx, c.l.create(c.t, c.l.mark(task))); err != nil {
 			return fmt.Errorf("cannot create a table like the %s table (probe %s): %w", c.l.what, c.t, err)
@@ -93,7 +95,7 @@ func Probe(ctx context.Context, db *sql.DB, schema, task string) (err error) {
 		if err := st.CheckEpoch(ctx, tx, true); err != nil {
 			return err
 		}
-		if err := st.Write(ctx, tx, CheckpointUpdate{Global: Position{File: "probe.000001", Pos: 4}}); err != nil {
+		if err := st.Write(ctx, tx, CheckpointUpdate{Global: vocab.Position{File: "probe.000001", Pos: 4}}); err != nil {
 			return err
 		}
 		if err := tx.Commit(); err != nil {

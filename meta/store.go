@@ -10,32 +10,29 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
-
-// Position is a binlog position.
-type Position = shardgroup.Position
 
 // Checkpoint is what the downstream holds for one source: the position to resume reading from, and
 // per upstream table the position up to which its changes are applied.
 type Checkpoint struct {
-	Global     Position
+	Global     vocab.Position
 	GlobalGTID string // the GTID set at Global (GTID mode)
-	Tables     map[TableName]Position
+	Tables     map[vocab.TableName]vocab.Position
 	// Resolved is, per upstream shard table, the position of its last sharding DDL resolved downstream
 	// (executed or skipped). It is kept apart from Tables: a table's DML before that DDL may still be
 	// waiting to be re-read.
-	Resolved map[TableName]Position
+	Resolved map[vocab.TableName]vocab.Position
 	// ResolvedDDLs, per target, the DDLs of the last lock this source applied (exec or skip), so a
 	// restarted worker can finish an operation whose done it did not write.
-	ResolvedDDLs map[TableName][]string
+	ResolvedDDLs map[vocab.TableName][]string
 	// Schemas, per upstream table, the tracked column versions (JSON) for binlogs without names.
-	Schemas map[TableName]string
+	Schemas map[vocab.TableName]string
 	// Online, per real upstream table, the online schema change tool's run in progress (JSON of
 	// package onlineddl).
-	Online map[TableName]string
+	Online map[vocab.TableName]string
 	// Lanes, per upstream table, the positions of the table's key lanes (see Lane).
-	Lanes map[TableName][]Lane
+	Lanes map[vocab.TableName][]Lane
 }
 
 // Lane says that the rows of an upstream table whose key falls in lane Index of N, up to Pos, are
@@ -49,20 +46,20 @@ type Lane struct {
 	N, Index int
 	Chunk    int
 	Cols     []string
-	Pos      Position
+	Pos      vocab.Position
 }
 
 // CheckpointUpdate is the checkpoint part of one downstream transaction.
 type CheckpointUpdate struct {
-	Global     Position
+	Global     vocab.Position
 	GlobalGTID string
-	Tables     map[TableName]Position
-	Resolved   map[TableName]Position
-	Schemas    map[TableName]string // tracked column versions (JSON) of changed tables
-	Online     map[TableName]string // online DDL tool runs of changed tables ("" when over)
-	Lanes      map[TableName][]Lane
+	Tables     map[vocab.TableName]vocab.Position
+	Resolved   map[vocab.TableName]vocab.Position
+	Schemas    map[vocab.TableName]string // tracked column versions (JSON) of changed tables
+	Online     map[vocab.TableName]string // online DDL tool runs of changed tables ("" when over)
+	Lanes      map[vocab.TableName][]Lane
 	// ResolvedTarget records a lock's DDLs for its target (optional).
-	ResolvedTarget *TableName
+	ResolvedTarget *vocab.TableName
 	ResolvedDDLs   []string
 }
 
@@ -86,7 +83,7 @@ type Store struct {
 	db             *sql.DB
 	schema, task   string
 	source         string
-	ckpt, marker   TableName
+	ckpt, marker   vocab.TableName
 	ckptQ, markerQ string // quoted names
 	epoch          int64  // binding epoch fencing the checkpoint (0: no fencing)
 }
@@ -98,12 +95,12 @@ func NewStore(db *sql.DB, schema, task, source string) *Store {
 	return s
 }
 
-func newStore(db *sql.DB, ckpt, marker TableName, source string) *Store {
+func newStore(db *sql.DB, ckpt, marker vocab.TableName, source string) *Store {
 	return &Store{db: db, source: source, ckpt: ckpt, marker: marker, ckptQ: ckpt.String(), markerQ: marker.String()}
 }
 
 // CheckpointTable is the store's checkpoint table.
-func (s *Store) CheckpointTable() TableName { return s.ckpt }
+func (s *Store) CheckpointTable() vocab.TableName { return s.ckpt }
 
 // SetEpoch makes every transaction check that the source's checkpoint belongs to the binding of this
 // epoch (Init claims it).
@@ -177,8 +174,8 @@ func (s *Store) ScanOwner(scan func(dest ...any) error) error {
 
 // Load reads the source's checkpoint (zero positions when there is none).
 func (s *Store) Load(ctx context.Context) (Checkpoint, error) {
-	cp := Checkpoint{Tables: map[TableName]Position{}, Resolved: map[TableName]Position{},
-		ResolvedDDLs: map[TableName][]string{}, Schemas: map[TableName]string{}, Online: map[TableName]string{}, Lanes: map[TableName][]Lane{}}
+	cp := Checkpoint{Tables: map[vocab.TableName]vocab.Position{}, Resolved: map[vocab.TableName]vocab.Position{},
+		ResolvedDDLs: map[vocab.TableName][]string{}, Schemas: map[vocab.TableName]string{}, Online: map[vocab.TableName]string{}, Lanes: map[vocab.TableName][]Lane{}}
 	rows, err := s.db.QueryContext(ctx, "SELECT id, binlog_name, binlog_pos, binlog_gtid, ddls FROM "+s.ckptQ+" WHERE source = ?", s.source)
 	if err != nil {
 		return cp, fmt.Errorf("load checkpoint of %s from %s: %w", s.source, s.ckpt, err)
@@ -191,19 +188,19 @@ func (s *Store) Load(ctx context.Context) (Checkpoint, error) {
 		if err := rows.Scan(&id, &name, &pos, &gtid, &ddls); err != nil {
 			return cp, err
 		}
-		p := Position{File: name, Pos: pos}
+		p := vocab.Position{File: name, Pos: pos}
 		switch {
 		case id == EpochID, strings.HasPrefix(id, LoadPrefix):
 		case id == GlobalID:
 			cp.Global, cp.GlobalGTID = p, gtid.String
 		case strings.HasPrefix(id, "schema:"):
-			var t TableName
+			var t vocab.TableName
 			if err := json.Unmarshal([]byte(id[len("schema:"):]), &t); err != nil {
 				return cp, fmt.Errorf("checkpoint row %q: %w", id, err)
 			}
 			cp.Schemas[t] = ddls.String
 		case strings.HasPrefix(id, "online:"):
-			var t TableName
+			var t vocab.TableName
 			if err := json.Unmarshal([]byte(id[len("online:"):]), &t); err != nil {
 				return cp, fmt.Errorf("checkpoint row %q: %w", id, err)
 			}
@@ -221,13 +218,13 @@ func (s *Store) Load(ctx context.Context) (Checkpoint, error) {
 			l.Pos = p
 			cp.Lanes[t] = append(cp.Lanes[t], l)
 		case strings.HasPrefix(id, "resolved:"):
-			var t TableName
+			var t vocab.TableName
 			if err := json.Unmarshal([]byte(id[len("resolved:"):]), &t); err != nil {
 				return cp, fmt.Errorf("checkpoint row %q: %w", id, err)
 			}
 			cp.Resolved[t] = p
 		case strings.HasPrefix(id, "ddl:"):
-			var t TableName
+			var t vocab.TableName
 			var list []string
 			if err := json.Unmarshal([]byte(id[len("ddl:"):]), &t); err != nil {
 				return cp, fmt.Errorf("checkpoint row %q: %w", id, err)
@@ -237,7 +234,7 @@ func (s *Store) Load(ctx context.Context) (Checkpoint, error) {
 			}
 			cp.ResolvedDDLs[t] = list
 		default:
-			var t TableName
+			var t vocab.TableName
 			if err := json.Unmarshal([]byte(id), &t); err != nil {
 				return cp, fmt.Errorf("checkpoint row %q: %w", id, err)
 			}
@@ -265,7 +262,7 @@ func (s *Store) Write(ctx context.Context, e Execer, up CheckpointUpdate) error 
 // binlog_pos, binlog_gtid, ddls).
 func (s *Store) checkpointRows(up CheckpointUpdate) []any {
 	var rows []any
-	put := func(id string, p Position, gtid, ddls any) {
+	put := func(id string, p vocab.Position, gtid, ddls any) {
 		rows = append(rows, s.source, Hash(id), id, p.File, p.Pos, gtid, ddls)
 	}
 	for t, p := range up.Tables {
@@ -278,17 +275,17 @@ func (s *Store) checkpointRows(up CheckpointUpdate) []any {
 		}
 	}
 	for t, js := range up.Schemas {
-		put(tableID("schema:", t), Position{}, nil, js)
+		put(tableID("schema:", t), vocab.Position{}, nil, js)
 	}
 	for t, js := range up.Online {
-		put(tableID("online:", t), Position{}, nil, js)
+		put(tableID("online:", t), vocab.Position{}, nil, js)
 	}
 	for t, p := range up.Resolved {
 		put(tableID("resolved:", t), p, nil, nil)
 	}
 	if up.ResolvedTarget != nil {
 		ddls, _ := json.Marshal(up.ResolvedDDLs)
-		put(tableID("ddl:", *up.ResolvedTarget), Position{}, nil, string(ddls))
+		put(tableID("ddl:", *up.ResolvedTarget), vocab.Position{}, nil, string(ddls))
 	}
 	if !up.Global.IsZero() || up.GlobalGTID != "" {
 		put(GlobalID, up.Global, up.GlobalGTID, nil)
@@ -362,7 +359,7 @@ const LoadPrefix = "load:"
 // LoadRow is one row of a source's full-load state.
 type LoadRow struct {
 	ID   string
-	Pos  Position
+	Pos  vocab.Position
 	GTID string
 	Data string // JSON of the loader
 }
@@ -420,7 +417,7 @@ const lanePrefix = "lane:"
 // laneID is "lane:<n>/<index>/<hash of the key columns>:" and the table's JSON (a hashed lane), or
 // "lane:<n>/<index>/<hash of the key columns>/<chunk>:" (a chunked lane): one row per lane and key,
 // so a lane of the key before a DDL is not overwritten by the lane of the same number after it.
-func laneID(t TableName, l Lane) string {
+func laneID(t vocab.TableName, l Lane) string {
 	cols, _ := json.Marshal(l.Cols)
 	if l.Chunk > 0 {
 		return tableID(fmt.Sprintf("%s%d/%d/%s/%d:", lanePrefix, l.N, l.Index, Hash(string(cols))[:8], l.Chunk), t)
@@ -428,8 +425,8 @@ func laneID(t TableName, l Lane) string {
 	return tableID(fmt.Sprintf("%s%d/%d/%s:", lanePrefix, l.N, l.Index, Hash(string(cols))[:8]), t)
 }
 
-func parseLaneID(id string) (TableName, Lane, error) {
-	var t TableName
+func parseLaneID(id string) (vocab.TableName, Lane, error) {
+	var t vocab.TableName
 	var l Lane
 	rest, js, ok := strings.Cut(id[len(lanePrefix):], ":")
 	if !ok {
@@ -450,7 +447,7 @@ func parseLaneID(id string) (TableName, Lane, error) {
 	return t, l, json.Unmarshal([]byte(js), &t)
 }
 
-func tableID(prefix string, t TableName) string {
+func tableID(prefix string, t vocab.TableName) string {
 	id, _ := json.Marshal(t)
 	return prefix + string(id)
 }

@@ -16,13 +16,8 @@ import (
 	"slices"
 
 	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
-
-// TableName is an upstream table.
-type TableName = shardgroup.TableName
-
-// Position is a binlog position.
-type Position = shardgroup.Position
 
 // DM's default rules: gh-ost's _t_gho ghost and _t_ghc/_t_del trash tables, pt-osc's _t_new ghost and
 // _t_old trash tables. The first group is the real table's name.
@@ -92,17 +87,17 @@ func (r *Rules) Classify(name string) (Kind, string) {
 }
 
 // Tool reports whether t is a ghost or trash table (its rows and DDL never go downstream).
-func (r *Rules) Tool(t TableName) bool {
+func (r *Rules) Tool(t vocab.TableName) bool {
 	k, _ := r.Classify(t.Name)
 	return k != Real
 }
 
 // Run is one tool run on a real table, as the binlog showed it so far.
 type Run struct {
-	Ghost   TableName `json:"ghost"`
-	Created Position  `json:"created"` // the ghost table's CREATE (zero: before the task started)
-	DDLs    []Applied `json:"ddls,omitempty"`
-	CutOver Position  `json:"cutover"` // the RENAME that swapped the ghost in (zero: not yet)
+	Ghost   vocab.TableName `json:"ghost"`
+	Created vocab.Position  `json:"created"` // the ghost table's CREATE (zero: before the task started)
+	DDLs    []Applied       `json:"ddls,omitempty"`
+	CutOver vocab.Position  `json:"cutover"` // the RENAME that swapped the ghost in (zero: not yet)
 	// Past are the table's earlier runs that swapped their ghost in, oldest first, each without a
 	// Past of its own: a restart or a re-sync from before the latest run reads them again and must
 	// find their ALTERs (the chaos soak, seed 18: a restart from before two pt-online-schema-change
@@ -125,7 +120,7 @@ func (r *Run) Clone() *Run {
 
 // Prune drops the past runs swapped in before from (where a restart resumes: nothing before it is
 // read again) and reports whether it dropped any.
-func (r *Run) Prune(from Position) bool {
+func (r *Run) Prune(from vocab.Position) bool {
 	n := 0
 	for n < len(r.Past) && r.Past[n].CutOver.Compare(from) < 0 {
 		n++
@@ -139,7 +134,7 @@ func (r *Run) Prune(from Position) bool {
 
 // at is the run of the table (this one or a past one) whose statements span position p: created
 // at or before it and swapped in at or after it (or not yet). Nil when p is before all of them.
-func (r *Run) at(p Position) *Run {
+func (r *Run) at(p vocab.Position) *Run {
 	if r.Created.Compare(p) <= 0 {
 		return r
 	}
@@ -152,7 +147,7 @@ func (r *Run) at(p Position) *Run {
 }
 
 // createdAt reports whether this run or a past one was created at p (a CREATE read again).
-func (r *Run) createdAt(p Position) bool {
+func (r *Run) createdAt(p vocab.Position) bool {
 	if r.Created.Compare(p) == 0 {
 		return true
 	}
@@ -166,12 +161,12 @@ func (r *Run) createdAt(p Position) bool {
 
 // Applied is one ALTER run on the ghost table, rewritten onto the real table.
 type Applied struct {
-	At  Position `json:"at"`
-	SQL string   `json:"sql"`
+	At  vocab.Position `json:"at"`
+	SQL string         `json:"sql"`
 }
 
 // Runs are the tracked runs by real table.
-type Runs map[TableName]*Run
+type Runs map[vocab.TableName]*Run
 
 // Encode is a run as the checkpoint keeps it ("" for none: the table's run is over).
 func Encode(r *Run) string {
@@ -202,17 +197,17 @@ type Decision struct {
 	// Pass false and no DDLs the statement is dropped.
 	DDLs []string
 	// Changed lists the real tables whose run changed (to persist with the checkpoint).
-	Changed []TableName
+	Changed []vocab.TableName
 	// Note says what was recognised, for the log.
 	Note string
 }
 
 // Decide reads a DDL statement (its default schema, the end position of its event) against the runs,
 // updates them, and says what to do with it.
-func (r *Rules) Decide(runs Runs, sql, schema string, at Position) (Decision, error) {
-	route := func(t TableName) TableName { // a ghost table's name becomes its real table's
+func (r *Rules) Decide(runs Runs, sql, schema string, at vocab.Position) (Decision, error) {
+	route := func(t vocab.TableName) vocab.TableName { // a ghost table's name becomes its real table's
 		if k, real := r.Classify(t.Name); k == Ghost && t.Name != "" {
-			return TableName{Schema: t.Schema, Name: real}
+			return vocab.TableName{Schema: t.Schema, Name: real}
 		}
 		return t
 	}
@@ -239,7 +234,7 @@ func (r *Rules) Decide(runs Runs, sql, schema string, at Position) (Decision, er
 		return Decision{}, fmt.Errorf("online DDL: statement %q mixes the tool's ghost or trash tables with other tables; no tool writes that", truncate(sql))
 	}
 	d := Decision{}
-	cutover := map[TableName]bool{} // real tables whose ghost was renamed into place by this statement
+	cutover := map[vocab.TableName]bool{} // real tables whose ghost was renamed into place by this statement
 	for _, p := range parts {
 		srcKind, srcReal := r.Classify(p.Source.Name)
 		switch p.Kind {
@@ -248,7 +243,7 @@ func (r *Rules) Decide(runs Runs, sql, schema string, at Position) (Decision, er
 				d.Note = "trash table created"
 				continue
 			}
-			rt := TableName{Schema: p.Source.Schema, Name: srcReal}
+			rt := vocab.TableName{Schema: p.Source.Schema, Name: srcReal}
 			next := &Run{Ghost: p.Source, Created: at}
 			if run := runs[rt]; run != nil {
 				if run.createdAt(at) || run.Created.Compare(at) > 0 {
@@ -269,7 +264,7 @@ func (r *Rules) Decide(runs Runs, sql, schema string, at Position) (Decision, er
 				d.Note = "trash table altered"
 				continue
 			}
-			rt := TableName{Schema: p.Source.Schema, Name: srcReal}
+			rt := vocab.TableName{Schema: p.Source.Schema, Name: srcReal}
 			run := runs[rt]
 			if run == nil {
 				run = &Run{Ghost: p.Source} // the ghost was created before the task started
@@ -287,7 +282,7 @@ func (r *Rules) Decide(runs Runs, sql, schema string, at Position) (Decision, er
 		case shardgroup.KindDropTable, shardgroup.KindTruncateTable:
 			d.Note = "tool table dropped"
 			if srcKind == Ghost {
-				rt := TableName{Schema: p.Source.Schema, Name: srcReal}
+				rt := vocab.TableName{Schema: p.Source.Schema, Name: srcReal}
 				if run := runs[rt]; run != nil && run.CutOver.IsZero() && run.Created.Compare(at) < 0 {
 					delete(runs, rt) // the tool gave up before its cut-over
 					if n := len(run.Past); n > 0 {
@@ -303,7 +298,7 @@ func (r *Rules) Decide(runs Runs, sql, schema string, at Position) (Decision, er
 			dstKind, _ := r.Classify(p.RenamedTo.Name)
 			switch {
 			case srcKind == Ghost && dstKind == Real && p.RenamedTo.Name == srcReal:
-				cutover[TableName{Schema: p.RenamedTo.Schema, Name: srcReal}] = true
+				cutover[vocab.TableName{Schema: p.RenamedTo.Schema, Name: srcReal}] = true
 			case srcKind == Real && dstKind == Trash, srcKind != Real && dstKind != Real:
 				// the real table renamed away, or tool tables among themselves
 			default:

@@ -4,9 +4,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tributary-db/tributary/vocab"
 )
 
-func pos(n uint32) Position { return Position{File: "binlog.000001", Pos: n} }
+func pos(n uint32) vocab.Position { return vocab.Position{File: "binlog.000001", Pos: n} }
 
 type step struct {
 	sql  string
@@ -76,7 +78,7 @@ func TestReadAgainGivesTheSameAnswer(t *testing.T) {
 		play(t, r, runs, ghostRun, 1000)
 		loaded := persisted(t, runs)
 		play(t, r, loaded, ghostRun[from:], 1000+uint32(from)*100)
-		if len(loaded[TableName{Schema: "db_1", Name: "t_1"}].DDLs) != 1 {
+		if len(loaded[vocab.TableName{Schema: "db_1", Name: "t_1"}].DDLs) != 1 {
 			t.Fatalf("re-read from step %d recorded the ALTER twice: %+v", from, loaded)
 		}
 	}
@@ -167,7 +169,7 @@ func TestReadAgainFromBeforeAnEarlierRun(t *testing.T) {
 	second := slices.Clone(ptRun)
 	second[1] = step{sql: "ALTER TABLE `db_2`.`_t_1_new` ADD COLUMN d INT NOT NULL DEFAULT 0"}
 	second[3].want = []string{"ALTER TABLE `db_2`.`t_1` ADD COLUMN `d` INT NOT NULL DEFAULT 0"}
-	rt := TableName{Schema: "db_2", Name: "t_1"}
+	rt := vocab.TableName{Schema: "db_2", Name: "t_1"}
 	for from := range ptRun {
 		runs := Runs{}
 		play(t, r, runs, ptRun, 1000)

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // BenchmarkLockResolution measures one lock on embedded etcd with N sources: the time from the last
@@ -40,9 +41,9 @@ func benchLock(b *testing.B, n, tables int) {
 		sources[i] = fmt.Sprintf("source-%03d", i)
 		agents[i] = NewAgent(cli, layout, "bench", sources[i], nil)
 		if tables > 0 {
-			groups[i] = shardgroup.NewShardingGroup(shardgroup.TableName{Schema: "db", Name: "t"})
+			groups[i] = shardgroup.NewShardingGroup(vocab.TableName{Schema: "db", Name: "t"})
 			for t := 0; t < tables; t++ {
-				if err := groups[i].AddTable(shardgroup.TableName{Schema: "db_" + sources[i], Name: fmt.Sprintf("t_%02d", t)}, shardgroup.Position{}); err != nil {
+				if err := groups[i].AddTable(vocab.TableName{Schema: "db_" + sources[i], Name: fmt.Sprintf("t_%02d", t)}, vocab.Position{}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -81,8 +82,8 @@ func benchLock(b *testing.B, n, tables int) {
 					// Every shard table of the source reaches the DDL; the last makes the group synced.
 					for t := 0; t < tables; t++ {
 						res, err := g.TrySync(shardgroup.DDLItem{
-							Source: shardgroup.TableName{Schema: "db_" + sources[ai], Name: fmt.Sprintf("t_%02d", t)},
-							Target: g.Target(), DDLs: ddls, Pos: shardgroup.Position{File: "binlog.000001", Pos: uint32(1000*(it+1) + t)},
+							Source: vocab.TableName{Schema: "db_" + sources[ai], Name: fmt.Sprintf("t_%02d", t)},
+							Target: g.Target(), DDLs: ddls, Pos: vocab.Position{File: "binlog.000001", Pos: uint32(1000*(it+1) + t)},
 						})
 						if err != nil || res.Synced != (t == tables-1) {
 							errs <- fmt.Errorf("trysync table %d: synced %v, %v", t, res.Synced, err)

@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 var (
@@ -305,17 +306,17 @@ func (m *model) worker(ctx context.Context, s int, rng *rand.Rand) (completed bo
 		}
 	}
 
-	target := shardgroup.TableName{Schema: "db", Name: "t"}
+	target := vocab.TableName{Schema: "db", Name: "t"}
 	g := shardgroup.NewShardingGroup(target)
-	position := func(i int) shardgroup.Position { return shardgroup.Position{File: "bin.000001", Pos: uint32(i + 1)} }
+	position := func(i int) vocab.Position { return vocab.Position{File: "bin.000001", Pos: uint32(i + 1)} }
 	for tb := 0; tb < m.nTables; tb++ {
-		var resolved shardgroup.Position
+		var resolved vocab.Position
 		for i, ev := range m.binlogs[s] {
 			if ev.table == tb && ev.step == ck-1 {
 				resolved = position(i)
 			}
 		}
-		if err := g.AddTable(shardgroup.TableName{Schema: "db_" + src, Name: fmt.Sprintf("t_%d", tb)}, resolved); err != nil {
+		if err := g.AddTable(vocab.TableName{Schema: "db_" + src, Name: fmt.Sprintf("t_%d", tb)}, resolved); err != nil {
 			m.violate("%s: %v", src, err)
 			return false
 		}
@@ -333,7 +334,7 @@ func (m *model) worker(ctx context.Context, s int, rng *rand.Rand) (completed bo
 		}
 		m.mu.Unlock()
 		res, err := g.TrySync(shardgroup.DDLItem{
-			Source: shardgroup.TableName{Schema: "db_" + src, Name: fmt.Sprintf("t_%d", ev.table)},
+			Source: vocab.TableName{Schema: "db_" + src, Name: fmt.Sprintf("t_%d", ev.table)},
 			Target: target, DDLs: m.ddl(ev.step), Pos: position(i),
 		})
 		if err != nil {

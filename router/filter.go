@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/tributary-db/tributary/config"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // Filter applies DM's binlog event filters (task filters, chosen per source by filter-rules): an
@@ -95,7 +96,7 @@ func (c *filterRule) matchesSQL(sql string) bool {
 	return false
 }
 
-func (c *filterRule) matchesTable(t TableName) bool {
+func (c *filterRule) matchesTable(t vocab.TableName) bool {
 	if !c.schema.MatchString(t.Schema) {
 		return false
 	}
@@ -108,7 +109,7 @@ func (c *filterRule) matchesTable(t TableName) bool {
 // Decide says what to do with an event of table t (schema-level: empty Name). events are the DM
 // names the event goes by (a DDL may have several: "alter table" and "rename table"); sql is the
 // statement for a DDL, empty for row events. The rule that decides is returned for messages.
-func (f *Filter) Decide(t TableName, events []string, sql string) (FilterAction, string) {
+func (f *Filter) Decide(t vocab.TableName, events []string, sql string) (FilterAction, string) {
 	if f.Empty() {
 		return Replicate, ""
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/tributary-db/tributary/config"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 func TestFilter(t *testing.T) {
@@ -19,26 +20,26 @@ func TestFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := []struct {
-		table  TableName
+		table  vocab.TableName
 		events []string
 		sql    string
 		want   FilterAction
 	}{
-		{TableName{Schema: "db_1", Name: "t_1"}, []string{"truncate table"}, "TRUNCATE TABLE t_1", IgnoreEvent},
-		{TableName{Schema: "db_1", Name: "t_1"}, []string{"alter table", "rename table"}, "ALTER TABLE t_1 RENAME TO x", IgnoreEvent},
-		{TableName{Schema: "db_1", Name: "t_1"}, []string{"alter table"}, "ALTER TABLE t_1 ADD c INT", Replicate},
-		{TableName{Schema: "db_1", Name: "other"}, []string{"truncate table"}, "TRUNCATE TABLE other", Replicate},
-		{TableName{Schema: "db_1", Name: "t_1"}, []string{"insert"}, "", Replicate},
-		{TableName{Schema: "audit", Name: "x"}, []string{"delete"}, "", IgnoreEvent},
-		{TableName{Schema: "audit", Name: "x"}, []string{"update"}, "", Replicate},
-		{TableName{Schema: "log", Name: "events"}, []string{"insert"}, "", Replicate},
-		{TableName{Schema: "log", Name: "events"}, []string{"update"}, "", IgnoreEvent},
-		{TableName{Schema: "log", Name: "events"}, []string{"alter table"}, "ALTER TABLE events ADD c INT", IgnoreEvent},
-		{TableName{Schema: "log", Name: "other"}, []string{"update"}, "", Replicate},
-		{TableName{Schema: "frozen", Name: "x"}, []string{"alter table"}, "ALTER TABLE x ADD c INT", FailEvent},
-		{TableName{Schema: "frozen", Name: "x"}, []string{"insert"}, "", Replicate},
-		{TableName{Schema: "keep", Name: ""}, []string{"drop database"}, "DROP DATABASE keep", IgnoreEvent},
-		{TableName{Schema: "db_1", Name: ""}, []string{"drop database"}, "DROP DATABASE db_1", Replicate}, // table-pattern rules skip schema events
+		{vocab.TableName{Schema: "db_1", Name: "t_1"}, []string{"truncate table"}, "TRUNCATE TABLE t_1", IgnoreEvent},
+		{vocab.TableName{Schema: "db_1", Name: "t_1"}, []string{"alter table", "rename table"}, "ALTER TABLE t_1 RENAME TO x", IgnoreEvent},
+		{vocab.TableName{Schema: "db_1", Name: "t_1"}, []string{"alter table"}, "ALTER TABLE t_1 ADD c INT", Replicate},
+		{vocab.TableName{Schema: "db_1", Name: "other"}, []string{"truncate table"}, "TRUNCATE TABLE other", Replicate},
+		{vocab.TableName{Schema: "db_1", Name: "t_1"}, []string{"insert"}, "", Replicate},
+		{vocab.TableName{Schema: "audit", Name: "x"}, []string{"delete"}, "", IgnoreEvent},
+		{vocab.TableName{Schema: "audit", Name: "x"}, []string{"update"}, "", Replicate},
+		{vocab.TableName{Schema: "log", Name: "events"}, []string{"insert"}, "", Replicate},
+		{vocab.TableName{Schema: "log", Name: "events"}, []string{"update"}, "", IgnoreEvent},
+		{vocab.TableName{Schema: "log", Name: "events"}, []string{"alter table"}, "ALTER TABLE events ADD c INT", IgnoreEvent},
+		{vocab.TableName{Schema: "log", Name: "other"}, []string{"update"}, "", Replicate},
+		{vocab.TableName{Schema: "frozen", Name: "x"}, []string{"alter table"}, "ALTER TABLE x ADD c INT", FailEvent},
+		{vocab.TableName{Schema: "frozen", Name: "x"}, []string{"insert"}, "", Replicate},
+		{vocab.TableName{Schema: "keep", Name: ""}, []string{"drop database"}, "DROP DATABASE keep", IgnoreEvent},
+		{vocab.TableName{Schema: "db_1", Name: ""}, []string{"drop database"}, "DROP DATABASE db_1", Replicate}, // table-pattern rules skip schema events
 	}
 	for _, c := range cases {
 		if got, _ := f.Decide(c.table, c.events, c.sql); got != c.want {
@@ -55,14 +56,14 @@ func TestFilter(t *testing.T) {
 	if got, _ := t2.Statement("db_1", "ALTER TABLE t_2 ADD c INT"); got != Replicate {
 		t.Error("a rule with a table-pattern decided for a statement whose tables are unknown")
 	}
-	if got, _ := t2.Decide(TableName{Schema: "db_1", Name: "t_2"}, []string{"alter table"}, "ALTER TABLE t_2 ADD c INT"); got != Replicate {
+	if got, _ := t2.Decide(vocab.TableName{Schema: "db_1", Name: "t_2"}, []string{"alter table"}, "ALTER TABLE t_2 ADD c INT"); got != Replicate {
 		t.Error("a rule for t_1 ignored t_2's ALTER")
 	}
 	if got, _ := f.Statement("db_1", "CREATE TABLE x (a INT)"); got != Replicate {
 		t.Errorf("statement not matching any sql-pattern: %v", got)
 	}
 	var none *Filter
-	if got, _ := none.Decide(TableName{Schema: "a", Name: "b"}, []string{"insert"}, ""); got != Replicate {
+	if got, _ := none.Decide(vocab.TableName{Schema: "a", Name: "b"}, []string{"insert"}, ""); got != Replicate {
 		t.Error("a nil filter must let everything through")
 	}
 	if _, err := NewFilter([]config.FilterRule{{Name: "bad", SchemaPattern: "x", SQLPattern: []string{"("}, Action: "Ignore"}}); err == nil {

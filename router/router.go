@@ -8,11 +8,8 @@ import (
 	"strings"
 
 	"github.com/tributary-db/tributary/config"
-	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
-
-// TableName is an upstream or downstream table.
-type TableName = shardgroup.TableName
 
 // Router filters and routes upstream tables with DM's semantics. Patterns use * and ? wildcards (or a
 // regular expression after ~) and, as DM with case-sensitive: false, ignore case.
@@ -21,13 +18,13 @@ type Router struct {
 	doTables, ignoreTables []tablePattern
 	tableRules             []compiledRule
 	schemaRules            []compiledRule
-	tool                   func(TableName) bool // ghost and trash tables of online DDL tools
-	topo                   *topologySets        // what the task's other sources share (SetTopology)
+	tool                   func(vocab.TableName) bool // ghost and trash tables of online DDL tools
+	topo                   *topologySets              // what the task's other sources share (SetTopology)
 }
 
 // SkipToolTables makes Skip true for the tables tool reports (the ghost and trash tables of online
 // schema change tools, task online-ddl): their rows and DDL never go downstream as such.
-func (r *Router) SkipToolTables(tool func(TableName) bool) { r.tool = tool }
+func (r *Router) SkipToolTables(tool func(vocab.TableName) bool) { r.tool = tool }
 
 type tablePattern struct{ db, tbl *regexp.Regexp }
 
@@ -139,7 +136,7 @@ func matchAny(res []*regexp.Regexp, s string) bool {
 	return false
 }
 
-func matchTables(ps []tablePattern, t TableName) bool {
+func matchTables(ps []tablePattern, t vocab.TableName) bool {
 	for _, p := range ps {
 		if p.db.MatchString(t.Schema) && p.tbl.MatchString(t.Name) {
 			return true
@@ -150,7 +147,7 @@ func matchTables(ps []tablePattern, t TableName) bool {
 
 // Skip reports whether a table (or a schema, with an empty Name) is filtered out. System schemas are
 // always skipped.
-func (r *Router) Skip(t TableName) bool {
+func (r *Router) Skip(t vocab.TableName) bool {
 	switch strings.ToLower(t.Schema) {
 	case "mysql", "information_schema", "performance_schema", "sys":
 		return true
@@ -185,11 +182,11 @@ func (r *Router) doTableInSchema(schema string) bool {
 
 // Route returns the downstream name of an upstream table (or schema). Table rules win over schema
 // rules; the first matching rule of each kind applies.
-func (r *Router) Route(t TableName) TableName {
+func (r *Router) Route(t vocab.TableName) vocab.TableName {
 	if t.Name != "" {
 		for _, c := range r.tableRules {
 			if c.schema.MatchString(t.Schema) && c.table.MatchString(t.Name) {
-				out := TableName{Schema: c.rule.TargetSchema, Name: c.rule.TargetTable}
+				out := vocab.TableName{Schema: c.rule.TargetSchema, Name: c.rule.TargetTable}
 				if out.Name == "" {
 					out.Name = t.Name
 				}
@@ -199,7 +196,7 @@ func (r *Router) Route(t TableName) TableName {
 	}
 	for _, c := range r.schemaRules {
 		if c.schema.MatchString(t.Schema) {
-			return TableName{Schema: c.rule.TargetSchema, Name: t.Name}
+			return vocab.TableName{Schema: c.rule.TargetSchema, Name: t.Name}
 		}
 	}
 	return t
@@ -208,7 +205,7 @@ func (r *Router) Route(t TableName) TableName {
 // Sharded reports whether more than one upstream table can route to t's target: the table is matched
 // by a table rule with a wildcard, or another table rule routes to the same target, or (SetTopology)
 // tables of other sources of the task reach the same target, so its DDL must be coordinated.
-func (r *Router) Sharded(t TableName) bool {
+func (r *Router) Sharded(t vocab.TableName) bool {
 	if r.topo != nil && r.topo.shards[key(r.Route(t))] && !r.wildcardSchemaRouted(t) {
 		return true
 	}
@@ -238,7 +235,7 @@ func (r *Router) Sharded(t TableName) bool {
 // (a wildcard table rule) matching the schema; or (SetTopology) tables of other sources of the task
 // reach the same target schema.
 func (r *Router) MergedSchema(schema string) bool {
-	if r.topo != nil && r.topo.schemas[strings.ToLower(r.Route(TableName{Schema: schema}).Schema)] {
+	if r.topo != nil && r.topo.schemas[strings.ToLower(r.Route(vocab.TableName{Schema: schema}).Schema)] {
 		return true
 	}
 	for _, rules := range [][]compiledRule{r.tableRules, r.schemaRules} {
@@ -248,7 +245,7 @@ func (r *Router) MergedSchema(schema string) bool {
 			}
 		}
 	}
-	return r.othersRouteOnto(schema, r.Route(TableName{Schema: schema}).Schema)
+	return r.othersRouteOnto(schema, r.Route(vocab.TableName{Schema: schema}).Schema)
 }
 
 // othersRouteOnto reports whether a rule that does not match schema routes onto target.
@@ -269,7 +266,7 @@ func isPattern(p string) bool { return strings.ContainsAny(p, "*?~") }
 // tables may route to as well: its rule has a wildcard schema-pattern, or another schema is routed onto
 // its target schema, or (SetTopology) tables of other sources of the task reach its target. Such a
 // table's DROP or TRUNCATE could destroy what other schemas or sources replicate.
-func (r *Router) SharedTarget(t TableName) bool {
+func (r *Router) SharedTarget(t vocab.TableName) bool {
 	target := r.Route(t)
 	if r.topo != nil && r.topo.shared[key(target)] {
 		return true

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tributary-db/tributary/config"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 func TestRouterDMSemantics(t *testing.T) {
@@ -20,9 +21,9 @@ func TestRouterDMSemantics(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := []struct {
-		in      TableName
+		in      vocab.TableName
 		skip    bool
-		out     TableName
+		out     vocab.TableName
 		sharded bool
 	}{
 		{tn("db_01", "t_01"), false, tn("db", "t"), true},
@@ -65,7 +66,7 @@ func TestRouterErrorsNameTheRule(t *testing.T) {
 	}
 }
 
-func tn(schema, name string) TableName { return TableName{Schema: schema, Name: name} }
+func tn(schema, name string) vocab.TableName { return vocab.TableName{Schema: schema, Name: name} }
 
 func TestMergedSchema(t *testing.T) {
 	r, err := NewRouter(nil, []config.RouteRule{
@@ -106,7 +107,7 @@ func TestSharedTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for tbl, want := range map[TableName]bool{
+	for tbl, want := range map[vocab.TableName]bool{
 		{Schema: "shard_db_1", Name: "plain"}: true,  // db_1.plain and db_2.plain both go to merged_db.plain
 		{Schema: "orders", Name: "customers"}: false, // one to one, beside the shards
 		{Schema: "one", Name: "x"}:            true,
@@ -127,10 +128,10 @@ func TestExplicitRulesOntoOneTargetAreShards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.Sharded(TableName{Schema: "db_1", Name: "a"}) || !r.Sharded(TableName{Schema: "db_1", Name: "b"}) {
+	if !r.Sharded(vocab.TableName{Schema: "db_1", Name: "a"}) || !r.Sharded(vocab.TableName{Schema: "db_1", Name: "b"}) {
 		t.Error("two explicit rules onto db.t: both tables are shards of it")
 	}
-	if r.Sharded(TableName{Schema: "db_1", Name: "c"}) {
+	if r.Sharded(vocab.TableName{Schema: "db_1", Name: "c"}) {
 		t.Error("db_1.c alone routes to db.c2: not a shard")
 	}
 }

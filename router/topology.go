@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tributary-db/tributary/config"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // Topology is where the tables of a task's sources meet downstream: the targets and target schemas
@@ -18,10 +19,10 @@ type Topology struct {
 	// Shards are targets that tables of two or more sources reach by a table rule, a schema rule
 	// without a wildcard, or no rule: they are shard groups across sources, as DM's sharding groups
 	// are keyed by the target table.
-	Shards []TableName `json:"shards,omitempty"`
+	Shards []vocab.TableName `json:"shards,omitempty"`
 	// Shared are targets that tables of two or more sources reach in any way (wildcard schema routes
 	// too): one source's DROP or TRUNCATE of such a table would destroy the others' rows.
-	Shared []TableName `json:"shared,omitempty"`
+	Shared []vocab.TableName `json:"shared,omitempty"`
 	// Schemas are target schemas that tables of two or more sources reach.
 	Schemas []string `json:"schemas,omitempty"`
 	// Sources lists, for every target of Shards, the sources whose tables reach it (sorted), so a
@@ -33,7 +34,7 @@ type Topology struct {
 type SourceTables struct {
 	Source string
 	Router *Router
-	Tables []TableName
+	Tables []vocab.TableName
 }
 
 // NewTopology finds the targets that the tables of two or more of the given sources reach. A table
@@ -41,7 +42,7 @@ type SourceTables struct {
 // group: such tables keep the safety table's "in a merged schema" rule, as they do on one source.
 func NewTopology(sources []SourceTables) *Topology {
 	type reach struct {
-		name  TableName
+		name  vocab.TableName
 		shard map[string]bool // sources reaching it by a table rule, a literal schema rule or none
 		all   map[string]bool
 	}
@@ -94,7 +95,9 @@ func NewTopology(sources []SourceTables) *Topology {
 }
 
 // key is a table's name as the routing compares it: case-insensitive, as DM with case-sensitive: false.
-func key(t TableName) string { return strings.ToLower(t.Schema) + "\x00" + strings.ToLower(t.Name) }
+func key(t vocab.TableName) string {
+	return strings.ToLower(t.Schema) + "\x00" + strings.ToLower(t.Name)
+}
 
 // topologySets is a Topology as sets, for the router's lookups.
 type topologySets struct {
@@ -125,7 +128,7 @@ func (r *Router) SetTopology(tp *Topology) {
 
 // wildcardSchemaRouted reports whether t is routed by a schema rule with a wildcard schema-pattern
 // (no table rule matches it).
-func (r *Router) wildcardSchemaRouted(t TableName) bool {
+func (r *Router) wildcardSchemaRouted(t vocab.TableName) bool {
 	for _, c := range r.tableRules {
 		if c.schema.MatchString(t.Schema) && c.table.MatchString(t.Name) {
 			return false

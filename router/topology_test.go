@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tributary-db/tributary/config"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // The commonest shard layout outside DM's test suite: every upstream server holds the same tables,
@@ -25,11 +26,11 @@ func TestTopologyAcrossSources(t *testing.T) {
 	s2 := mk(nil, explicit, wildSchema, literalSchema)
 	s3 := mk(&config.BAList{DoDBs: []string{"solo", "shop"}})
 	tp := NewTopology([]SourceTables{
-		{"s1", s1, []TableName{tn("shop", "orders"), tn("inv", "stock"), tn("logs_1", "entries"), tn("crm", "people"), tn("app", "only1"), tn("solo", "accounts")}},
-		{"s2", s2, []TableName{tn("SHOP", "Orders"), tn("inv", "stock"), tn("logs_2", "entries"), tn("crm", "people"), tn("app", "only2")}},
-		{"s3", s3, []TableName{tn("shop", "orders"), tn("inv", "stock"), tn("other", "x")}},
+		{"s1", s1, []vocab.TableName{tn("shop", "orders"), tn("inv", "stock"), tn("logs_1", "entries"), tn("crm", "people"), tn("app", "only1"), tn("solo", "accounts")}},
+		{"s2", s2, []vocab.TableName{tn("SHOP", "Orders"), tn("inv", "stock"), tn("logs_2", "entries"), tn("crm", "people"), tn("app", "only2")}},
+		{"s3", s3, []vocab.TableName{tn("shop", "orders"), tn("inv", "stock"), tn("other", "x")}},
 	})
-	names := func(ts []TableName) []string {
+	names := func(ts []vocab.TableName) []string {
 		var out []string
 		for _, t := range ts {
 			out = append(out, t.String())
@@ -59,7 +60,7 @@ func TestTopologyAcrossSources(t *testing.T) {
 	}
 	cases := []struct {
 		r                     *Router
-		t                     TableName
+		t                     vocab.TableName
 		sharded, sharedTarget bool
 	}{
 		{s1, tn("shop", "orders"), true, true},

@@ -1,50 +1,18 @@
 package shardgroup
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/mysql"
+	"github.com/tributary-db/tributary/vocab"
 )
 
-// Column is what a replicator needs to know of a column beyond what every binlog carries: its name
-// (binlogs without binlog_row_metadata=FULL have none), whether it is generated (its value is computed
-// by the server and must never be written), and whether an integer column is unsigned (the binlog's
-// integers are signed, and only the optional metadata says otherwise).
-type Column struct {
-	Name      string `json:"name"`
-	Generated bool   `json:"gen,omitempty"`
-	Unsigned  bool   `json:"unsigned,omitempty"`
-	// BinaryLen is n for a BINARY(n) column: the binlog strips its trailing zero bytes, which the
-	// server pads back on insert but not in a comparison.
-	BinaryLen int `json:"binlen,omitempty"`
-}
-
-// UnmarshalJSON also reads a plain column name, as checkpoints written before flags were tracked hold.
-func (c *Column) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		*c = Column{}
-		return json.Unmarshal(b, &c.Name)
-	}
-	type plain Column
-	return json.Unmarshal(b, (*plain)(c))
-}
-
-// ColumnNames returns the names of cols.
-func ColumnNames(cols []Column) []string {
-	out := make([]string, len(cols))
-	for i, c := range cols {
-		out[i] = c.Name
-	}
-	return out
-}
-
 // columnOf describes a column definition of a DDL.
-func columnOf(def *ast.ColumnDef) Column {
-	c := Column{Name: def.Name.Name.O}
+func columnOf(def *ast.ColumnDef) vocab.Column {
+	c := vocab.Column{Name: def.Name.Name.O}
 	if def.Tp != nil && mysql.HasUnsignedFlag(def.Tp.GetFlag()) {
 		c.Unsigned = true
 	}
@@ -62,19 +30,19 @@ func columnOf(def *ast.ColumnDef) Column {
 // TrackColumns applies one DDL statement, with upstream names, to the columns of the tables it
 // touches. lookup gives a table's current columns. The result maps each changed table to its new
 // columns; a nil list means the table is gone. Statements that change no column give an empty map.
-func TrackColumns(sql, defaultSchema string, lookup func(TableName) ([]Column, bool)) (map[TableName][]Column, error) {
+func TrackColumns(sql, defaultSchema string, lookup func(vocab.TableName) ([]vocab.Column, bool)) (map[vocab.TableName][]vocab.Column, error) {
 	stmts, err := parse(sql)
 	if err != nil {
 		return nil, fmt.Errorf("track columns of %q: %w", truncate(sql), err)
 	}
-	changes := map[TableName][]Column{}
-	current := func(t TableName) ([]Column, bool) {
+	changes := map[vocab.TableName][]vocab.Column{}
+	current := func(t vocab.TableName) ([]vocab.Column, bool) {
 		if c, ok := changes[t]; ok {
 			return c, c != nil
 		}
 		return lookup(t)
 	}
-	name := func(tn *ast.TableName) (TableName, error) { return qualify(tn, defaultSchema) }
+	name := func(tn *ast.TableName) (vocab.TableName, error) { return qualify(tn, defaultSchema) }
 	for _, stmt := range stmts {
 		switch s := stmt.(type) {
 		case *ast.CreateTableStmt:
@@ -94,7 +62,7 @@ func TrackColumns(sql, defaultSchema string, lookup func(TableName) ([]Column, b
 				changes[t] = slices.Clone(cols)
 				continue
 			}
-			var cols []Column
+			var cols []vocab.Column
 			for _, c := range s.Cols {
 				cols = append(cols, columnOf(c))
 			}
@@ -149,7 +117,7 @@ func TrackColumns(sql, defaultSchema string, lookup func(TableName) ([]Column, b
 	return changes, nil
 }
 
-func indexOf(cols []Column, name string) int {
+func indexOf(cols []vocab.Column, name string) int {
 	for i, c := range cols {
 		if strings.EqualFold(c.Name, name) {
 			return i
@@ -159,7 +127,7 @@ func indexOf(cols []Column, name string) int {
 }
 
 // place inserts col at the spec's position (end when none).
-func place(cols []Column, col Column, pos *ast.ColumnPosition) ([]Column, error) {
+func place(cols []vocab.Column, col vocab.Column, pos *ast.ColumnPosition) ([]vocab.Column, error) {
 	if pos == nil || pos.Tp == ast.ColumnPositionNone {
 		return append(cols, col), nil
 	}
@@ -173,7 +141,7 @@ func place(cols []Column, col Column, pos *ast.ColumnPosition) ([]Column, error)
 	return slices.Insert(cols, i+1, col), nil
 }
 
-func alterColumns(cols []Column, spec *ast.AlterTableSpec) ([]Column, error) {
+func alterColumns(cols []vocab.Column, spec *ast.AlterTableSpec) ([]vocab.Column, error) {
 	var err error
 	switch spec.Tp {
 	case ast.AlterTableAddColumns:

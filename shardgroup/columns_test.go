@@ -4,29 +4,31 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+
+	"github.com/tributary-db/tributary/vocab"
 )
 
 func TestTrackColumns(t *testing.T) {
-	known := map[TableName][]Column{{"db", "t"}: {{Name: "id"}, {Name: "v"}}}
-	lookup := func(tb TableName) ([]Column, bool) { c, ok := known[tb]; return c, ok }
+	known := map[vocab.TableName][]vocab.Column{{Schema: "db", Name: "t"}: {{Name: "id"}, {Name: "v"}}}
+	lookup := func(tb vocab.TableName) ([]vocab.Column, bool) { c, ok := known[tb]; return c, ok }
 	cases := []struct {
 		sql  string
-		want map[TableName][]string
+		want map[vocab.TableName][]string
 	}{
-		{"ALTER TABLE t ADD COLUMN c INT", map[TableName][]string{{"db", "t"}: {"id", "v", "c"}}},
-		{"ALTER TABLE t ADD COLUMN c INT FIRST, ADD d INT AFTER id", map[TableName][]string{{"db", "t"}: {"c", "id", "d", "v"}}},
-		{"ALTER TABLE t ADD (a INT, b INT)", map[TableName][]string{{"db", "t"}: {"id", "v", "a", "b"}}},
-		{"ALTER TABLE t DROP COLUMN v", map[TableName][]string{{"db", "t"}: {"id"}}},
-		{"ALTER TABLE t CHANGE v w VARCHAR(3) FIRST", map[TableName][]string{{"db", "t"}: {"w", "id"}}},
-		{"ALTER TABLE t MODIFY v INT AFTER id", map[TableName][]string{{"db", "t"}: {"id", "v"}}},
-		{"ALTER TABLE t RENAME COLUMN v TO w", map[TableName][]string{{"db", "t"}: {"id", "w"}}},
-		{"ALTER TABLE t ADD INDEX i (v)", map[TableName][]string{{"db", "t"}: {"id", "v"}}},
-		{"ALTER TABLE t RENAME TO u", map[TableName][]string{{"db", "t"}: nil, {"db", "u"}: {"id", "v"}}},
-		{"CREATE TABLE x (a INT, b INT)", map[TableName][]string{{"db", "x"}: {"a", "b"}}},
-		{"CREATE TABLE x LIKE t", map[TableName][]string{{"db", "x"}: {"id", "v"}}},
-		{"RENAME TABLE t TO t_old, other.n TO t", map[TableName][]string{{"db", "t_old"}: {"id", "v"}, {"other", "n"}: nil, {"db", "t"}: nil}},
-		{"DROP TABLE t", map[TableName][]string{{"db", "t"}: nil}},
-		{"CREATE INDEX i ON t (v)", map[TableName][]string{}},
+		{"ALTER TABLE t ADD COLUMN c INT", map[vocab.TableName][]string{{Schema: "db", Name: "t"}: {"id", "v", "c"}}},
+		{"ALTER TABLE t ADD COLUMN c INT FIRST, ADD d INT AFTER id", map[vocab.TableName][]string{{Schema: "db", Name: "t"}: {"c", "id", "d", "v"}}},
+		{"ALTER TABLE t ADD (a INT, b INT)", map[vocab.TableName][]string{{Schema: "db", Name: "t"}: {"id", "v", "a", "b"}}},
+		{"ALTER TABLE t DROP COLUMN v", map[vocab.TableName][]string{{Schema: "db", Name: "t"}: {"id"}}},
+		{"ALTER TABLE t CHANGE v w VARCHAR(3) FIRST", map[vocab.TableName][]string{{Schema: "db", Name: "t"}: {"w", "id"}}},
+		{"ALTER TABLE t MODIFY v INT AFTER id", map[vocab.TableName][]string{{Schema: "db", Name: "t"}: {"id", "v"}}},
+		{"ALTER TABLE t RENAME COLUMN v TO w", map[vocab.TableName][]string{{Schema: "db", Name: "t"}: {"id", "w"}}},
+		{"ALTER TABLE t ADD INDEX i (v)", map[vocab.TableName][]string{{Schema: "db", Name: "t"}: {"id", "v"}}},
+		{"ALTER TABLE t RENAME TO u", map[vocab.TableName][]string{{Schema: "db", Name: "t"}: nil, {Schema: "db", Name: "u"}: {"id", "v"}}},
+		{"CREATE TABLE x (a INT, b INT)", map[vocab.TableName][]string{{Schema: "db", Name: "x"}: {"a", "b"}}},
+		{"CREATE TABLE x LIKE t", map[vocab.TableName][]string{{Schema: "db", Name: "x"}: {"id", "v"}}},
+		{"RENAME TABLE t TO t_old, other.n TO t", map[vocab.TableName][]string{{Schema: "db", Name: "t_old"}: {"id", "v"}, {Schema: "other", Name: "n"}: nil, {Schema: "db", Name: "t"}: nil}},
+		{"DROP TABLE t", map[vocab.TableName][]string{{Schema: "db", Name: "t"}: nil}},
+		{"CREATE INDEX i ON t (v)", map[vocab.TableName][]string{}},
 	}
 	for _, c := range cases {
 		got, err := TrackColumns(c.sql, "db", lookup)
@@ -34,17 +36,17 @@ func TestTrackColumns(t *testing.T) {
 			t.Errorf("%s: %v", c.sql, err)
 			continue
 		}
-		names := map[TableName][]string{}
+		names := map[vocab.TableName][]string{}
 		for tb, cols := range got {
 			names[tb] = nil
 			if cols != nil {
-				names[tb] = ColumnNames(cols)
+				names[tb] = vocab.ColumnNames(cols)
 			}
 		}
 		if !reflect.DeepEqual(names, c.want) {
 			t.Errorf("%s:\n got %v\nwant %v", c.sql, names, c.want)
 		}
-		if !reflect.DeepEqual(known[TableName{"db", "t"}], []Column{{Name: "id"}, {Name: "v"}}) {
+		if !reflect.DeepEqual(known[vocab.TableName{Schema: "db", Name: "t"}], []vocab.Column{{Name: "id"}, {Name: "v"}}) {
 			t.Fatalf("%s modified the looked-up columns", c.sql)
 		}
 	}
@@ -62,7 +64,9 @@ func FuzzTrackColumns(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, sql string) {
-		lookup := func(tb TableName) ([]Column, bool) { return []Column{{Name: "id"}, {Name: "v"}}, tb.Name == "t" }
+		lookup := func(tb vocab.TableName) ([]vocab.Column, bool) {
+			return []vocab.Column{{Name: "id"}, {Name: "v"}}, tb.Name == "t"
+		}
 		_, _ = TrackColumns(sql, "db", lookup) // must return, never panic
 	})
 }
@@ -70,39 +74,39 @@ func FuzzTrackColumns(f *testing.F) {
 // Generated and unsigned columns are tracked through CREATE and ALTER: the rows of such a table are
 // written without the generated columns, and with the unsigned integers widened.
 func TestTrackColumnFlags(t *testing.T) {
-	known := map[TableName][]Column{{"db", "t"}: {{Name: "id", Unsigned: true}, {Name: "v"}, {Name: "g", Generated: true}}}
-	lookup := func(tb TableName) ([]Column, bool) { c, ok := known[tb]; return c, ok }
+	known := map[vocab.TableName][]vocab.Column{{Schema: "db", Name: "t"}: {{Name: "id", Unsigned: true}, {Name: "v"}, {Name: "g", Generated: true}}}
+	lookup := func(tb vocab.TableName) ([]vocab.Column, bool) { c, ok := known[tb]; return c, ok }
 	cases := []struct {
 		sql  string
-		want []Column
+		want []vocab.Column
 	}{
 		{"CREATE TABLE t (a BIGINT UNSIGNED PRIMARY KEY, b INT AS (a+1) VIRTUAL, c INT GENERATED ALWAYS AS (a*2) STORED, d SMALLINT)",
-			[]Column{{Name: "a", Unsigned: true}, {Name: "b", Generated: true}, {Name: "c", Generated: true}, {Name: "d"}}},
-		{"ALTER TABLE t ADD COLUMN c INT AS (id+1)", []Column{{Name: "id", Unsigned: true}, {Name: "v"}, {Name: "g", Generated: true}, {Name: "c", Generated: true}}},
-		{"ALTER TABLE t ADD COLUMN c INT AS (id+1) PERSISTENT FIRST", []Column{{Name: "c", Generated: true}, {Name: "id", Unsigned: true}, {Name: "v"}, {Name: "g", Generated: true}}},
-		{"ALTER TABLE t MODIFY g INT", []Column{{Name: "id", Unsigned: true}, {Name: "v"}, {Name: "g"}}},
-		{"ALTER TABLE t MODIFY id INT", []Column{{Name: "id"}, {Name: "v"}, {Name: "g", Generated: true}}},
-		{"ALTER TABLE t CHANGE v v TINYINT UNSIGNED", []Column{{Name: "id", Unsigned: true}, {Name: "v", Unsigned: true}, {Name: "g", Generated: true}}},
-		{"ALTER TABLE t DROP COLUMN g", []Column{{Name: "id", Unsigned: true}, {Name: "v"}}},
-		{"ALTER TABLE t RENAME COLUMN g TO h", []Column{{Name: "id", Unsigned: true}, {Name: "v"}, {Name: "h", Generated: true}}},
+			[]vocab.Column{{Name: "a", Unsigned: true}, {Name: "b", Generated: true}, {Name: "c", Generated: true}, {Name: "d"}}},
+		{"ALTER TABLE t ADD COLUMN c INT AS (id+1)", []vocab.Column{{Name: "id", Unsigned: true}, {Name: "v"}, {Name: "g", Generated: true}, {Name: "c", Generated: true}}},
+		{"ALTER TABLE t ADD COLUMN c INT AS (id+1) PERSISTENT FIRST", []vocab.Column{{Name: "c", Generated: true}, {Name: "id", Unsigned: true}, {Name: "v"}, {Name: "g", Generated: true}}},
+		{"ALTER TABLE t MODIFY g INT", []vocab.Column{{Name: "id", Unsigned: true}, {Name: "v"}, {Name: "g"}}},
+		{"ALTER TABLE t MODIFY id INT", []vocab.Column{{Name: "id"}, {Name: "v"}, {Name: "g", Generated: true}}},
+		{"ALTER TABLE t CHANGE v v TINYINT UNSIGNED", []vocab.Column{{Name: "id", Unsigned: true}, {Name: "v", Unsigned: true}, {Name: "g", Generated: true}}},
+		{"ALTER TABLE t DROP COLUMN g", []vocab.Column{{Name: "id", Unsigned: true}, {Name: "v"}}},
+		{"ALTER TABLE t RENAME COLUMN g TO h", []vocab.Column{{Name: "id", Unsigned: true}, {Name: "v"}, {Name: "h", Generated: true}}},
 		{"ALTER TABLE t ADD COLUMN b BINARY(4), ADD COLUMN c CHAR(3) CHARACTER SET binary, ADD COLUMN d CHAR(3), ADD COLUMN e VARBINARY(4)",
-			[]Column{{Name: "id", Unsigned: true}, {Name: "v"}, {Name: "g", Generated: true}, {Name: "b", BinaryLen: 4}, {Name: "c", BinaryLen: 3}, {Name: "d"}, {Name: "e"}}},
+			[]vocab.Column{{Name: "id", Unsigned: true}, {Name: "v"}, {Name: "g", Generated: true}, {Name: "b", BinaryLen: 4}, {Name: "c", BinaryLen: 3}, {Name: "d"}, {Name: "e"}}},
 	}
 	for _, c := range cases {
 		got, err := TrackColumns(c.sql, "db", lookup)
 		if err != nil {
 			t.Fatalf("%s: %v", c.sql, err)
 		}
-		if !reflect.DeepEqual(got[TableName{"db", "t"}], c.want) {
-			t.Errorf("%s:\n got %+v\nwant %+v", c.sql, got[TableName{"db", "t"}], c.want)
+		if !reflect.DeepEqual(got[vocab.TableName{Schema: "db", Name: "t"}], c.want) {
+			t.Errorf("%s:\n got %+v\nwant %+v", c.sql, got[vocab.TableName{Schema: "db", Name: "t"}], c.want)
 		}
 	}
 	// Checkpoints written before the flags were tracked hold plain names.
-	var cols []Column
+	var cols []vocab.Column
 	if err := json.Unmarshal([]byte(`["id",{"name":"g","gen":true}]`), &cols); err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(cols, []Column{{Name: "id"}, {Name: "g", Generated: true}}) {
+	if !reflect.DeepEqual(cols, []vocab.Column{{Name: "id"}, {Name: "g", Generated: true}}) {
 		t.Fatalf("old and new JSON: %+v", cols)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/format"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // Whether the downstream already is what a DDL would make of it.
@@ -44,7 +45,7 @@ import (
 // Downstream is what the downstream holds of the objects a DDL names.
 type Downstream struct {
 	// Tables holds the SHOW CREATE TABLE of each table that is there; a table not in it is absent.
-	Tables map[TableName]string
+	Tables map[vocab.TableName]string
 	// Databases holds the databases that are there.
 	Databases map[string]bool
 }
@@ -87,8 +88,8 @@ func CompareWithDownstream(ddl string, down Downstream) (c Comparison) {
 	if len(stmts) != 1 {
 		return unknown("%d statements, not one", len(stmts))
 	}
-	exists := func(tn *ast.TableName) (TableName, bool) {
-		t := TableName{Schema: tn.Schema.O, Name: tn.Name.O}
+	exists := func(tn *ast.TableName) (vocab.TableName, bool) {
+		t := vocab.TableName{Schema: tn.Schema.O, Name: tn.Name.O}
 		_, ok := down.Tables[t]
 		return t, ok
 	}
@@ -162,7 +163,7 @@ func CompareWithDownstream(ddl string, down Downstream) (c Comparison) {
 // tableOf reads the downstream definition of the table tn names: nil with a known difference when the
 // table is not there.
 func tableOf(tn *ast.TableName, down Downstream) (*table, Comparison) {
-	t := TableName{Schema: tn.Schema.O, Name: tn.Name.O}
+	t := vocab.TableName{Schema: tn.Schema.O, Name: tn.Name.O}
 	text, ok := down.Tables[t]
 	if !ok {
 		return nil, Comparison{Known: true, Reason: fmt.Sprintf("table %s is not there", t)}
@@ -553,7 +554,7 @@ func compareCreateTable(s *ast.CreateTableStmt, down Downstream) Comparison {
 		return c
 	}
 	if s.IfNotExists {
-		return sameAs("table %s is there", TableName{Schema: s.Table.Schema.O, Name: s.Table.Name.O})
+		return sameAs("table %s is there", vocab.TableName{Schema: s.Table.Schema.O, Name: s.Table.Name.O})
 	}
 	w := wants{createTable: true}
 	w.charset, w.collate = tableCharset(s.Options)

@@ -3,6 +3,8 @@ package shardgroup
 import (
 	"strings"
 	"testing"
+
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // downT is a MariaDB 10.11 SHOW CREATE TABLE of `db`.`t`, the downstream table the cases compare with.
@@ -33,7 +35,7 @@ const downT = "CREATE TABLE `t` (\n" +
 // CompareWithDownstream must answer. known false means "cannot tell", never "applied".
 func TestCompareWithDownstream(t *testing.T) {
 	down := Downstream{
-		Tables:    map[TableName]string{{Schema: "db", Name: "t"}: downT, {Schema: "db", Name: "other"}: "CREATE TABLE `other` (\n  `id` int(11) DEFAULT NULL\n) ENGINE=InnoDB DEFAULT CHARSET=latin1 COLLATE=latin1_swedish_ci"},
+		Tables:    map[vocab.TableName]string{{Schema: "db", Name: "t"}: downT, {Schema: "db", Name: "other"}: "CREATE TABLE `other` (\n  `id` int(11) DEFAULT NULL\n) ENGINE=InnoDB DEFAULT CHARSET=latin1 COLLATE=latin1_swedish_ci"},
 		Databases: map[string]bool{"db": true, "other": true},
 	}
 	const same, differs, unknown = "same", "differs", "unknown"
@@ -171,7 +173,7 @@ func TestCompareWithDownstream(t *testing.T) {
 
 // A definition the parser cannot read cannot be compared.
 func TestCompareWithUnreadableDefinition(t *testing.T) {
-	down := Downstream{Tables: map[TableName]string{{Schema: "db", Name: "t"}: "CREATE TABLE `t` (\n  `c` inet6 DEFAULT NULL\n) ENGINE=InnoDB"}}
+	down := Downstream{Tables: map[vocab.TableName]string{{Schema: "db", Name: "t"}: "CREATE TABLE `t` (\n  `c` inet6 DEFAULT NULL\n) ENGINE=InnoDB"}}
 	if got := CompareWithDownstream("ALTER TABLE `db`.`t` ADD COLUMN `c` INT", down); got.Known || !strings.Contains(got.Reason, "cannot be read") {
 		t.Fatalf("%+v, want unknown: the definition cannot be read", got)
 	}

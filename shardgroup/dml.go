@@ -4,12 +4,13 @@ import (
 	"fmt"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // DMLTables returns the tables a statement-format DML statement (INSERT, REPLACE, UPDATE, DELETE,
 // LOAD DATA) may write, qualified with defaultSchema. For a statement it cannot read, or one that is
 // not such DML, it returns an error: the caller must assume any table.
-func DMLTables(sql, defaultSchema string) (tables []TableName, err error) {
+func DMLTables(sql, defaultSchema string) (tables []vocab.TableName, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			tables, err = nil, fmt.Errorf("parse %q: parser panic: %v", truncate(sql), r)

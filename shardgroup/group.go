@@ -5,15 +5,17 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // DDLItem is one sharding DDL step of one source table: the split DDLs of one binlog event that
 // concern that table, already rewritten to the target.
 type DDLItem struct {
-	Source TableName `json:"source"`
-	Target TableName `json:"target"`
-	DDLs   []string  `json:"ddls"`
-	Pos    Position  `json:"pos"`
+	Source vocab.TableName `json:"source"`
+	Target vocab.TableName `json:"target"`
+	DDLs   []string        `json:"ddls"`
+	Pos    vocab.Position  `json:"pos"`
 }
 
 func (it DDLItem) String() string {
@@ -22,9 +24,9 @@ func (it DDLItem) String() string {
 
 // Items groups the parts of one binlog event by source table, keeping statement order, so a
 // multi-table DDL gives one item per table, each attributed to its own table.
-func Items(parts []Part, pos Position) []DDLItem {
+func Items(parts []Part, pos vocab.Position) []DDLItem {
 	var items []DDLItem
-	index := map[TableName]int{}
+	index := map[vocab.TableName]int{}
 	for _, p := range parts {
 		i, ok := index[p.Source]
 		if !ok {
@@ -40,9 +42,9 @@ func Items(parts []Part, pos Position) []DDLItem {
 // ShardingSequence is the DDL history of one source table within its group: the items not yet
 // trimmed (index-aligned with the group's steps) and the last position seen, for re-entrancy.
 type ShardingSequence struct {
-	Table   TableName
+	Table   vocab.TableName
 	Items   []DDLItem
-	LastPos Position
+	LastPos vocab.Position
 	// Gone: the table was dropped upstream after it passed the active step. It stays until that
 	// step and any later one it reached are resolved, because the DML it wrote after them was held
 	// back and must be read again; it never blocks a step.
@@ -51,9 +53,9 @@ type ShardingSequence struct {
 
 // InconsistentError reports two tables with different DDLs at the same step of one group.
 type InconsistentError struct {
-	Target          TableName
+	Target          vocab.TableName
 	Step            int
-	Table, Other    TableName
+	Table, Other    vocab.TableName
 	DDLs, OtherDDLs []string
 }
 
@@ -75,42 +77,42 @@ type SyncResult struct {
 	// ActiveDDLs are the DDLs of the active step (nil when nothing is pending).
 	ActiveDDLs []string
 	// Remaining are the tables that have not reached the active step, sorted.
-	Remaining []TableName
+	Remaining []vocab.TableName
 }
 
 // ShardingGroup is the set of source tables of one source that route to one target table.
 type ShardingGroup struct {
-	target TableName
-	tables map[TableName]*ShardingSequence
+	target vocab.TableName
+	tables map[vocab.TableName]*ShardingSequence
 	steps  []DDLItem // the first item seen at each step
 	active int       // index of the oldest unresolved step
 	// dropped: tables removed from the group, with the position of their removal; their DDLs read
 	// again before it (a re-sync or a restart reads them again) are duplicates.
-	dropped map[TableName]Position
+	dropped map[vocab.TableName]vocab.Position
 	// renamed: tables renamed within the group, to their new name and the rename's position; their
 	// DDLs read again before it are the renamed sequence's duplicates.
-	renamed map[TableName]renaming
+	renamed map[vocab.TableName]renaming
 }
 
 type renaming struct {
-	to TableName
-	at Position
+	to vocab.TableName
+	at vocab.Position
 }
 
 // NewShardingGroup returns an empty group for target.
-func NewShardingGroup(target TableName) *ShardingGroup {
-	return &ShardingGroup{target: target, tables: map[TableName]*ShardingSequence{}, dropped: map[TableName]Position{}, renamed: map[TableName]renaming{}}
+func NewShardingGroup(target vocab.TableName) *ShardingGroup {
+	return &ShardingGroup{target: target, tables: map[vocab.TableName]*ShardingSequence{}, dropped: map[vocab.TableName]vocab.Position{}, renamed: map[vocab.TableName]renaming{}}
 }
 
 // Target is the group's target table.
-func (g *ShardingGroup) Target() TableName { return g.target }
+func (g *ShardingGroup) Target() vocab.TableName { return g.target }
 
 // InSharding reports whether a sharding DDL step is pending.
 func (g *ShardingGroup) InSharding() bool { return g.active < len(g.steps) }
 
 // Tables returns the group's tables, sorted (not those dropped upstream).
-func (g *ShardingGroup) Tables() []TableName {
-	out := make([]TableName, 0, len(g.tables))
+func (g *ShardingGroup) Tables() []vocab.TableName {
+	out := make([]vocab.TableName, 0, len(g.tables))
 	for t, seq := range g.tables {
 		if !seq.Gone {
 			out = append(out, t)
@@ -124,7 +126,7 @@ func (g *ShardingGroup) Tables() []TableName {
 // applied downstream (its checkpoint; zero for none): items at or before it are duplicates. Adding a
 // table while a step is pending is refused, since the new table's schema relative to that step is
 // unknown. Adding a member again only moves its resolved position forward.
-func (g *ShardingGroup) AddTable(table TableName, resolved Position) error {
+func (g *ShardingGroup) AddTable(table vocab.TableName, resolved vocab.Position) error {
 	if seq, ok := g.tables[table]; ok && !seq.Gone {
 		if resolved.Compare(seq.LastPos) > 0 && len(seq.Items) == 0 {
 			seq.LastPos = resolved
@@ -144,7 +146,7 @@ func (g *ShardingGroup) AddTable(table TableName, resolved Position) error {
 // RemoveTable removes a source table dropped upstream at pos. The group may become synced by it. A
 // table that had passed the active step stays, as gone, until the steps it reached are resolved: its
 // DML after them is held back, and the resolution must name it for that DML to be read again.
-func (g *ShardingGroup) RemoveTable(table TableName, pos Position) SyncResult {
+func (g *ShardingGroup) RemoveTable(table vocab.TableName, pos vocab.Position) SyncResult {
 	seq, ok := g.tables[table]
 	if !ok || seq.Gone {
 		return g.status() // read again, or never a member
@@ -168,7 +170,7 @@ func (g *ShardingGroup) RemoveTable(table TableName, pos Position) SyncResult {
 // them, follow it. resolved is the position up to which DDLs of the new name are already applied
 // downstream (its checkpoint after a restart that read the rename again; zero for none). Nothing
 // else changes: the group neither gains nor loses a member.
-func (g *ShardingGroup) RenameTable(from, to TableName, at, resolved Position) error {
+func (g *ShardingGroup) RenameTable(from, to vocab.TableName, at, resolved vocab.Position) error {
 	seq, ok := g.tables[from]
 	if !ok || seq.Gone {
 		return fmt.Errorf("cannot rename %s to %s: %s is not in the sharding group of %s", from, to, from, g.target)
@@ -193,14 +195,14 @@ func (g *ShardingGroup) RenameTable(from, to TableName, at, resolved Position) e
 }
 
 // Member reports whether table is in the group (not dropped).
-func (g *ShardingGroup) Member(table TableName) bool {
+func (g *ShardingGroup) Member(table vocab.TableName) bool {
 	seq, ok := g.tables[table]
 	return ok && !seq.Gone
 }
 
 // Holds reports whether the group keeps a sequence under table's name: a member, or a table dropped
 // upstream whose held-back DML is still to be read again.
-func (g *ShardingGroup) Holds(table TableName) bool {
+func (g *ShardingGroup) Holds(table vocab.TableName) bool {
 	_, ok := g.tables[table]
 	return ok
 }
@@ -300,12 +302,12 @@ type Resolution struct {
 	DDLs []string
 	// ResyncFrom is the earliest position of the resolved step among the group's tables: DML held back
 	// behind it lies after this position.
-	ResyncFrom Position
+	ResyncFrom vocab.Position
 	// Tables that had passed the step, whose held-back DML must be replayed, sorted.
-	Tables []TableName
+	Tables []vocab.TableName
 	// Positions of the step's item in each of those tables, and under the names a table had when it
 	// read the item, where it was renamed within the group since (what a restart reads again).
-	Positions map[TableName]Position
+	Positions map[vocab.TableName]vocab.Position
 }
 
 // ResolveActive marks the active step as executed (or skipped) downstream. The group must be synced.
@@ -319,7 +321,7 @@ func (g *ShardingGroup) ResolveActive() (Resolution, error) {
 		return Resolution{}, fmt.Errorf("sharding group of %s is not synced for DDLs %q: waiting for %s",
 			g.target, st.ActiveDDLs, joinTables(st.Remaining))
 	}
-	res := Resolution{DDLs: st.ActiveDDLs, Positions: map[TableName]Position{}}
+	res := Resolution{DDLs: st.ActiveDDLs, Positions: map[vocab.TableName]vocab.Position{}}
 	for t, seq := range g.tables {
 		pos := seq.Items[g.active].Pos
 		res.Positions[t] = pos
@@ -349,7 +351,7 @@ func (g *ShardingGroup) ResolveActive() (Resolution, error) {
 // within the group that came after pos: the binlog names the item by the name it had then, and a
 // restart that reads it again (from a resume point before the rename) must find it resolved under
 // that name, as the table's other items are.
-func (g *ShardingGroup) oldNames(t TableName, pos Position, positions map[TableName]Position) {
+func (g *ShardingGroup) oldNames(t vocab.TableName, pos vocab.Position, positions map[vocab.TableName]vocab.Position) {
 	for from, r := range g.renamed {
 		if r.to == t && pos.Compare(r.at) < 0 {
 			if _, member := g.tables[from]; !member {
@@ -363,7 +365,7 @@ func (g *ShardingGroup) oldNames(t TableName, pos Position, positions map[TableN
 // Blocked reports whether DML of table at pos must be held back: the table has an unresolved DDL
 // before pos. DML read again (a re-sync) from before a rename within the group carries the old name:
 // it is judged by the renamed sequence, as TrySync judges the DDLs read again so.
-func (g *ShardingGroup) Blocked(table TableName, pos Position) bool {
+func (g *ShardingGroup) Blocked(table vocab.TableName, pos vocab.Position) bool {
 	seq, ok := g.tables[table]
 	if r, was := g.renamed[table]; !ok && was && pos.Compare(r.at) < 0 {
 		return g.Blocked(r.to, pos)
@@ -376,11 +378,11 @@ func (g *ShardingGroup) Blocked(table TableName, pos Position) bool {
 
 // Unresolved describes the pending step for status output.
 type Unresolved struct {
-	Target        TableName
+	Target        vocab.TableName
 	DDLs          []string
-	FirstPosition Position
-	Synced        []TableName
-	Unsynced      []TableName
+	FirstPosition vocab.Position
+	Synced        []vocab.TableName
+	Unsynced      []vocab.TableName
 }
 
 // Unresolved returns the pending step, or false when there is none.
@@ -404,11 +406,11 @@ func (g *ShardingGroup) Unresolved() (Unresolved, bool) {
 	return u, true
 }
 
-func sortTables(ts []TableName) {
+func sortTables(ts []vocab.TableName) {
 	sort.Slice(ts, func(i, j int) bool { return ts[i].Less(ts[j]) })
 }
 
-func joinTables(ts []TableName) string {
+func joinTables(ts []vocab.TableName) string {
 	s := make([]string, len(ts))
 	for i, t := range ts {
 		s[i] = t.String()
@@ -418,11 +420,11 @@ func joinTables(ts []TableName) string {
 
 // SyncedAt is, when the group is synced, the latest position among its tables' items of the active
 // step: a reader past it has read every table's DDL of the step. False when it is not synced.
-func (g *ShardingGroup) SyncedAt() (Position, bool) {
+func (g *ShardingGroup) SyncedAt() (vocab.Position, bool) {
 	if !g.InSharding() || !g.status().Synced {
-		return Position{}, false
+		return vocab.Position{}, false
 	}
-	var at Position
+	var at vocab.Position
 	for _, seq := range g.tables {
 		if len(seq.Items) > g.active {
 			if pos := seq.Items[g.active].Pos; pos.Compare(at) > 0 {

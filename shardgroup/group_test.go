@@ -8,28 +8,30 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tributary-db/tributary/vocab"
 )
 
 var (
-	tA     = TableName{"db_1", "t_1"}
-	tB     = TableName{"db_1", "t_2"}
-	tC     = TableName{"db_2", "t_1"}
-	target = TableName{"db", "t"}
+	tA     = vocab.TableName{Schema: "db_1", Name: "t_1"}
+	tB     = vocab.TableName{Schema: "db_1", Name: "t_2"}
+	tC     = vocab.TableName{Schema: "db_2", Name: "t_1"}
+	target = vocab.TableName{Schema: "db", Name: "t"}
 	ddl1   = []string{"ALTER TABLE `db`.`t` ADD COLUMN `c1` INT"}
 	ddl2   = []string{"ALTER TABLE `db`.`t` ADD COLUMN `c2` INT"}
 )
 
-func pos(n uint32) Position { return Position{"mysql-bin.000001", n} }
+func pos(n uint32) vocab.Position { return vocab.Position{File: "mysql-bin.000001", Pos: n} }
 
-func item(t TableName, p uint32, ddls []string) DDLItem {
+func item(t vocab.TableName, p uint32, ddls []string) DDLItem {
 	return DDLItem{Source: t, Target: target, DDLs: ddls, Pos: pos(p)}
 }
 
-func newGroup(t *testing.T, tables ...TableName) *ShardingGroup {
+func newGroup(t *testing.T, tables ...vocab.TableName) *ShardingGroup {
 	t.Helper()
 	g := NewShardingGroup(target)
 	for _, tb := range tables {
-		if err := g.AddTable(tb, Position{}); err != nil {
+		if err := g.AddTable(tb, vocab.Position{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -48,7 +50,7 @@ func mustSync(t *testing.T, g *ShardingGroup, it DDLItem) SyncResult {
 func TestTrySyncBasic(t *testing.T) {
 	g := newGroup(t, tA, tB)
 	res := mustSync(t, g, item(tA, 100, ddl1))
-	if res.Synced || !res.Active || !reflect.DeepEqual(res.Remaining, []TableName{tB}) || !slices.Equal(res.ActiveDDLs, ddl1) {
+	if res.Synced || !res.Active || !reflect.DeepEqual(res.Remaining, []vocab.TableName{tB}) || !slices.Equal(res.ActiveDDLs, ddl1) {
 		t.Fatalf("after A: %+v", res)
 	}
 	if !g.Blocked(tA, pos(101)) || g.Blocked(tA, pos(99)) || g.Blocked(tB, pos(101)) {
@@ -62,8 +64,8 @@ func TestTrySyncBasic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.ResyncFrom != pos(100) || !reflect.DeepEqual(r.Tables, []TableName{tA, tB}) || !slices.Equal(r.DDLs, ddl1) ||
-		!reflect.DeepEqual(r.Positions, map[TableName]Position{tA: pos(100), tB: pos(200)}) {
+	if r.ResyncFrom != pos(100) || !reflect.DeepEqual(r.Tables, []vocab.TableName{tA, tB}) || !slices.Equal(r.DDLs, ddl1) ||
+		!reflect.DeepEqual(r.Positions, map[vocab.TableName]vocab.Position{tA: pos(100), tB: pos(200)}) {
 		t.Fatalf("resolution %+v", r)
 	}
 	if g.InSharding() || g.Blocked(tA, pos(101)) {
@@ -90,7 +92,7 @@ func TestSuccessiveDDLsQueueInAnyInterleaving(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := g.Status()
-	if st.Synced || !slices.Equal(st.ActiveDDLs, ddl2) || !reflect.DeepEqual(st.Remaining, []TableName{tB}) {
+	if st.Synced || !slices.Equal(st.ActiveDDLs, ddl2) || !reflect.DeepEqual(st.Remaining, []vocab.TableName{tB}) {
 		t.Fatalf("after ddl1 resolved: %+v", st)
 	}
 	if g.Blocked(tA, pos(15)) || !g.Blocked(tA, pos(25)) || g.Blocked(tB, pos(35)) {
@@ -178,7 +180,7 @@ func TestAddItemIsReentrantByPosition(t *testing.T) {
 func TestTablesJoinAndLeave(t *testing.T) {
 	g := newGroup(t, tA, tB)
 	mustSync(t, g, item(tA, 10, ddl1))
-	if err := g.AddTable(tC, Position{}); err == nil || !strings.Contains(err.Error(), tC.String()) {
+	if err := g.AddTable(tC, vocab.Position{}); err == nil || !strings.Contains(err.Error(), tC.String()) {
 		t.Fatalf("joining during a pending step: %v", err)
 	}
 	res := g.RemoveTable(tB, pos(15))
@@ -188,10 +190,10 @@ func TestTablesJoinAndLeave(t *testing.T) {
 	if _, err := g.ResolveActive(); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.AddTable(tC, Position{}); err != nil {
+	if err := g.AddTable(tC, vocab.Position{}); err != nil {
 		t.Fatal(err)
 	}
-	if res := mustSync(t, g, item(tA, 20, ddl2)); res.Synced || !reflect.DeepEqual(res.Remaining, []TableName{tC}) {
+	if res := mustSync(t, g, item(tA, 20, ddl2)); res.Synced || !reflect.DeepEqual(res.Remaining, []vocab.TableName{tC}) {
 		t.Fatalf("new table must take part in the next step: %+v", res)
 	}
 	if _, err := g.TrySync(item(tB, 30, ddl2)); err == nil {
@@ -209,25 +211,8 @@ func TestResolveRequiresSynced(t *testing.T) {
 		t.Fatalf("resolve of unsynced group: %v", err)
 	}
 	u, ok := g.Unresolved()
-	if !ok || !reflect.DeepEqual(u.Synced, []TableName{tA}) || !reflect.DeepEqual(u.Unsynced, []TableName{tB}) || u.FirstPosition != pos(10) {
+	if !ok || !reflect.DeepEqual(u.Synced, []vocab.TableName{tA}) || !reflect.DeepEqual(u.Unsynced, []vocab.TableName{tB}) || u.FirstPosition != pos(10) {
 		t.Fatalf("unresolved %+v", u)
-	}
-}
-
-func TestPositionCompare(t *testing.T) {
-	cases := []struct {
-		a, b Position
-		want int
-	}{
-		{Position{"mysql-bin.000009", 500}, Position{"mysql-bin.000010", 4}, -1},
-		{Position{"mysql-bin.999999", 5}, Position{"mysql-bin.1000000", 4}, -1},
-		{Position{"b.000001", 5}, Position{"b.000001", 5}, 0},
-		{Position{"b.000002", 5}, Position{"b.000001", 9}, 1},
-	}
-	for _, c := range cases {
-		if got := c.a.Compare(c.b); got != c.want {
-			t.Errorf("%s vs %s: %d, want %d", c.a, c.b, got, c.want)
-		}
 	}
 }
 
@@ -260,18 +245,22 @@ func TestRandomInterleavingsWithDrops(t *testing.T) {
 
 func runInterleaving(rng *rand.Rand, nTables, nDDLs int, drops bool) error {
 	g := NewShardingGroup(target)
-	tables := make([]TableName, nTables)
+	tables := make([]vocab.TableName, nTables)
 	next := make([]int, nTables) // next DDL index each table will read
 	gone := make([]bool, nTables)
 	for i := range tables {
-		tables[i] = TableName{"db_1", fmt.Sprintf("t_%d", i)}
-		if err := g.AddTable(tables[i], Position{}); err != nil {
+		tables[i] = vocab.TableName{Schema: "db_1", Name: fmt.Sprintf("t_%d", i)}
+		if err := g.AddTable(tables[i], vocab.Position{}); err != nil {
 			return err
 		}
 	}
 	ddl := func(k int) []string { return []string{fmt.Sprintf("ALTER TABLE `db`.`t` ADD COLUMN `c%d` INT", k)} }
-	position := func(ti, k int) Position { return Position{"bin.000001", uint32(1000*(k+1) + ti)} }
-	dropPos := func(ti int) Position { return Position{"bin.000001", uint32(1000*(next[ti]+1) + ti - 500)} }
+	position := func(ti, k int) vocab.Position {
+		return vocab.Position{File: "bin.000001", Pos: uint32(1000*(k+1) + ti)}
+	}
+	dropPos := func(ti int) vocab.Position {
+		return vocab.Position{File: "bin.000001", Pos: uint32(1000*(next[ti]+1) + ti - 500)}
+	}
 	resolved := 0
 	steps := func() int { // steps that exist: reached by some table
 		n := 0
@@ -346,8 +335,8 @@ func runInterleaving(rng *rand.Rand, nTables, nDDLs int, drops bool) error {
 			if !slices.Equal(r.DDLs, ddl(resolved)) {
 				return fmt.Errorf("resolved %q, want step %d", r.DDLs, resolved)
 			}
-			var passed []TableName
-			from := Position{}
+			var passed []vocab.TableName
+			from := vocab.Position{}
 			for i := range tables {
 				if next[i] > resolved {
 					passed = append(passed, tables[i])
@@ -361,7 +350,7 @@ func runInterleaving(rng *rand.Rand, nTables, nDDLs int, drops bool) error {
 			}
 			resolved++
 			for i := range tables {
-				blocked := g.Blocked(tables[i], Position{"bin.000001", 999999})
+				blocked := g.Blocked(tables[i], vocab.Position{File: "bin.000001", Pos: 999999})
 				if blocked != (next[i] > resolved) {
 					return fmt.Errorf("table %d blocked %v with next %d resolved %d", i, blocked, next[i], resolved)
 				}
@@ -383,10 +372,10 @@ func runInterleaving(rng *rand.Rand, nTables, nDDLs int, drops bool) error {
 // A swap through a third name keeps both sequences; a rename onto a member or from a stranger is an
 // error that changes nothing.
 func TestRenameTableKeepsTheSequence(t *testing.T) {
-	tA2 := TableName{"db_1", "t_9"}
+	tA2 := vocab.TableName{Schema: "db_1", Name: "t_9"}
 	g := newGroup(t, tA, tB)
 	mustSync(t, g, item(tA, 100, ddl1))
-	if err := g.RenameTable(tA, tA2, pos(120), Position{}); err != nil {
+	if err := g.RenameTable(tA, tA2, pos(120), vocab.Position{}); err != nil {
 		t.Fatal(err)
 	}
 	if g.Member(tA) || !g.Member(tA2) || !g.Blocked(tA2, pos(150)) || g.Blocked(tA, pos(150)) {
@@ -404,17 +393,17 @@ func TestRenameTableKeepsTheSequence(t *testing.T) {
 	if res := mustSync(t, g, item(tA, 100, ddl1)); !res.Duplicate {
 		t.Fatalf("the step read again under the old name (a re-sync from before the rename): %+v, want a duplicate", res)
 	}
-	if err := g.RenameTable(tB, tA2, pos(130), Position{}); err == nil {
+	if err := g.RenameTable(tB, tA2, pos(130), vocab.Position{}); err == nil {
 		t.Fatal("rename onto a member accepted")
 	}
-	if err := g.RenameTable(tC, TableName{"db_2", "t_9"}, pos(130), Position{}); err == nil {
+	if err := g.RenameTable(tC, vocab.TableName{Schema: "db_2", Name: "t_9"}, pos(130), vocab.Position{}); err == nil {
 		t.Fatal("rename of a table that is not a member accepted")
 	}
 	if res := mustSync(t, g, item(tB, 200, ddl1)); !res.Synced {
 		t.Fatalf("after B: %+v", res)
 	}
 	r, err := g.ResolveActive()
-	if err != nil || !reflect.DeepEqual(r.Tables, []TableName{tB, tA2}) || r.Positions[tA2] != pos(100) || r.ResyncFrom != pos(100) {
+	if err != nil || !reflect.DeepEqual(r.Tables, []vocab.TableName{tB, tA2}) || r.Positions[tA2] != pos(100) || r.ResyncFrom != pos(100) {
 		t.Fatalf("resolution %+v %v", r, err)
 	}
 	// The item was read under the old name (the rename came after it): a restart from before the
@@ -424,7 +413,7 @@ func TestRenameTableKeepsTheSequence(t *testing.T) {
 		t.Fatalf("resolved positions %v: want the old name %s at 100 too", r.Positions, tA)
 	}
 	restarted := NewShardingGroup(target)
-	for _, tb := range []TableName{tA, tB} {
+	for _, tb := range []vocab.TableName{tA, tB} {
 		if err := restarted.AddTable(tb, r.Positions[tb]); err != nil {
 			t.Fatal(err)
 		}
@@ -435,12 +424,12 @@ func TestRenameTableKeepsTheSequence(t *testing.T) {
 		}
 	}
 	// Swap A2 and B through A (free again).
-	for _, mv := range [][2]TableName{{tA2, tA}, {tB, tA2}, {tA, tB}} {
-		if err := g.RenameTable(mv[0], mv[1], pos(300), Position{}); err != nil {
+	for _, mv := range [][2]vocab.TableName{{tA2, tA}, {tB, tA2}, {tA, tB}} {
+		if err := g.RenameTable(mv[0], mv[1], pos(300), vocab.Position{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if !reflect.DeepEqual(g.Tables(), []TableName{tB, tA2}) && !reflect.DeepEqual(g.Tables(), []TableName{tA2, tB}) {
+	if !reflect.DeepEqual(g.Tables(), []vocab.TableName{tB, tA2}) && !reflect.DeepEqual(g.Tables(), []vocab.TableName{tA2, tB}) {
 		t.Fatalf("after the swap: %v", g.Tables())
 	}
 	// The resolved position of the new name (a restart read the rename again) makes its items duplicates.

@@ -12,6 +12,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	_ "github.com/pingcap/tidb/pkg/parser/test_driver" // value expressions for the parser; no I/O
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // Kind is the statement type of a split DDL part.
@@ -36,13 +37,13 @@ type Part struct {
 	Kind Kind
 	// Source is the upstream table the part concerns (for RENAME, the old name). For a database
 	// statement only Schema is set.
-	Source TableName
+	Source vocab.TableName
 	// Target is Source after routing.
-	Target TableName
+	Target vocab.TableName
 	// SQL is the single-table statement with every table name routed, restored from the AST.
 	SQL string
 	// RenamedTo is, for RENAME TABLE and ALTER TABLE RENAME, the upstream table's new name.
-	RenamedTo TableName
+	RenamedTo vocab.TableName
 	// AlsoAlters: an ALTER TABLE RENAME that changes the table besides its name.
 	AlsoAlters bool
 }
@@ -52,7 +53,7 @@ type Part struct {
 var ErrNotDDL = errors.New("not a table or database DDL")
 
 // Route maps an upstream table (or schema, with an empty Name) to its downstream name.
-type Route func(TableName) TableName
+type Route func(vocab.TableName) vocab.TableName
 
 var parsers = sync.Pool{New: func() any { return parser.New() }}
 
@@ -90,7 +91,7 @@ func Split(sql, defaultSchema string, route Route) (parts []Part, err error) {
 		}
 	}()
 	if route == nil {
-		route = func(t TableName) TableName { return t }
+		route = func(t vocab.TableName) vocab.TableName { return t }
 	}
 	// The parser silently turns invalid UTF-8 into '?', which would rename tables.
 	if !utf8.ValidString(sql) || !utf8.ValidString(defaultSchema) {
@@ -125,14 +126,14 @@ func Split(sql, defaultSchema string, route Route) (parts []Part, err error) {
 // piece is a single-table statement node that may share sub-nodes with the original statement.
 type piece struct {
 	kind       Kind
-	source     TableName
+	source     vocab.TableName
 	node       ast.StmtNode
-	renamedTo  TableName
+	renamedTo  vocab.TableName
 	alsoAlters bool
 }
 
 func splitStmt(stmt ast.StmtNode, defaultSchema string) ([]piece, error) {
-	name := func(tn *ast.TableName) (TableName, error) { return qualify(tn, defaultSchema) }
+	name := func(tn *ast.TableName) (vocab.TableName, error) { return qualify(tn, defaultSchema) }
 	one := func(kind Kind, tn *ast.TableName, node ast.StmtNode) ([]piece, error) {
 		src, err := name(tn)
 		if err != nil {
@@ -142,7 +143,7 @@ func splitStmt(stmt ast.StmtNode, defaultSchema string) ([]piece, error) {
 	}
 	switch s := stmt.(type) {
 	case *ast.CreateDatabaseStmt:
-		return []piece{{kind: KindCreateDatabase, source: TableName{Schema: s.Name.O}, node: s}}, nil
+		return []piece{{kind: KindCreateDatabase, source: vocab.TableName{Schema: s.Name.O}, node: s}}, nil
 	case *ast.AlterDatabaseStmt:
 		db := s.Name.O
 		if s.AlterDefaultDatabase || db == "" {
@@ -153,9 +154,9 @@ func splitStmt(stmt ast.StmtNode, defaultSchema string) ([]piece, error) {
 		}
 		s.Name.O, s.Name.L = db, strings.ToLower(db)
 		s.AlterDefaultDatabase = false
-		return []piece{{kind: KindAlterDatabase, source: TableName{Schema: db}, node: s}}, nil
+		return []piece{{kind: KindAlterDatabase, source: vocab.TableName{Schema: db}, node: s}}, nil
 	case *ast.DropDatabaseStmt:
-		return []piece{{kind: KindDropDatabase, source: TableName{Schema: s.Name.O}, node: s}}, nil
+		return []piece{{kind: KindDropDatabase, source: vocab.TableName{Schema: s.Name.O}, node: s}}, nil
 	case *ast.CreateTableStmt:
 		if s.Select != nil {
 			return nil, fmt.Errorf("CREATE TABLE ... SELECT is not supported")
@@ -257,18 +258,18 @@ func alterKind(s *ast.AlterTableStmt) Kind {
 // always read (CREATE TRIGGER, CREATE FUNCTION ... RETURNS, CREATE EVENT): they change no table.
 var storedProgram = regexp.MustCompile(`(?is)^\s*(/\*.*?\*/\s*)*(CREATE|DROP|ALTER)\s+(OR\s+REPLACE\s+)?(DEFINER\s*=\s*\S+\s+)?(SQL\s+SECURITY\s+\w+\s+)?(AGGREGATE\s+)?(TRIGGER|PROCEDURE|FUNCTION|EVENT|PACKAGE)\b`)
 
-func qualify(tn *ast.TableName, defaultSchema string) (TableName, error) {
+func qualify(tn *ast.TableName, defaultSchema string) (vocab.TableName, error) {
 	if tn == nil {
-		return TableName{}, fmt.Errorf("statement has no table name")
+		return vocab.TableName{}, fmt.Errorf("statement has no table name")
 	}
 	schema := tn.Schema.O
 	if schema == "" {
 		schema = defaultSchema
 	}
 	if schema == "" {
-		return TableName{}, fmt.Errorf("table %s has no database and there is no default database", quoteName(tn.Name.O))
+		return vocab.TableName{}, fmt.Errorf("table %s has no database and there is no default database", vocab.Quote(tn.Name.O))
 	}
-	return TableName{Schema: schema, Name: tn.Name.O}, nil
+	return vocab.TableName{Schema: schema, Name: tn.Name.O}, nil
 }
 
 // rewrite restores a piece, parses it again (so the piece owns its AST) and routes every table name.
@@ -401,16 +402,16 @@ func CreateIfNotExists(sql string) (string, error) {
 
 // TablesOf returns the tables a statement names (qualified with defaultSchema where it names none),
 // sorted and without duplicates: what a DDL can change.
-func TablesOf(sql, defaultSchema string) ([]TableName, error) {
+func TablesOf(sql, defaultSchema string) ([]vocab.TableName, error) {
 	stmts, err := parse(sql)
 	if err != nil {
 		return nil, err
 	}
-	c := &tableCollector{schema: defaultSchema, seen: map[TableName]bool{}}
+	c := &tableCollector{schema: defaultSchema, seen: map[vocab.TableName]bool{}}
 	for _, st := range stmts {
 		st.Accept(c)
 	}
-	out := make([]TableName, 0, len(c.seen))
+	out := make([]vocab.TableName, 0, len(c.seen))
 	for t := range c.seen {
 		out = append(out, t)
 	}
@@ -420,12 +421,12 @@ func TablesOf(sql, defaultSchema string) ([]TableName, error) {
 
 type tableCollector struct {
 	schema string
-	seen   map[TableName]bool
+	seen   map[vocab.TableName]bool
 }
 
 func (c *tableCollector) Enter(n ast.Node) (ast.Node, bool) {
 	if tn, ok := n.(*ast.TableName); ok {
-		t := TableName{Schema: tn.Schema.O, Name: tn.Name.O}
+		t := vocab.TableName{Schema: tn.Schema.O, Name: tn.Name.O}
 		if t.Schema == "" {
 			t.Schema = c.schema
 		}
@@ -442,7 +443,7 @@ var showCreatePrefix = regexp.MustCompile("^CREATE TABLE `(?:[^`]|``)+` \\(")
 // target, replacing only the table name the server writes first. It is for definitions the parser cannot
 // read (spatial columns, INVISIBLE columns, expression defaults...), which a downstream of the same
 // flavor runs as the upstream wrote them. Table names inside the definition (foreign keys) are kept.
-func RetargetShowCreate(create string, target TableName) (string, error) {
+func RetargetShowCreate(create string, target vocab.TableName) (string, error) {
 	loc := showCreatePrefix.FindStringIndex(create)
 	if loc == nil {
 		return "", fmt.Errorf("not a SHOW CREATE TABLE output: %q", truncate(create))
@@ -454,7 +455,7 @@ func RetargetShowCreate(create string, target TableName) (string, error) {
 // of t: restored through the parser with every name routed, or, for a definition the parser cannot
 // read (spatial and INVISIBLE columns, expression defaults...), the server's own text with the target's
 // name, which a downstream of the same flavor runs as the upstream did.
-func TargetDefinition(create string, t, target TableName, route Route) (string, error) {
+func TargetDefinition(create string, t, target vocab.TableName, route Route) (string, error) {
 	parts, err := Split(create, t.Schema, route)
 	if err == nil && len(parts) == 1 {
 		return CreateIfNotExists(parts[0].SQL)

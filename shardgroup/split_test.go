@@ -5,11 +5,13 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/tributary-db/tributary/vocab"
 )
 
 var shardTable = regexp.MustCompile(`^t_[0-9]+$`)
 
-func routeShards(t TableName) TableName {
+func routeShards(t vocab.TableName) vocab.TableName {
 	// db_* -> db, t_* -> t
 	if strings.HasPrefix(t.Schema, "db_") {
 		t.Schema = "db"
@@ -27,43 +29,43 @@ func TestSplit(t *testing.T) {
 	}{
 		{
 			name: "multi-spec ALTER stays one part", sql: "ALTER TABLE t_1 ADD c1 INT, ADD c2 INT", schema: "db_1",
-			want: []Part{{KindAlterTable, TableName{"db_1", "t_1"}, TableName{"db", "t"},
-				"ALTER TABLE `db`.`t` ADD COLUMN `c1` INT, ADD COLUMN `c2` INT", TableName{}, false}},
+			want: []Part{{KindAlterTable, vocab.TableName{Schema: "db_1", Name: "t_1"}, vocab.TableName{Schema: "db", Name: "t"},
+				"ALTER TABLE `db`.`t` ADD COLUMN `c1` INT, ADD COLUMN `c2` INT", vocab.TableName{}, false}},
 		},
 		{
 			name: "RENAME of two tables gives each part its own source", sql: "RENAME TABLE db_1.t_1 TO db_1.t_1_old, db_1.t_1_new TO db_1.t_1",
 			want: []Part{
-				{KindRenameTable, TableName{"db_1", "t_1"}, TableName{"db", "t"}, "RENAME TABLE `db`.`t` TO `db`.`t_1_old`", TableName{"db_1", "t_1_old"}, false},
-				{KindRenameTable, TableName{"db_1", "t_1_new"}, TableName{"db", "t_1_new"}, "RENAME TABLE `db`.`t_1_new` TO `db`.`t`", TableName{"db_1", "t_1"}, false},
+				{KindRenameTable, vocab.TableName{Schema: "db_1", Name: "t_1"}, vocab.TableName{Schema: "db", Name: "t"}, "RENAME TABLE `db`.`t` TO `db`.`t_1_old`", vocab.TableName{Schema: "db_1", Name: "t_1_old"}, false},
+				{KindRenameTable, vocab.TableName{Schema: "db_1", Name: "t_1_new"}, vocab.TableName{Schema: "db", Name: "t_1_new"}, "RENAME TABLE `db`.`t_1_new` TO `db`.`t`", vocab.TableName{Schema: "db_1", Name: "t_1"}, false},
 			},
 		},
 		{
 			name: "DROP TABLE of two tables", sql: "DROP TABLE IF EXISTS t_1, other.t_2", schema: "db_1",
 			want: []Part{
-				{KindDropTable, TableName{"db_1", "t_1"}, TableName{"db", "t"}, "DROP TABLE IF EXISTS `db`.`t`", TableName{}, false},
-				{KindDropTable, TableName{"other", "t_2"}, TableName{"other", "t_2"}, "DROP TABLE IF EXISTS `other`.`t_2`", TableName{}, false},
+				{KindDropTable, vocab.TableName{Schema: "db_1", Name: "t_1"}, vocab.TableName{Schema: "db", Name: "t"}, "DROP TABLE IF EXISTS `db`.`t`", vocab.TableName{}, false},
+				{KindDropTable, vocab.TableName{Schema: "other", Name: "t_2"}, vocab.TableName{Schema: "other", Name: "t_2"}, "DROP TABLE IF EXISTS `other`.`t_2`", vocab.TableName{}, false},
 			},
 		},
 		{
 			name: "CREATE TABLE LIKE routes both names", sql: "CREATE TABLE IF NOT EXISTS db_2.t_9 LIKE db_2.t_1",
-			want: []Part{{KindCreateTableLike, TableName{"db_2", "t_9"}, TableName{"db", "t"},
-				"CREATE TABLE IF NOT EXISTS `db`.`t` LIKE `db`.`t`", TableName{}, false}},
+			want: []Part{{KindCreateTableLike, vocab.TableName{Schema: "db_2", Name: "t_9"}, vocab.TableName{Schema: "db", Name: "t"},
+				"CREATE TABLE IF NOT EXISTS `db`.`t` LIKE `db`.`t`", vocab.TableName{}, false}},
 		},
 		{
 			name: "CREATE INDEX", sql: "create index idx on t_3 (a)", schema: "db_1",
-			want: []Part{{KindCreateIndex, TableName{"db_1", "t_3"}, TableName{"db", "t"}, "CREATE INDEX `idx` ON `db`.`t` (`a`)", TableName{}, false}},
+			want: []Part{{KindCreateIndex, vocab.TableName{Schema: "db_1", Name: "t_3"}, vocab.TableName{Schema: "db", Name: "t"}, "CREATE INDEX `idx` ON `db`.`t` (`a`)", vocab.TableName{}, false}},
 		},
 		{
 			name: "TRUNCATE", sql: "TRUNCATE TABLE db_1.t_1",
-			want: []Part{{KindTruncateTable, TableName{"db_1", "t_1"}, TableName{"db", "t"}, "TRUNCATE TABLE `db`.`t`", TableName{}, false}},
+			want: []Part{{KindTruncateTable, vocab.TableName{Schema: "db_1", Name: "t_1"}, vocab.TableName{Schema: "db", Name: "t"}, "TRUNCATE TABLE `db`.`t`", vocab.TableName{}, false}},
 		},
 		{
 			name: "CREATE DATABASE is schema level", sql: "CREATE DATABASE IF NOT EXISTS db_3",
-			want: []Part{{KindCreateDatabase, TableName{Schema: "db_3"}, TableName{Schema: "db"}, "CREATE DATABASE IF NOT EXISTS `db`", TableName{}, false}},
+			want: []Part{{KindCreateDatabase, vocab.TableName{Schema: "db_3"}, vocab.TableName{Schema: "db"}, "CREATE DATABASE IF NOT EXISTS `db`", vocab.TableName{}, false}},
 		},
 		{
 			name: "backquoted names with odd characters", sql: "ALTER TABLE `db_1`.`t_``x` ADD COLUMN `a b` INT DEFAULT 1",
-			want: []Part{{KindAlterTable, TableName{"db_1", "t_`x"}, TableName{"db", "t_`x"}, "ALTER TABLE `db`.`t_``x` ADD COLUMN `a b` INT DEFAULT 1", TableName{}, false}},
+			want: []Part{{KindAlterTable, vocab.TableName{Schema: "db_1", Name: "t_`x"}, vocab.TableName{Schema: "db", Name: "t_`x"}, "ALTER TABLE `db`.`t_``x` ADD COLUMN `a b` INT DEFAULT 1", vocab.TableName{}, false}},
 		},
 	}
 	for _, c := range cases {
@@ -119,12 +121,12 @@ func TestItemsAttributeEachTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pos := Position{"bin.000001", 42}
+	pos := vocab.Position{File: "bin.000001", Pos: 42}
 	items := Items(parts, pos)
 	if len(items) != 2 {
 		t.Fatalf("got %d items, want 2: %+v", len(items), items)
 	}
-	if items[0].Source != (TableName{"db_1", "t_1"}) || items[1].Source != (TableName{"db_1", "t_1_new"}) {
+	if items[0].Source != (vocab.TableName{Schema: "db_1", Name: "t_1"}) || items[1].Source != (vocab.TableName{Schema: "db_1", Name: "t_1_new"}) {
 		t.Fatalf("sources %s, %s", items[0].Source, items[1].Source)
 	}
 	for _, it := range items {
@@ -133,7 +135,7 @@ func TestItemsAttributeEachTable(t *testing.T) {
 		}
 	}
 	// Two parts of one table in one event become one item with both DDLs.
-	merged := Items([]Part{{Source: TableName{"a", "b"}, SQL: "x"}, {Source: TableName{"a", "b"}, SQL: "y"}}, pos)
+	merged := Items([]Part{{Source: vocab.TableName{Schema: "a", Name: "b"}, SQL: "x"}, {Source: vocab.TableName{Schema: "a", Name: "b"}, SQL: "y"}}, pos)
 	if len(merged) != 1 || len(merged[0].DDLs) != 2 {
 		t.Fatalf("merged %+v", merged)
 	}
@@ -203,7 +205,7 @@ func TestTablesOf(t *testing.T) {
 }
 
 func TestSplitRoutesColumnReferences(t *testing.T) {
-	route := func(tb TableName) TableName { return TableName{Schema: "dst", Name: tb.Name} }
+	route := func(tb vocab.TableName) vocab.TableName { return vocab.TableName{Schema: "dst", Name: tb.Name} }
 	parts, err := Split("CREATE TABLE src.child (id INT PRIMARY KEY, pid INT REFERENCES src.parent (id), FOREIGN KEY (id) REFERENCES parent (id))", "src", route)
 	if err != nil {
 		t.Fatal(err)
@@ -214,11 +216,11 @@ func TestSplitRoutesColumnReferences(t *testing.T) {
 }
 
 func TestRetargetShowCreate(t *testing.T) {
-	got, err := RetargetShowCreate("CREATE TABLE `t``1` (\n  `g` point NOT NULL,\n  SPATIAL KEY `g` (`g`)\n) ENGINE=InnoDB", TableName{Schema: "db", Name: "t"})
+	got, err := RetargetShowCreate("CREATE TABLE `t``1` (\n  `g` point NOT NULL,\n  SPATIAL KEY `g` (`g`)\n) ENGINE=InnoDB", vocab.TableName{Schema: "db", Name: "t"})
 	if err != nil || got != "CREATE TABLE IF NOT EXISTS `db`.`t` (\n  `g` point NOT NULL,\n  SPATIAL KEY `g` (`g`)\n) ENGINE=InnoDB" {
 		t.Fatalf("%q %v", got, err)
 	}
-	if _, err := RetargetShowCreate("CREATE VIEW `v` AS SELECT 1", TableName{Schema: "db", Name: "t"}); err == nil {
+	if _, err := RetargetShowCreate("CREATE VIEW `v` AS SELECT 1", vocab.TableName{Schema: "db", Name: "t"}); err == nil {
 		t.Fatal("a view's definition must be refused")
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/onlineddl"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // partition is one downstream connection's share of the batch. pos holds, per upstream table, the
@@ -30,18 +31,18 @@ type partition struct {
 	// spare is the batch slice of the partition's last committed flush, emptied, for its next batch
 	// (a flush in flight holds the other one).
 	spare []Change
-	pos   map[TableName]Position
-	lanes map[TableName]laneClaim
+	pos   map[vocab.TableName]vocab.Position
+	lanes map[vocab.TableName]laneClaim
 }
 
 type laneClaim struct {
-	pos   Position
+	pos   vocab.Position
 	cols  []string
 	chunk int
 }
 
 // partitionOf is the connection of a table's changes that are not spread by key.
-func (a *applier) partitionOf(t TableName) *partition {
+func (a *applier) partitionOf(t vocab.TableName) *partition {
 	h := fnv.New32a()
 	h.Write([]byte(t.Schema))
 	h.Write([]byte{0})
@@ -51,7 +52,7 @@ func (a *applier) partitionOf(t TableName) *partition {
 
 // place adds the changes of one rows event of src (ending at end) to the batch: by key lane with a
 // plan, else on the table's own connection (lanes.go).
-func (s *Syncer) place(ctx context.Context, src TableName, plan *keyPlan, changes []Change, end Position) error {
+func (s *Syncer) place(ctx context.Context, src vocab.TableName, plan *keyPlan, changes []Change, end vocab.Position) error {
 	home := s.apply.partitionOf(src)
 	lanes := s.apply.scratch.evLanes[:0]
 	keys := s.apply.scratch.evKeys[:0]
@@ -179,17 +180,17 @@ func (s *Syncer) PeakBatchedRows() int64 { return s.apply.peakRows.Load() }
 
 func (a *applier) resetBatch() {
 	for _, p := range a.parts {
-		p.batch, p.pos, p.lanes = p.batch[:0], map[TableName]Position{}, map[TableName]laneClaim{}
+		p.batch, p.pos, p.lanes = p.batch[:0], map[vocab.TableName]vocab.Position{}, map[vocab.TableName]laneClaim{}
 	}
 	a.rows, a.batchBytes = 0, 0
 	a.keyConn = map[uint64]int{}
-	a.tableRows = map[TableName]int{}
+	a.tableRows = map[vocab.TableName]int{}
 }
 
 // chooseHot picks the tables the next batch spreads by key, from a batch of total rows just flushed.
 func (a *applier) chooseHot(total int) {
 	if total >= a.txnRows/2 { // a barrier's or a tick's small batch says little
-		a.hot = map[TableName]bool{}
+		a.hot = map[vocab.TableName]bool{}
 		for t, n := range a.tableRows {
 			if n*len(a.parts) > 2*total {
 				a.hot[t] = true
@@ -201,15 +202,15 @@ func (a *applier) chooseHot(total int) {
 
 // takeOnlineDirty returns the online DDL runs changed since the last call, encoded ("" for a run that
 // is over), or nil.
-func (s *Syncer) takeOnlineDirty() map[TableName]string {
+func (s *Syncer) takeOnlineDirty() map[vocab.TableName]string {
 	if len(s.ddl.onlineDirty) == 0 {
 		return nil
 	}
-	out := make(map[TableName]string, len(s.ddl.onlineDirty))
+	out := make(map[vocab.TableName]string, len(s.ddl.onlineDirty))
 	for t := range s.ddl.onlineDirty {
 		out[t] = onlineddl.Encode(s.ddl.runs[t])
 	}
-	s.ddl.onlineDirty = map[TableName]bool{}
+	s.ddl.onlineDirty = map[vocab.TableName]bool{}
 	return out
 }
 
@@ -272,16 +273,16 @@ func (s *Syncer) flushAsync(ctx context.Context) error { return s.flushWith(ctx,
 type inflight struct {
 	done       chan struct{}
 	busy       []*partition // the batches being committed (the partitions have new ones)
-	ups        []CheckpointUpdate
-	spread     map[TableName]Position // tables it writes lanes of, with their last position
-	merged     []TableName            // tables whose lanes of earlier flushes it moves the table position past
+	ups        []meta.CheckpointUpdate
+	spread     map[vocab.TableName]vocab.Position // tables it writes lanes of, with their last position
+	merged     []vocab.TableName                  // tables whose lanes of earlier flushes it moves the table position past
 	errs       []error
-	global     Position
+	global     vocab.Position
 	globalGTID string
 	persist    bool // the transactions move the resume position to global
 	// prev is the resume position the first transaction writes when several commit: the previous
 	// flush's, which committed whole (zero: none to write).
-	prev     Position
+	prev     vocab.Position
 	prevGTID string
 }
 
@@ -311,9 +312,9 @@ func (s *Syncer) flushWith(ctx context.Context, async bool) error {
 // resume (the reader's last complete event group, held before any pending sharding DDL) and the
 // tracked schemas and online-DDL runs changed since the last flush.
 type flushExtras struct {
-	global          Position
+	global          vocab.Position
 	globalGTID      string
-	schemas, online map[TableName]string
+	schemas, online map[vocab.TableName]string
 }
 
 // start starts committing the batch with ex, one transaction per busy partition, and leaves it in
@@ -330,8 +331,8 @@ func (a *applier) start(ctx context.Context, ex flushExtras) (committed bool, er
 	tables, lanes, spread := a.claims(busy)
 	// The tables whose lanes the last flush committed: their table position moves past them now, in
 	// the transaction that writes it anyway, else in the first.
-	var merged []TableName
-	merge := map[TableName]Position{}
+	var merged []vocab.TableName
+	merge := map[vocab.TableName]vocab.Position{}
 	for t, pos := range a.consolidate {
 		merged = append(merged, t)
 		written := false
@@ -348,7 +349,7 @@ func (a *applier) start(ctx context.Context, ex flushExtras) (committed bool, er
 		if global.Compare(a.persisted) == 0 && schemas == nil && online == nil && len(merged) == 0 {
 			return false, nil
 		}
-		if err := a.parts[0].sink.Flush(ctx, nil, CheckpointUpdate{Global: global, GlobalGTID: ex.globalGTID, Tables: merge, Schemas: schemas, Online: online}); err != nil {
+		if err := a.parts[0].sink.Flush(ctx, nil, meta.CheckpointUpdate{Global: global, GlobalGTID: ex.globalGTID, Tables: merge, Schemas: schemas, Online: online}); err != nil {
 			return false, err
 		}
 		a.persisted = global
@@ -361,18 +362,18 @@ func (a *applier) start(ctx context.Context, ex flushExtras) (committed bool, er
 	for t, pos := range merge {
 		tables[0][t] = pos
 	}
-	f := &inflight{done: make(chan struct{}), errs: make([]error, len(busy)), ups: make([]CheckpointUpdate, len(busy)), spread: spread, merged: merged,
+	f := &inflight{done: make(chan struct{}), errs: make([]error, len(busy)), ups: make([]meta.CheckpointUpdate, len(busy)), spread: spread, merged: merged,
 		global: global, globalGTID: ex.globalGTID, persist: len(busy) == 1}
 	ups := f.ups
 	for i, p := range busy {
 		if f.persist {
-			ups[i] = CheckpointUpdate{Global: global, GlobalGTID: f.globalGTID, Tables: tables[i], Lanes: lanes[i], Schemas: schemas, Online: online}
+			ups[i] = meta.CheckpointUpdate{Global: global, GlobalGTID: f.globalGTID, Tables: tables[i], Lanes: lanes[i], Schemas: schemas, Online: online}
 		} else {
 			// Several connections commit separately: none may move the resume position past another's
 			// rows (the table checkpoints say what each committed), so none writes this flush's; the
 			// first writes the previous flush's, and only it, so that they do not queue on its row lock
 			// one behind the other.
-			ups[i] = CheckpointUpdate{Tables: tables[i], Lanes: lanes[i]}
+			ups[i] = meta.CheckpointUpdate{Tables: tables[i], Lanes: lanes[i]}
 			if i == 0 {
 				ups[i].Schemas, ups[i].Online = schemas, online
 				// The previous flush committed whole: its resume position is safe, and only this
@@ -388,7 +389,7 @@ func (a *applier) start(ctx context.Context, ex flushExtras) (committed bool, er
 		if next == nil {
 			next = make([]Change, 0, cap(p.batch))
 		}
-		p.batch, p.spare, p.pos, p.lanes = next, nil, map[TableName]Position{}, map[TableName]laneClaim{}
+		p.batch, p.spare, p.pos, p.lanes = next, nil, map[vocab.TableName]vocab.Position{}, map[vocab.TableName]laneClaim{}
 	}
 	a.chooseHot(a.rows)
 	a.rows, a.batchBytes = 0, 0
@@ -478,8 +479,8 @@ func (a *applier) wait(ctx context.Context) (committed bool, err error) {
 // on one connection gets its table position there; one spread over several gets a lane position on
 // each (and the table position where a partition holds one), and is returned in spread with its last
 // position.
-func (a *applier) claims(busy []*partition) (tables []map[TableName]Position, lanes []map[TableName][]meta.Lane, spread map[TableName]Position) {
-	on := map[TableName][]int{}
+func (a *applier) claims(busy []*partition) (tables []map[vocab.TableName]vocab.Position, lanes []map[vocab.TableName][]meta.Lane, spread map[vocab.TableName]vocab.Position) {
+	on := map[vocab.TableName][]int{}
 	for i, p := range busy {
 		for t := range p.pos {
 			on[t] = append(on[t], i)
@@ -490,12 +491,12 @@ func (a *applier) claims(busy []*partition) (tables []map[TableName]Position, la
 			}
 		}
 	}
-	tables = make([]map[TableName]Position, len(busy))
-	lanes = make([]map[TableName][]meta.Lane, len(busy))
+	tables = make([]map[vocab.TableName]vocab.Position, len(busy))
+	lanes = make([]map[vocab.TableName][]meta.Lane, len(busy))
 	for i := range busy {
-		tables[i], lanes[i] = map[TableName]Position{}, map[TableName][]meta.Lane{}
+		tables[i], lanes[i] = map[vocab.TableName]vocab.Position{}, map[vocab.TableName][]meta.Lane{}
 	}
-	spread = map[TableName]Position{}
+	spread = map[vocab.TableName]vocab.Position{}
 	for t, idx := range on {
 		if len(idx) == 1 {
 			p := busy[idx[0]]
@@ -506,7 +507,7 @@ func (a *applier) claims(busy []*partition) (tables []map[TableName]Position, la
 			tables[idx[0]][t] = pos
 			continue
 		}
-		var last Position
+		var last vocab.Position
 		for _, i := range idx {
 			p := busy[i]
 			if pos, ok := p.pos[t]; ok {
@@ -528,7 +529,7 @@ func (a *applier) claims(busy []*partition) (tables []map[TableName]Position, la
 }
 
 // noteTables records committed table positions.
-func (a *applier) noteTables(tables map[TableName]Position) {
+func (a *applier) noteTables(tables map[vocab.TableName]vocab.Position) {
 	for t, pos := range tables {
 		a.ckpt.Tables[t] = pos
 		a.pruneLanes(t)
@@ -576,30 +577,30 @@ type applier struct {
 	rows          int // rows batched over all partitions
 	batchBytes    int // their values' size, estimated (rowBytes)
 	peakRows      atomic.Int64
-	flushing      *inflight // the flush committing while the next batch is built (flushAsync)
-	safeUntil     time.Time // safe mode ends then (safe-mode-duration; zero: no end or off)
-	persisted     Position  // the resume position last committed
+	flushing      *inflight      // the flush committing while the next batch is built (flushAsync)
+	safeUntil     time.Time      // safe mode ends then (safe-mode-duration; zero: no end or off)
+	persisted     vocab.Position // the resume position last committed
 	persistedGTID string
-	committed     Position // the resume position of the last flush that committed (maybe not written)
+	committed     vocab.Position // the resume position of the last flush that committed (maybe not written)
 	committedGTID string
 	// tableRows counts the batch's rows per table; hot are the tables spread by key, chosen from the
 	// last full batch: those with more than twice a connection's share of it. Others keep their own
 	// connection (many tables already use every connection, and spread each would write a lane
 	// position per table and connection).
-	tableRows map[TableName]int
-	hot       map[TableName]bool
-	spreadLog map[TableName]bool // tables whose first spread batch was logged
+	tableRows map[vocab.TableName]int
+	hot       map[vocab.TableName]bool
+	spreadLog map[vocab.TableName]bool // tables whose first spread batch was logged
 	// Key lanes (lanes.go): the generation of the targets' unique keys (row shapes keep their key plan
 	// for one), the keys, which connection each key of the batch is on, and the tables whose last
 	// committed flush wrote lanes (their table position follows in the next transaction).
 	keyGen      int // moves when the targets' keys are forgotten (after a DDL)
-	targetKeys  map[TableName]*targetKeys
+	targetKeys  map[vocab.TableName]*targetKeys
 	keyConn     map[uint64]int
-	consolidate map[TableName]Position
+	consolidate map[vocab.TableName]vocab.Position
 	scratch     laneScratch
 	// ckpt is the source's checkpoint as committed (the Syncer's): the applier moves its table and lane
 	// positions and its resume position as its flushes commit; the other stages read it.
-	ckpt         *Checkpoint
+	ckpt         *meta.Checkpoint
 	task, source string // for the errors of refused changes
 	log          *zap.Logger
 }

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // BenchmarkCatchUp: TRIBUTARY_BENCH_ROWS rows (default 1000000) over 4 or 16 shard tables (2 sources)
@@ -56,7 +58,7 @@ func catchUp(b *testing.B, tables, perTable, workers, batch int) {
 	if b.Failed() {
 		return
 	}
-	ends := make([]Position, len(c.ups))
+	ends := make([]vocab.Position, len(c.ups))
 	for i := range c.ups {
 		ends[i] = c.binlogEnd(i)
 	}

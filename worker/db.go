@@ -7,19 +7,7 @@ import (
 	"strconv"
 
 	"github.com/go-sql-driver/mysql"
-
-	"github.com/tributary-db/tributary/dbutil"
 )
-
-// OpenDB opens a pool to a configured MySQL/MariaDB endpoint (dbutil.OpenDB).
-var OpenDB = dbutil.OpenDB
-
-// multiStatements opens a pool whose queries may hold several statements (dbutil.MultiStatements).
-var multiStatements = dbutil.MultiStatements
-
-// SourcePosition reads a source's current binlog position and, on MariaDB, its GTID set
-// (dbutil.SourcePosition).
-var SourcePosition = dbutil.SourcePosition
 
 // openUpstream opens the sync unit's pool to its source, in UTC as the downstream session: SHOW CREATE
 // TABLE writes TIMESTAMP defaults in the session's zone. tlsConfig nil: no TLS.

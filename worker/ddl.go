@@ -8,13 +8,15 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/session"
 	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // handleDDL handles the statement q of a query event; in are the event's session settings, which the
 // DDLs it sends downstream run in.
-func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Position, in session.Settings) error {
+func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end vocab.Position, in session.Settings) error {
 	ready, err := s.ddl.decide(q, schema, ddlEventAt{start: s.cur.evStart, groupStart: start, end: end, in: in})
 	if err != nil {
 		return err
@@ -40,9 +42,9 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end Pos
 }
 
 // runDDL runs one statement the DDL path decided, with the table checkpoints it moves.
-func (s *Syncer) runDDL(ctx context.Context, r ddlRun, end Position) error {
+func (s *Syncer) runDDL(ctx context.Context, r ddlRun, end vocab.Position) error {
 	if r.part.SQL == "" {
-		return s.exec.ExecDDLOnce(ctx, r.marker, []string{r.stmt}, r.in, CheckpointUpdate{Tables: r.tables})
+		return s.exec.ExecDDLOnce(ctx, r.marker, []string{r.stmt}, r.in, meta.CheckpointUpdate{Tables: r.tables})
 	}
 	stmt := s.sessions.defaultCharset(ctx, r.part)
 	if r.ifNotExists {
@@ -55,25 +57,25 @@ func (s *Syncer) runDDL(ctx context.Context, r ddlRun, end Position) error {
 		}
 	}
 	if !r.join {
-		return s.exec.ExecDDLOnce(ctx, r.marker, []string{stmt}, r.in, CheckpointUpdate{Tables: r.tables})
+		return s.exec.ExecDDLOnce(ctx, r.marker, []string{stmt}, r.in, meta.CheckpointUpdate{Tables: r.tables})
 	}
 	ddls := []string{stmt}
 	if named, err := shardgroup.TablesOf(stmt, ""); err == nil && len(named) == 1 && r.part.Kind == shardgroup.KindCreateTableLike {
 		ddls = nil // CREATE TABLE t_3 LIKE t_1 of two shards: the target is LIKE itself, and exists
 	}
-	return s.exec.ExecDDL(ctx, ddls, r.in, CheckpointUpdate{Tables: r.tables})
+	return s.exec.ExecDDL(ctx, ddls, r.in, meta.CheckpointUpdate{Tables: r.tables})
 }
 
 // RefusedDDLError is a DDL the safety table refuses: nothing ran downstream and the subtask stops
 // before the statement.
 type RefusedDDLError struct {
 	Task   string
-	Start  Position // start of the event (binlog skip -b)
+	Start  vocab.Position // start of the event (binlog skip -b)
 	Source string
-	Pos    Position
+	Pos    vocab.Position
 	DDL    string
 	Kind   shardgroup.Kind
-	Table  TableName
+	Table  vocab.TableName
 	Scope  shardgroup.Scope
 	Why    string
 }
@@ -81,7 +83,9 @@ type RefusedDDLError struct {
 // Permanent: the statement is refused again on every retry; the subtask waits for the user.
 func (e *RefusedDDLError) Permanent() bool { return true }
 
-func (e *RefusedDDLError) stoppedAt() (Position, string, bool) { return e.Start, "internal", false }
+func (e *RefusedDDLError) stoppedAt() (vocab.Position, string, bool) {
+	return e.Start, "internal", false
+}
 
 func (e *RefusedDDLError) Error() string {
 	ddl := e.DDL
@@ -108,7 +112,7 @@ func (s *Syncer) forgetKeys() {
 	clear(s.apply.targetKeys)
 }
 
-func (s *Syncer) setTables(tables map[TableName]Position) {
+func (s *Syncer) setTables(tables map[vocab.TableName]vocab.Position) {
 	for t, p := range tables {
 		s.ckpt.Tables[t] = p
 	}

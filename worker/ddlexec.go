@@ -19,6 +19,7 @@ import (
 	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/session"
 	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // DDLExecutor runs DDL downstream exactly once, across crashes: the DDL markers around it (package
@@ -59,7 +60,7 @@ var alreadyApplied = map[uint16]bool{1060: true, 1061: true, 1050: true, 1091: t
 //
 // Each of the ExecDDL functions runs the DDLs in the session settings in, those of the binlog event
 // they come from (nil: the sink's own; ddlsession.go).
-func (s *DDLExecutor) ExecDDL(ctx context.Context, ddls []string, in session.Settings, up CheckpointUpdate) error {
+func (s *DDLExecutor) ExecDDL(ctx context.Context, ddls []string, in session.Settings, up meta.CheckpointUpdate) error {
 	return s.ExecDDLOnce(ctx, "", ddls, in, up)
 }
 
@@ -78,7 +79,7 @@ func (s *DDLExecutor) ExecDDL(ctx context.Context, ddls []string, in session.Set
 // makes of them (shardgroup.CompareWithDownstream), else it runs.
 //
 // An empty lockID runs the DDLs without markers.
-func (s *DDLExecutor) ExecDDLOnce(ctx context.Context, lockID string, ddls []string, in session.Settings, up CheckpointUpdate) error {
+func (s *DDLExecutor) ExecDDLOnce(ctx context.Context, lockID string, ddls []string, in session.Settings, up meta.CheckpointUpdate) error {
 	return s.execDDLs(ctx, lockID, false, ddls, in, up)
 }
 
@@ -88,11 +89,11 @@ func (s *DDLExecutor) ExecDDLOnce(ctx context.Context, lockID string, ddls []str
 // COLUMN, a named index, with MODIFY beside them; the common case) then goes downstream behind a
 // marker "running" in one query (execRunning): no read before it, a round trip less on a lock's path
 // to a downstream that is usually idle when a lock resolves. The others go as in ExecDDLOnce.
-func (s *DDLExecutor) ExecDDLFirst(ctx context.Context, lockID string, ddls []string, in session.Settings, up CheckpointUpdate) error {
+func (s *DDLExecutor) ExecDDLFirst(ctx context.Context, lockID string, ddls []string, in session.Settings, up meta.CheckpointUpdate) error {
 	return s.execDDLs(ctx, lockID, true, ddls, in, up)
 }
 
-func (s *DDLExecutor) execDDLs(ctx context.Context, lockID string, first bool, ddls []string, in session.Settings, up CheckpointUpdate) error {
+func (s *DDLExecutor) execDDLs(ctx context.Context, lockID string, first bool, ddls []string, in session.Settings, up meta.CheckpointUpdate) error {
 	for _, q := range ddls {
 		if err := s.execOnce(ctx, lockID, q, first && lockID != "", in); err != nil {
 			return err
@@ -103,7 +104,7 @@ func (s *DDLExecutor) execDDLs(ctx context.Context, lockID string, first bool, d
 }
 
 func (s *DDLExecutor) execOnce(ctx context.Context, lockID, q string, first bool, in session.Settings) error {
-	var tables []TableName
+	var tables []vocab.TableName
 	if lockID != "" {
 		var err error
 		if tables, err = shardgroup.TablesOf(q, ""); err != nil {
@@ -195,7 +196,7 @@ func (s *DDLExecutor) execOnce(ctx context.Context, lockID, q string, first bool
 // unless the table shows it ran, and the same error, if it lasts, is reported from there. An "already
 // applied" error is q's (the marker's INSERT has none of those), so q did not run: it is decided on
 // here (checkApplied): decided, with the error that refuses it or marked done.
-func (s *DDLExecutor) execRunning(ctx context.Context, lockID, q string, tables []TableName, in session.Settings) (decided bool, err error) {
+func (s *DDLExecutor) execRunning(ctx context.Context, lockID, q string, tables []vocab.TableName, in session.Settings) (decided bool, err error) {
 	traceStep(ctx, "ddl prepared")
 	if err := s.runDDL(ctx, s.ddlDB, s.meta.MarkRunningSQL(lockID, q), q, in); err != nil {
 		if ctx.Err() != nil {
@@ -215,7 +216,7 @@ func (s *DDLExecutor) execRunning(ctx context.Context, lockID, q string, tables 
 
 // markDone marks q done with the definition its tables have now (before is the one recorded before it
 // ran, "" when none was).
-func (s *DDLExecutor) markDone(ctx context.Context, lockID, q, before string, tables []TableName) error {
+func (s *DDLExecutor) markDone(ctx context.Context, lockID, q, before string, tables []vocab.TableName) error {
 	if !strings.HasPrefix(lockID, "source:") {
 		failpoint.Inject("worker-after-ddl") // a lock's DDL ran downstream; no marker, checkpoint or done yet
 	}
@@ -287,7 +288,7 @@ func (s *DDLExecutor) compare(ctx context.Context, q string) (shardgroup.Compari
 	if err != nil {
 		return shardgroup.Comparison{Reason: err.Error()}, nil // the comparison says it cannot read q
 	}
-	down := shardgroup.Downstream{Tables: map[TableName]string{}, Databases: map[string]bool{}}
+	down := shardgroup.Downstream{Tables: map[vocab.TableName]string{}, Databases: map[string]bool{}}
 	for _, t := range tables {
 		def, err := s.showCreate(ctx, s.db, t)
 		if err != nil {
@@ -320,7 +321,7 @@ func (s *DDLExecutor) compare(ctx context.Context, q string) (shardgroup.Compari
 // marker. With a DDL connection (ddlDB) all of it is one multi-statement query there: one round trip,
 // and the connection the marker and q go on next is awake (on a VM, waking an idle connection costs
 // more than the round trip). Without one, the reads run at once, each on its own connection.
-func (s *DDLExecutor) before(ctx context.Context, lockID, q string, tables []TableName) (cur definition, m meta.Marker, ok bool, err error) {
+func (s *DDLExecutor) before(ctx context.Context, lockID, q string, tables []vocab.TableName) (cur definition, m meta.Marker, ok bool, err error) {
 	if s.ddlDB != nil && len(tables) > 0 {
 		return s.beforeInOneQuery(ctx, lockID, q, tables)
 	}
@@ -344,7 +345,7 @@ func (s *DDLExecutor) before(ctx context.Context, lockID, q string, tables []Tab
 // beforeInOneQuery is before's one query on ddlDB: the fence's SELECT (when there is an epoch), the
 // marker's, and SHOW CREATE TABLE of each table, in that order. The server stops at the first error: a
 // table that does not exist is "absent", and the tables after it are read one query each.
-func (s *DDLExecutor) beforeInOneQuery(ctx context.Context, lockID, q string, tables []TableName) (cur definition, m meta.Marker, ok bool, err error) {
+func (s *DDLExecutor) beforeInOneQuery(ctx context.Context, lockID, q string, tables []vocab.TableName) (cur definition, m meta.Marker, ok bool, err error) {
 	fail := func(err error) (definition, meta.Marker, bool, error) { return definition{}, meta.Marker{}, false, err }
 	epoch := s.meta.EpochSQL()
 	stmts := make([]string, 0, len(tables)+2)
@@ -425,7 +426,7 @@ type definition struct {
 // text itself).
 func (d definition) is(stored string) bool { return stored == d.hash || stored == d.text }
 
-func (s *DDLExecutor) definition(ctx context.Context, tables []TableName) (definition, error) {
+func (s *DDLExecutor) definition(ctx context.Context, tables []vocab.TableName) (definition, error) {
 	defs := make([]string, len(tables))
 	for i, t := range tables {
 		var err error
@@ -437,7 +438,7 @@ func (s *DDLExecutor) definition(ctx context.Context, tables []TableName) (defin
 }
 
 // showCreate is SHOW CREATE TABLE of t, or "absent".
-func (s *DDLExecutor) showCreate(ctx context.Context, db *sql.DB, t TableName) (string, error) {
+func (s *DDLExecutor) showCreate(ctx context.Context, db *sql.DB, t vocab.TableName) (string, error) {
 	var name, def string
 	err := db.QueryRowContext(ctx, "SHOW CREATE TABLE "+t.String()).Scan(&name, &def)
 	if dbutil.IsNoSuchTable(err) {
@@ -450,7 +451,7 @@ func (s *DDLExecutor) showCreate(ctx context.Context, db *sql.DB, t TableName) (
 }
 
 // definitionOf is the definition of tables whose SHOW CREATE TABLE (or "absent") are defs.
-func definitionOf(tables []TableName, defs []string) definition {
+func definitionOf(tables []vocab.TableName, defs []string) definition {
 	var sb strings.Builder
 	for i, t := range tables {
 		sb.WriteString(t.String() + ": " + autoIncrement.ReplaceAllString(defs[i], "") + "\n")

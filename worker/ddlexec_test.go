@@ -7,9 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tributary-db/tributary/dbutil"
 	"github.com/tributary-db/tributary/internal/mariadbtest"
 	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 func TestExecDDLTwiceIsIdempotent(t *testing.T) {
@@ -31,16 +33,16 @@ func TestExecDDLTwiceIsIdempotent(t *testing.T) {
 		"DROP TABLE d.t",
 		"DROP DATABASE d",
 	}
-	pos := shardgroup.Position{File: "bin.000001", Pos: 4}
+	pos := vocab.Position{File: "bin.000001", Pos: 4}
 	for _, q := range ddls {
 		for run := 0; run < 2; run++ {
-			if err := ex.ExecDDL(ctx, []string{q}, nil, CheckpointUpdate{Global: pos}); err != nil {
+			if err := ex.ExecDDL(ctx, []string{q}, nil, meta.CheckpointUpdate{Global: pos}); err != nil {
 				t.Fatalf("%s (run %d): %v", q, run+1, err)
 			}
 		}
 	}
 	// A real error is still an error.
-	if err := ex.ExecDDL(ctx, []string{"ALTER TABLE nowhere.t ADD COLUMN c INT"}, nil, CheckpointUpdate{}); err == nil {
+	if err := ex.ExecDDL(ctx, []string{"ALTER TABLE nowhere.t ADD COLUMN c INT"}, nil, meta.CheckpointUpdate{}); err == nil {
 		t.Fatal("ALTER of a missing table succeeded")
 	}
 	cp, err := sink.Load(ctx)
@@ -77,11 +79,11 @@ func execDDLOnceAcrossCrashes(t *testing.T, together bool) {
 		return n
 	}
 	add := "ALTER TABLE `d`.`t` ADD COLUMN `c` INT"
-	tables := []TableName{{Schema: "d", Name: "t"}}
+	tables := []vocab.TableName{{Schema: "d", Name: "t"}}
 	once := func(want int, why string) {
 		t.Helper()
 		before := alters()
-		if err := ex.ExecDDLOnce(ctx, "L", []string{add}, nil, CheckpointUpdate{}); err != nil {
+		if err := ex.ExecDDLOnce(ctx, "L", []string{add}, nil, meta.CheckpointUpdate{}); err != nil {
 			t.Fatalf("%s: %v", why, err)
 		}
 		if got := alters() - before; got != want {
@@ -140,14 +142,14 @@ func TestDDLRunsOnlyAfterItsMarker(t *testing.T) {
 	ctx := context.Background()
 	sink := NewSink(db, "meta", "task", "s1")
 	ex := NewDDLExecutor(sink, nil, nil)
-	ex.ddlDB = workerDB(t, s.Port, nil, multiStatements)
+	ex.ddlDB = workerDB(t, s.Port, nil, dbutil.MultiStatements)
 	if err := sink.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
 	s.Exec(t, db, "CREATE DATABASE d", "CREATE TABLE d.t (id INT PRIMARY KEY)",
 		"CREATE TRIGGER meta.no_marker BEFORE INSERT ON meta.task_ddl_marker FOR EACH ROW SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'no marker today'")
 	add := "ALTER TABLE `d`.`t` ADD COLUMN `c` INT COMMENT 'a ? and a '' quote'"
-	err := ex.ExecDDLOnce(ctx, "L", []string{add}, nil, CheckpointUpdate{})
+	err := ex.ExecDDLOnce(ctx, "L", []string{add}, nil, meta.CheckpointUpdate{})
 	// (The message is the one-query path's.)
 	if err == nil || !strings.Contains(err.Error(), "no marker today") || !strings.Contains(err.Error(), "write the started marker of lock L and execute DDL") {
 		t.Fatalf("ExecDDLOnce with the marker refused: %v", err)
@@ -164,7 +166,7 @@ func TestDDLRunsOnlyAfterItsMarker(t *testing.T) {
 	}
 	// Once the marker can be written, the DDL runs, and the marker holds the statement as it was.
 	s.Exec(t, db, "DROP TRIGGER meta.no_marker")
-	if err := ex.ExecDDLOnce(ctx, "L", []string{add}, nil, CheckpointUpdate{}); err != nil {
+	if err := ex.ExecDDLOnce(ctx, "L", []string{add}, nil, meta.CheckpointUpdate{}); err != nil {
 		t.Fatal(err)
 	}
 	if n := columns(); n != 1 {
@@ -182,7 +184,7 @@ func TestBeforeInOneQuery(t *testing.T) {
 	ctx := context.Background()
 	sink := NewSink(workerDB(t, s.Port, nil), "meta", "task", "s1")
 	ex := NewDDLExecutor(sink, nil, nil)
-	ex.ddlDB = workerDB(t, s.Port, nil, multiStatements)
+	ex.ddlDB = workerDB(t, s.Port, nil, dbutil.MultiStatements)
 	sink.SetEpoch(5)
 	if err := sink.Init(ctx); err != nil {
 		t.Fatal(err)
@@ -211,7 +213,7 @@ func TestBeforeInOneQuery(t *testing.T) {
 		t.Fatalf("in one query: definition\n%s(%s), marker %+v %v; apart:\n%s(%s)", cur.text, cur.hash, m, ok, apart.text, apart.hash)
 	}
 	// Every table there (the first one absent this time), then none.
-	for _, ts := range [][]TableName{{{Schema: "d", Name: "x"}, {Schema: "d", Name: "a"}}, {{Schema: "d", Name: "gone"}, {Schema: "d", Name: "x"}}, {{Schema: "d", Name: "gone"}}} {
+	for _, ts := range [][]vocab.TableName{{{Schema: "d", Name: "x"}, {Schema: "d", Name: "a"}}, {{Schema: "d", Name: "gone"}, {Schema: "d", Name: "x"}}, {{Schema: "d", Name: "gone"}}} {
 		apart, err := ex.definition(ctx, ts)
 		if err != nil {
 			t.Fatal(err)
@@ -233,10 +235,10 @@ func TestBeforeInOneQuery(t *testing.T) {
 	if err := newer.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := ex.before(ctx, "L", q, tables); !errors.Is(err, ErrFenced) {
+	if _, _, _, err := ex.before(ctx, "L", q, tables); !errors.Is(err, meta.ErrFenced) {
 		t.Fatalf("before with a newer binding: %v, want ErrFenced", err)
 	}
-	newerEx.ddlDB = workerDB(t, s.Port, nil, multiStatements)
+	newerEx.ddlDB = workerDB(t, s.Port, nil, dbutil.MultiStatements)
 	if _, _, _, err := newerEx.before(ctx, "L", q, tables); err != nil {
 		t.Fatalf("before of the binding that owns the checkpoint: %v", err)
 	}
@@ -288,16 +290,16 @@ func TestHandMadeColumnIsComparedNotAssumed(t *testing.T) {
 			sink := NewSink(db, "meta", fmt.Sprintf("task%d", i), "s1")
 			ex := NewDDLExecutor(sink, nil, nil)
 			if c.together {
-				ex.ddlDB = workerDB(t, s.Port, nil, multiStatements)
+				ex.ddlDB = workerDB(t, s.Port, nil, dbutil.MultiStatements)
 			}
 			if err := sink.Init(ctx); err != nil {
 				t.Fatal(err)
 			}
 			exec := func() error {
 				if c.first {
-					return ex.ExecDDLFirst(ctx, "L", []string{add}, nil, CheckpointUpdate{})
+					return ex.ExecDDLFirst(ctx, "L", []string{add}, nil, meta.CheckpointUpdate{})
 				}
-				return ex.ExecDDLOnce(ctx, "L", []string{add}, nil, CheckpointUpdate{})
+				return ex.ExecDDLOnce(ctx, "L", []string{add}, nil, meta.CheckpointUpdate{})
 			}
 			s.Exec(t, db, "DROP TABLE IF EXISTS d.t", "CREATE TABLE d.t (id INT PRIMARY KEY, c VARCHAR(5))")
 			before := alters(t)
@@ -324,7 +326,7 @@ func TestHandMadeColumnIsComparedNotAssumed(t *testing.T) {
 			if err := exec(); err != nil {
 				t.Fatal(err)
 			}
-			if err := ex.ExecDDLOnce(ctx, "L", []string{add}, nil, CheckpointUpdate{}); err != nil {
+			if err := ex.ExecDDLOnce(ctx, "L", []string{add}, nil, meta.CheckpointUpdate{}); err != nil {
 				t.Fatal(err)
 			}
 			if columnType(t) != "int(11)" || alters(t)-before != 1 {
@@ -334,7 +336,7 @@ func TestHandMadeColumnIsComparedNotAssumed(t *testing.T) {
 			// The hand-made column is the DDL's: taken as applied.
 			s.Exec(t, db, "DROP TABLE d.t", "CREATE TABLE d.t (id INT PRIMARY KEY, c INT)")
 			before = alters(t)
-			if err := ex.ExecDDLOnce(ctx, "L2", []string{add}, nil, CheckpointUpdate{}); err != nil {
+			if err := ex.ExecDDLOnce(ctx, "L2", []string{add}, nil, meta.CheckpointUpdate{}); err != nil {
 				t.Fatalf("DDL over the same hand-made column: %v", err)
 			}
 			if alters(t) != before {

@@ -14,11 +14,13 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/onlineddl"
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/router"
 	"github.com/tributary-db/tributary/session"
 	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // ddlPath is the DDL stage of one source: the shard groups and their locks (shardState), the online
@@ -26,7 +28,7 @@ import (
 // on (the tracked schemas it also updates, the table checkpoints). Its methods do no I/O.
 type ddlPath struct {
 	task, source string
-	router       *Router
+	router       *router.Router
 	filter       *router.Filter   // nil: none
 	online       *onlineddl.Rules // nil: online DDL off
 	log          *zap.Logger
@@ -34,16 +36,16 @@ type ddlPath struct {
 	// runs are the online schema change tools' runs by real table (online), persisted with the
 	// checkpoint; onlineDirty those changed since the last flush.
 	runs        onlineddl.Runs
-	onlineDirty map[TableName]bool
-	schemas     *schemaTracker // the rows stage's; a DDL changes what it tracks
-	ckpt        *Checkpoint    // read only: where each table's changes are applied up to
+	onlineDirty map[vocab.TableName]bool
+	schemas     *schemaTracker   // the rows stage's; a DDL changes what it tracks
+	ckpt        *meta.Checkpoint // read only: where each table's changes are applied up to
 }
 
 // ddlEventAt is where a query event is: its own start (binlog skip -b names it), its event group's
 // start (a restart before its DDL resolves reads it again from there), its end, and the session
 // settings it carries (the DDLs it sends downstream run in them).
 type ddlEventAt struct {
-	start, groupStart, end Position
+	start, groupStart, end vocab.Position
 	in                     session.Settings
 }
 
@@ -53,9 +55,9 @@ type ddlEventAt struct {
 type ddlReady struct {
 	runs []ddlRun
 	// post are the targets whose group became synced and has no info out: post it.
-	post []TableName
+	post []vocab.TableName
 	// forgetShapes are tables whose cached row shapes a rename left stale (the rows stage's).
-	forgetShapes []TableName
+	forgetShapes []vocab.TableName
 	// forgetKeys: the downstream's rows changed under the applier's key tracking (a DDL ran).
 	forgetKeys bool
 }
@@ -73,21 +75,21 @@ type ddlRun struct {
 	join   bool
 	marker string           // the DDL marker key (not used by a join)
 	in     session.Settings // nil: the sink's session
-	tables map[TableName]Position
+	tables map[vocab.TableName]vocab.Position
 }
 
 // shardState is the DDL path's state of the source's shard groups: the groups by target, where their
 // DDLs start, the infos posted and awaited, the DML held back and the re-read it asks for, and the
 // renames followed.
 type shardState struct {
-	groups   map[TableName]*shardgroup.ShardingGroup // by target
-	ddlStart map[TableName]map[Position]ddlEvent     // per target: DDL item (end) position -> its event
-	infoAt   map[TableName]Position                  // per target: an info deferred until the reader passes this (postDeferred)
-	pending  map[TableName]bool                      // targets whose info is posted and operation awaited
+	groups   map[vocab.TableName]*shardgroup.ShardingGroup   // by target
+	ddlStart map[vocab.TableName]map[vocab.Position]ddlEvent // per target: DDL item (end) position -> its event
+	infoAt   map[vocab.TableName]vocab.Position              // per target: an info deferred until the reader passes this (postDeferred)
+	pending  map[vocab.TableName]bool                        // targets whose info is posted and operation awaited
 	opCh     chan opResult
 	// heldBack: targets whose group held back DML (skipped it, to be re-read) since its active step
 	// began. A step resolved with nothing held back needs no re-read.
-	heldBack   map[TableName]bool
+	heldBack   map[vocab.TableName]bool
 	resync     *resumePoint
 	resyncLock string       // the lock whose resolution asked for the re-sync (for the trace)
 	ddlReadAt  time.Time    // when the DDL event being handled was read (for the trace)
@@ -97,18 +99,18 @@ type shardState struct {
 // newShardState is the state of a source's groups before any table is discovered.
 func newShardState() shardState {
 	return shardState{
-		groups:   map[TableName]*shardgroup.ShardingGroup{},
-		ddlStart: map[TableName]map[Position]ddlEvent{},
-		infoAt:   map[TableName]Position{},
-		pending:  map[TableName]bool{},
-		heldBack: map[TableName]bool{},
+		groups:   map[vocab.TableName]*shardgroup.ShardingGroup{},
+		ddlStart: map[vocab.TableName]map[vocab.Position]ddlEvent{},
+		infoAt:   map[vocab.TableName]vocab.Position{},
+		pending:  map[vocab.TableName]bool{},
+		heldBack: map[vocab.TableName]bool{},
 		opCh:     make(chan opResult, 16),
 	}
 }
 
 // pruneRuns drops the online-DDL runs' past runs that no restart reads again: swapped in before resume,
 // the persisted checkpoint's position.
-func (d *ddlPath) pruneRuns(resume Position) {
+func (d *ddlPath) pruneRuns(resume vocab.Position) {
 	for t, run := range d.runs {
 		if run.Prune(resume) {
 			d.onlineDirty[t] = true
@@ -151,7 +153,7 @@ func (d *ddlPath) decideInto(ready *ddlReady, q, schema string, at ddlEventAt) e
 	if errors.Is(err, shardgroup.ErrNotDDL) {
 		return nil
 	}
-	if err != nil && schema != "" && d.router.Skip(TableName{Schema: schema}) {
+	if err != nil && schema != "" && d.router.Skip(vocab.TableName{Schema: schema}) {
 		// A statement the parser cannot read, run in a database this task does not replicate.
 		d.log.Warn("skip unparsable statement of a filtered database", zap.String("schema", schema), zap.Error(err))
 		return nil
@@ -220,16 +222,16 @@ func (d *ddlPath) decideInto(ready *ddlReady, q, schema string, at ddlEventAt) e
 	}
 	// applied says whether a table's changes at end are downstream already: read again after a
 	// restart, or run by an earlier part of this statement.
-	moved := map[TableName]bool{}
-	applied := func(t TableName) bool { return moved[t] || end.Compare(d.ckpt.Tables[t]) <= 0 }
+	moved := map[vocab.TableName]bool{}
+	applied := func(t vocab.TableName) bool { return moved[t] || end.Compare(d.ckpt.Tables[t]) <= 0 }
 	run := func(r ddlRun) {
 		ready.runs = append(ready.runs, r)
 		for t := range r.tables {
 			moved[t] = true
 		}
 	}
-	posting := map[TableName]bool{}
-	post := func(target TableName) {
+	posting := map[vocab.TableName]bool{}
+	post := func(target vocab.TableName) {
 		if !posting[target] {
 			posting[target] = true
 			ready.post = append(ready.post, target)
@@ -238,7 +240,7 @@ func (d *ddlPath) decideInto(ready *ddlReady, q, schema string, at ddlEventAt) e
 	var sharded []shardgroup.Part
 	for _, x := range plan {
 		p, scope, dec := x.Part, x.scope, x.Decision
-		tables := map[TableName]Position{}
+		tables := map[vocab.TableName]vocab.Position{}
 		if p.Source.Name != "" {
 			tables[p.Source] = end
 		}
@@ -254,7 +256,7 @@ func (d *ddlPath) decideInto(ready *ddlReady, q, schema string, at ddlEventAt) e
 			ready.forgetKeys = true
 		case shardgroup.JoinGroup:
 			g := d.shard.group(p.Target)
-			if err := g.AddTable(p.Source, Position{}); err != nil {
+			if err := g.AddTable(p.Source, vocab.Position{}); err != nil {
 				return fmt.Errorf("source %s: %w", d.source, err)
 			}
 			if applied(p.Source) {
@@ -262,7 +264,7 @@ func (d *ddlPath) decideInto(ready *ddlReady, q, schema string, at ddlEventAt) e
 			}
 			run(ddlRun{part: p, ifNotExists: true, join: true, in: at.in, tables: tables})
 		case shardgroup.LeaveGroup:
-			leaving := []TableName{p.Source}
+			leaving := []vocab.TableName{p.Source}
 			if p.Kind == shardgroup.KindDropDatabase {
 				leaving = d.shard.shardsIn(p.Source.Schema)
 			}
@@ -315,21 +317,21 @@ func (d *ddlPath) decideInto(ready *ddlReady, q, schema string, at ddlEventAt) e
 // dropReplicatedTables decides DROP DATABASE of an unsharded schema: the downstream tables
 // replicated from it are dropped, one by one, and the downstream database is left, since it may hold
 // tables the task did not create.
-func (d *ddlPath) dropReplicatedTables(schema string, end Position, applied func(TableName) bool, run func(ddlRun)) {
+func (d *ddlPath) dropReplicatedTables(schema string, end vocab.Position, applied func(vocab.TableName) bool, run func(ddlRun)) {
 	for _, t := range d.schemas.tablesIn(schema, end) {
 		if d.router.Skip(t) || d.router.Sharded(t) || d.router.SharedTarget(t) || applied(t) {
 			continue
 		}
 		target := d.router.Route(t)
 		d.log.Info("DROP DATABASE: dropping a table replicated from it", zap.String("schema", schema), zap.Stringer("table", target))
-		run(ddlRun{stmt: "DROP TABLE IF EXISTS " + target.String(), marker: d.sourceMarker(end), tables: map[TableName]Position{t: end}})
+		run(ddlRun{stmt: "DROP TABLE IF EXISTS " + target.String(), marker: d.sourceMarker(end), tables: map[vocab.TableName]vocab.Position{t: end}})
 	}
 }
 
 // sourceMarker is the DDL marker key of a statement of this source that runs downstream by itself:
 // its binlog position is in it, so the statement read again after a crash finds its marker, and the
 // same text later in the binlog (a second TRUNCATE of a table) is a statement of its own.
-func (d *ddlPath) sourceMarker(end Position) string {
+func (d *ddlPath) sourceMarker(end vocab.Position) string {
 	return "source:" + d.source + "@" + end.String()
 }
 
@@ -345,7 +347,7 @@ func (d *ddlPath) scopeOf(p shardgroup.Part) shardgroup.Scope {
 		}
 		return shardgroup.Unsharded
 	}
-	tables := []TableName{p.Source}
+	tables := []vocab.TableName{p.Source}
 	if (p.Kind == shardgroup.KindRenameTable || p.Kind == shardgroup.KindAlterTableRename) && p.RenamedTo.Name != "" {
 		tables = append(tables, p.RenamedTo)
 	}
@@ -362,19 +364,19 @@ func (d *ddlPath) scopeOf(p shardgroup.Part) shardgroup.Scope {
 	return scope
 }
 
-func (st *shardState) group(target TableName) *shardgroup.ShardingGroup {
+func (st *shardState) group(target vocab.TableName) *shardgroup.ShardingGroup {
 	g, ok := st.groups[target]
 	if !ok {
 		g = shardgroup.NewShardingGroup(target)
 		st.groups[target] = g
-		st.ddlStart[target] = map[Position]ddlEvent{}
+		st.ddlStart[target] = map[vocab.Position]ddlEvent{}
 	}
 	return g
 }
 
 // shardsIn lists the shard tables of schema in this source's groups.
-func (st *shardState) shardsIn(schema string) []TableName {
-	var out []TableName
+func (st *shardState) shardsIn(schema string) []vocab.TableName {
+	var out []vocab.TableName
 	for _, g := range st.groups {
 		for _, t := range g.Tables() {
 			if strings.EqualFold(t.Schema, schema) {
@@ -382,6 +384,6 @@ func (st *shardState) shardsIn(schema string) []TableName {
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b TableName) int { return strings.Compare(a.String(), b.String()) })
+	slices.SortFunc(out, func(a, b vocab.TableName) int { return strings.Compare(a.String(), b.String()) })
 	return out
 }

@@ -9,26 +9,29 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tributary-db/tributary/config"
+	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/onlineddl"
 	"github.com/tributary-db/tributary/pessimist"
+	"github.com/tributary-db/tributary/router"
 	"github.com/tributary-db/tributary/session"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // newTestDDLPath is a DDL path over db_*.t_* -> db.t (shards db_1.t_1 and db_1.t_2 in its group) and
 // the unsharded schema solo, with an empty checkpoint: no reader, applier, downstream or etcd.
 func newTestDDLPath(t *testing.T) *ddlPath {
 	t.Helper()
-	r, err := NewRouter(&config.BAList{DoDBs: []string{"db_*", "solo"}}, []config.RouteRule{
+	r, err := router.NewRouter(&config.BAList{DoDBs: []string{"db_*", "solo"}}, []config.RouteRule{
 		{SchemaPattern: "db_*", TablePattern: "t_*", TargetSchema: "db", TargetTable: "t"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := &ddlPath{task: "task", source: "s1", router: r, log: zap.NewNop(), shard: newShardState(),
-		onlineDirty: map[TableName]bool{}, schemas: newSchemaTracker(),
-		ckpt: &Checkpoint{Tables: map[TableName]Position{}, Resolved: map[TableName]Position{}}}
+		onlineDirty: map[vocab.TableName]bool{}, schemas: newSchemaTracker(),
+		ckpt: &meta.Checkpoint{Tables: map[vocab.TableName]vocab.Position{}, Resolved: map[vocab.TableName]vocab.Position{}}}
 	for _, tb := range []string{"t_1", "t_2"} {
-		if err := d.shard.group(TableName{Schema: "db", Name: "t"}).AddTable(TableName{Schema: "db_1", Name: tb}, Position{}); err != nil {
+		if err := d.shard.group(vocab.TableName{Schema: "db", Name: "t"}).AddTable(vocab.TableName{Schema: "db_1", Name: tb}, vocab.Position{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -36,7 +39,7 @@ func newTestDDLPath(t *testing.T) *ddlPath {
 }
 
 func evAt(p uint32) ddlEventAt {
-	return ddlEventAt{start: Position{File: "bin.000001", Pos: p - 50}, groupStart: Position{File: "bin.000001", Pos: p - 80}, end: Position{File: "bin.000001", Pos: p}}
+	return ddlEventAt{start: vocab.Position{File: "bin.000001", Pos: p - 50}, groupStart: vocab.Position{File: "bin.000001", Pos: p - 80}, end: vocab.Position{File: "bin.000001", Pos: p}}
 }
 
 // TestDDLPathDecides: the DDL stage alone. It decides and changes its own state (groups, steps, where
@@ -45,7 +48,7 @@ func evAt(p uint32) ddlEventAt {
 // runs nothing again; a refused one changes nothing downstream and names its table; a rename within
 // the group runs nothing and leaves the cached row shapes of both names stale.
 func TestDDLPathDecides(t *testing.T) {
-	target := TableName{Schema: "db", Name: "t"}
+	target := vocab.TableName{Schema: "db", Name: "t"}
 	d := newTestDDLPath(t)
 
 	// A shard DDL: the group waits for t_2; when it arrives, the info is to be posted, once.
@@ -57,7 +60,7 @@ func TestDDLPathDecides(t *testing.T) {
 	at := evAt(2000)
 	at.in = in
 	ready, err = d.decide("ALTER TABLE db_1.t_2 ADD COLUMN c INT", "", at)
-	if err != nil || !slices.Equal(ready.post, []TableName{target}) || len(ready.runs) != 0 {
+	if err != nil || !slices.Equal(ready.post, []vocab.TableName{target}) || len(ready.runs) != 0 {
 		t.Fatalf("last shard's DDL: %+v %v, want the info of db.t posted", ready, err)
 	}
 	if ev := d.shard.ddlStart[target][at.end]; ev.start != at.groupStart {
@@ -109,7 +112,7 @@ func TestDDLPathDecides(t *testing.T) {
 	if got := d.deferredDue(evAt(5000).end); len(got) != 0 {
 		t.Fatalf("deferred info due before the re-read passed the step: %v", got)
 	}
-	if got := d.deferredDue(evAt(6000).end); !slices.Equal(got, []TableName{target}) {
+	if got := d.deferredDue(evAt(6000).end); !slices.Equal(got, []vocab.TableName{target}) {
 		t.Fatalf("deferred info after the re-read passed the step: %v", got)
 	}
 	if got := d.deferredDue(evAt(7000).end); len(got) != 0 {
@@ -125,13 +128,13 @@ func TestDDLPathDecides(t *testing.T) {
 	}
 	for i, name := range []string{"a", "b"} {
 		r := ready.runs[i]
-		tb := TableName{Schema: "solo", Name: name}
+		tb := vocab.TableName{Schema: "solo", Name: name}
 		if r.part.Source != tb || r.tables[tb] != drop.end || len(r.tables) != 1 || r.marker != "source:s1@"+drop.end.String() {
 			t.Fatalf("run %d: %+v", i, r)
 		}
 	}
-	d.ckpt.Tables[TableName{Schema: "solo", Name: "a"}] = drop.end
-	d.ckpt.Tables[TableName{Schema: "solo", Name: "b"}] = drop.end
+	d.ckpt.Tables[vocab.TableName{Schema: "solo", Name: "a"}] = drop.end
+	d.ckpt.Tables[vocab.TableName{Schema: "solo", Name: "b"}] = drop.end
 	if ready, err = d.decide("DROP TABLE solo.a, solo.b", "", drop); err != nil || len(ready.runs) != 0 {
 		t.Fatalf("read again after a restart: %+v %v, want nothing to run", ready, err)
 	}
@@ -139,15 +142,15 @@ func TestDDLPathDecides(t *testing.T) {
 	// A rename within the group runs nothing; one out of it is refused, naming its table, and nothing
 	// of its statement runs (its first part would have been allowed).
 	ready, err = d.decide("RENAME TABLE db_1.t_2 TO db_1.t_9", "", evAt(10000))
-	if err != nil || len(ready.runs) != 0 || !slices.Contains(ready.forgetShapes, TableName{Schema: "db_1", Name: "t_2"}) || !slices.Contains(ready.forgetShapes, TableName{Schema: "db_1", Name: "t_9"}) {
+	if err != nil || len(ready.runs) != 0 || !slices.Contains(ready.forgetShapes, vocab.TableName{Schema: "db_1", Name: "t_2"}) || !slices.Contains(ready.forgetShapes, vocab.TableName{Schema: "db_1", Name: "t_9"}) {
 		t.Fatalf("rename within the group: %+v %v", ready, err)
 	}
-	if g := d.shard.groups[target]; !g.Member(TableName{Schema: "db_1", Name: "t_9"}) || g.Member(TableName{Schema: "db_1", Name: "t_2"}) {
+	if g := d.shard.groups[target]; !g.Member(vocab.TableName{Schema: "db_1", Name: "t_9"}) || g.Member(vocab.TableName{Schema: "db_1", Name: "t_2"}) {
 		t.Fatalf("the group after the rename: %v", g.Tables())
 	}
 	ready, err = d.decide("RENAME TABLE solo.c TO solo.d, db_1.t_1 TO solo.t_1", "", evAt(11000))
 	var refused *RefusedDDLError
-	if !errors.As(err, &refused) || refused.Table != (TableName{Schema: "db_1", Name: "t_1"}) || len(ready.runs) != 0 || refused.Start != evAt(11000).start {
+	if !errors.As(err, &refused) || refused.Table != (vocab.TableName{Schema: "db_1", Name: "t_1"}) || len(ready.runs) != 0 || refused.Start != evAt(11000).start {
 		t.Fatalf("a rename out of the group: %+v %v, want it refused before anything runs", ready, err)
 	}
 }
@@ -158,8 +161,8 @@ func TestDDLPathDecides(t *testing.T) {
 // must find the ALTER it swaps in, so that the shard reaches the step (the chaos soak, seed 5, lost
 // it: the rows with the new column reached the downstream before the column).
 func TestOnlineRunStaysUnderTheOldName(t *testing.T) {
-	target := TableName{Schema: "db", Name: "t"}
-	old, renamed := TableName{Schema: "db_1", Name: "t_1"}, TableName{Schema: "db_1", Name: "t_9"}
+	target := vocab.TableName{Schema: "db", Name: "t"}
+	old, renamed := vocab.TableName{Schema: "db_1", Name: "t_1"}, vocab.TableName{Schema: "db_1", Name: "t_9"}
 	withOnline := func() *ddlPath {
 		d := newTestDDLPath(t)
 		rules, err := onlineddl.NewRules([]string{`^_(.+)_new$`}, []string{`^_(.+)_old$`})
@@ -180,7 +183,7 @@ func TestOnlineRunStaysUnderTheOldName(t *testing.T) {
 		t.Fatalf("the run under the new name: %+v, want the ALTER", run)
 	}
 	// What the checkpoint holds after the flush: the runs changed, encoded.
-	ckpt := map[TableName]string{}
+	ckpt := map[vocab.TableName]string{}
 	for tb := range d.onlineDirty {
 		ckpt[tb] = onlineddl.Encode(d.runs[tb])
 	}
@@ -199,7 +202,7 @@ func TestOnlineRunStaysUnderTheOldName(t *testing.T) {
 		t.Fatalf("the cut-over read again: %+v %v", ready, err)
 	}
 	ready, err := d2.decide("ALTER TABLE db_1.t_2 ADD COLUMN c INT", "", evAt(1500))
-	if err != nil || !slices.Equal(ready.post, []TableName{target}) {
+	if err != nil || !slices.Equal(ready.post, []vocab.TableName{target}) {
 		t.Fatalf("t_2's ADD COLUMN after the restart: %+v %v, want the group complete (t_1 reached the step at its cut-over under %s)", ready, err, old)
 	}
 }
@@ -211,7 +214,7 @@ func TestOnlineRunStaysUnderTheOldName(t *testing.T) {
 // shards had c, and the subtask paused on "detect inconsistent DDL sequence" with every lock of the
 // source stuck behind it).
 func TestOnlineRunsReadAgainFromBeforeTheFirst(t *testing.T) {
-	target := TableName{Schema: "db", Name: "t"}
+	target := vocab.TableName{Schema: "db", Name: "t"}
 	withOnline := func() *ddlPath {
 		d := newTestDDLPath(t)
 		rules, err := onlineddl.NewRules([]string{`^_(.+)_new$`}, []string{`^_(.+)_old$`})
@@ -232,7 +235,7 @@ func TestOnlineRunsReadAgainFromBeforeTheFirst(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	ckpt := map[TableName]string{}
+	ckpt := map[vocab.TableName]string{}
 	for tb := range d.onlineDirty {
 		ckpt[tb] = onlineddl.Encode(d.runs[tb])
 	}
@@ -253,7 +256,7 @@ func TestOnlineRunsReadAgainFromBeforeTheFirst(t *testing.T) {
 		}
 	}
 	ready, err := d2.decide("ALTER TABLE db_1.t_2 ADD COLUMN c INT", "", evAt(5000))
-	if err != nil || !slices.Equal(ready.post, []TableName{target}) {
+	if err != nil || !slices.Equal(ready.post, []vocab.TableName{target}) {
 		t.Fatalf("t_2's ADD COLUMN c after the restart: %+v %v, want the group complete (t_1 reached c at its first cut-over read again)", ready, err)
 	}
 }
@@ -267,7 +270,7 @@ func TestOnlineRunsReadAgainFromBeforeTheFirst(t *testing.T) {
 // source's DELETE of a shard read afterwards, still before that shard's DDL, was refused downstream:
 // "Unknown column 'c100'".)
 func TestNextStepWaitsForTheReaderWithNothingHeldBack(t *testing.T) {
-	target := TableName{Schema: "db", Name: "t"}
+	target := vocab.TableName{Schema: "db", Name: "t"}
 	// twoSteps is a DDL path whose tables both reached two steps (t_1 at 1000 and 2000, t_2 at 3000 and
 	// 4000), the first one's info posted.
 	twoSteps := func() *ddlPath {
@@ -296,7 +299,7 @@ func TestNextStepWaitsForTheReaderWithNothingHeldBack(t *testing.T) {
 	if got := d.deferredDue(evAt(3500).end); len(got) != 0 {
 		t.Fatalf("the next step's info due at 3500, before t_2's DDL of it at 4000: %v", got)
 	}
-	if got := d.deferredDue(evAt(4000).end); !slices.Equal(got, []TableName{target}) {
+	if got := d.deferredDue(evAt(4000).end); !slices.Equal(got, []vocab.TableName{target}) {
 		t.Fatalf("the next step's info once the reader passed it: %v", got)
 	}
 

@@ -13,14 +13,16 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tributary-db/tributary/dbutil"
+	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // listTables lists the upstream's base tables the task replicates. information_schema.TABLES is not
 // read in one snapshot: a RENAME that swaps two tables while it is read can hide both names, so the
 // list is read until two reads agree.
-func (s *Syncer) listTables(ctx context.Context) ([]TableName, error) {
-	var prev []TableName
+func (s *Syncer) listTables(ctx context.Context) ([]vocab.TableName, error) {
+	var prev []vocab.TableName
 	for attempt := 0; ; attempt++ {
 		tables, err := s.listTablesOnce(ctx)
 		if err != nil {
@@ -33,15 +35,15 @@ func (s *Syncer) listTables(ctx context.Context) ([]TableName, error) {
 	}
 }
 
-func (s *Syncer) listTablesOnce(ctx context.Context) ([]TableName, error) {
+func (s *Syncer) listTablesOnce(ctx context.Context) ([]vocab.TableName, error) {
 	rows, err := s.upstream.QueryContext(ctx, "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' ORDER BY 1, 2")
 	if err != nil {
 		return nil, fmt.Errorf("list tables of source %s: %w", s.cfg.Source, err)
 	}
 	defer rows.Close()
-	var tables []TableName
+	var tables []vocab.TableName
 	for rows.Next() {
-		var t TableName
+		var t vocab.TableName
 		if err := rows.Scan(&t.Schema, &t.Name); err != nil {
 			return nil, fmt.Errorf("list tables of source %s: %w", s.cfg.Source, err)
 		}
@@ -58,21 +60,21 @@ func (s *Syncer) listTablesOnce(ctx context.Context) ([]TableName, error) {
 // tablesAtResume is the set of replicated tables that existed at the resume position, as the tracked
 // schemas say. A tracked table that did not exist there is left out even if it exists now: its
 // CREATE TABLE is ahead in the binlog.
-func (s *Syncer) tablesAtResume() []TableName {
-	var out []TableName
+func (s *Syncer) tablesAtResume() []vocab.TableName {
+	var out []vocab.TableName
 	for t := range s.rows.schemas.tables {
 		if s.rows.schemas.existsAt(t, s.ckpt.Global) && !s.cfg.Router.Skip(t) {
 			out = append(out, t)
 		}
 	}
-	slices.SortFunc(out, func(a, b TableName) int { return strings.Compare(a.String(), b.String()) })
+	slices.SortFunc(out, func(a, b vocab.TableName) int { return strings.Compare(a.String(), b.String()) })
 	return out
 }
 
-func (s *Syncer) masterPosition(ctx context.Context) (Position, error) {
-	pos, _, err := SourcePosition(ctx, s.upstream)
+func (s *Syncer) masterPosition(ctx context.Context) (vocab.Position, error) {
+	pos, _, err := dbutil.SourcePosition(ctx, s.upstream)
 	if err != nil {
-		return Position{}, fmt.Errorf("read binlog position of source %s (is log_bin on?): %w", s.cfg.Source, err)
+		return vocab.Position{}, fmt.Errorf("read binlog position of source %s (is log_bin on?): %w", s.cfg.Source, err)
 	}
 	return pos, nil
 }
@@ -84,7 +86,7 @@ func (s *Syncer) masterPosition(ctx context.Context) (Position, error) {
 // upstream's current tables may already be past them (a table an online schema change tool has just
 // swapped, one dropped since) and a group built from those would miss a member or count one twice.
 func (s *Syncer) discover(ctx context.Context) error {
-	var tables []TableName
+	var tables []vocab.TableName
 	if !s.fresh && len(s.rows.schemas.tables) > 0 {
 		tables = s.tablesAtResume()
 	} else {
@@ -94,7 +96,7 @@ func (s *Syncer) discover(ctx context.Context) error {
 			return err
 		}
 	}
-	created := map[TableName]bool{}
+	created := map[vocab.TableName]bool{}
 	for _, t := range tables {
 		if err := s.rows.schemas.initFromUpstream(ctx, s.upstream, t); err != nil {
 			return err
@@ -126,7 +128,7 @@ func (s *Syncer) discover(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("definition of %s on source %s: %w", t, s.cfg.Source, err)
 		}
-		if err := s.exec.ExecDDL(ctx, []string{"CREATE DATABASE IF NOT EXISTS " + TableName{Schema: target.Schema}.String(), stmt}, nil, CheckpointUpdate{}); err != nil {
+		if err := s.exec.ExecDDL(ctx, []string{"CREATE DATABASE IF NOT EXISTS " + vocab.TableName{Schema: target.Schema}.String(), stmt}, nil, meta.CheckpointUpdate{}); err != nil {
 			return err
 		}
 	}
@@ -136,7 +138,7 @@ func (s *Syncer) discover(ctx context.Context) error {
 // checkExisting compares a downstream table that exists before the task's first start with the
 // upstream shard routed to it. A different schema is reported with both definitions; the downstream
 // table is never dropped or altered by the tool.
-func (s *Syncer) checkExisting(ctx context.Context, up, target TableName) error {
+func (s *Syncer) checkExisting(ctx context.Context, up, target vocab.TableName) error {
 	down, err := signature(ctx, s.cfg.Downstream, target)
 	if err != nil || len(down) == 0 {
 		return err // missing: it is created
@@ -156,7 +158,7 @@ func (s *Syncer) checkExisting(ctx context.Context, up, target TableName) error 
 }
 
 // signature is a table's columns as "name type", lower case, for comparing definitions.
-func signature(ctx context.Context, db *sql.DB, t TableName) ([]string, error) {
+func signature(ctx context.Context, db *sql.DB, t vocab.TableName) ([]string, error) {
 	defs, err := tableColumns(ctx, db, t)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // Errors a subtask meets fall in two classes. Transient ones (the connection lost, a deadlock, a lock
@@ -66,22 +67,22 @@ type atStatement interface {
 	// stoppedAt returns the start of the event, the error's scope as query-status shows it
 	// ("downstream": the downstream refused it; "internal": Tributary stops before it), and whether
 	// the statement is a lock's DDLs this source ran as owner.
-	stoppedAt() (start Position, scope string, lock bool)
+	stoppedAt() (start vocab.Position, scope string, lock bool)
 }
 
 // StatementError is a statement the downstream refused for good: the subtask pauses on it.
 type StatementError struct {
 	Task, Source string
-	Table        TableName // upstream table of the event
-	Stmt         string    // the statement (a DML with its first values)
-	Pos          Position  // start of the binlog event (as SHOW BINLOG EVENTS' Pos)
-	Lock         string    // the shard DDL lock whose DDLs this source ran as owner ("" for an event)
-	DML          bool      // a row change
+	Table        vocab.TableName // upstream table of the event
+	Stmt         string          // the statement (a DML with its first values)
+	Pos          vocab.Position  // start of the binlog event (as SHOW BINLOG EVENTS' Pos)
+	Lock         string          // the shard DDL lock whose DDLs this source ran as owner ("" for an event)
+	DML          bool            // a row change
 	Cause        error
 }
 
 func (e *StatementError) Permanent() bool { return true }
-func (e *StatementError) stoppedAt() (Position, string, bool) {
+func (e *StatementError) stoppedAt() (vocab.Position, string, bool) {
 	return e.Pos, "downstream", e.Lock != ""
 }
 func (e *StatementError) Unwrap() error { return e.Cause }
@@ -107,13 +108,13 @@ func (e *StatementError) Error() string {
 // filterError is a statement the syncer stops on by rule (a binlog event filter with action Error, a
 // statement the parser cannot read): a retry meets it again, so the subtask waits for the user.
 type filterError struct {
-	Start Position // start of the event (binlog skip -b)
+	Start vocab.Position // start of the event (binlog skip -b)
 	error
 }
 
-func (e *filterError) Permanent() bool                     { return true }
-func (e *filterError) stoppedAt() (Position, string, bool) { return e.Start, "internal", false }
-func (e *filterError) Unwrap() error                       { return e.error }
+func (e *filterError) Permanent() bool                           { return true }
+func (e *filterError) stoppedAt() (vocab.Position, string, bool) { return e.Start, "internal", false }
+func (e *filterError) Unwrap() error                             { return e.error }
 
 // sequenceError is a shard DDL that does not match the DDL another shard of its group has at the same
 // step (shardgroup's "detect inconsistent DDL sequence"). The group is rebuilt the same way from the
@@ -121,13 +122,13 @@ func (e *filterError) Unwrap() error                       { return e.error }
 // skips or replaces the statement.
 type sequenceError struct {
 	Task, Source string
-	Start, End   Position
+	Start, End   vocab.Position
 	Cause        *shardgroup.InconsistentError
 }
 
-func (e *sequenceError) Permanent() bool                     { return true }
-func (e *sequenceError) stoppedAt() (Position, string, bool) { return e.Start, "internal", false }
-func (e *sequenceError) Unwrap() error                       { return e.Cause }
+func (e *sequenceError) Permanent() bool                           { return true }
+func (e *sequenceError) stoppedAt() (vocab.Position, string, bool) { return e.Start, "internal", false }
+func (e *sequenceError) Unwrap() error                             { return e.Cause }
 
 func (e *sequenceError) Error() string {
 	return fmt.Sprintf("source %s at %s: %v; nothing ran downstream, and every retry reads the same sequence, so the subtask is paused. "+

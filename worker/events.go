@@ -17,6 +17,7 @@ import (
 	"github.com/tributary-db/tributary/eventclass"
 	"github.com/tributary-db/tributary/router"
 	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // MariaDB's GTID event flag of the first half of an XA transaction (FL_PREPARED_XA).
@@ -29,8 +30,8 @@ type heldEvent struct {
 	typ   replication.EventType
 	ev    *replication.RowsEvent
 	shape *rowShape
-	src   TableName
-	start Position
+	src   vocab.TableName
+	start vocab.Position
 }
 
 // heldTxn is an open transaction whose rows are held: an XA transaction until its PREPARE (then it
@@ -45,7 +46,7 @@ type heldTxn struct {
 // preparedXA is an XA transaction prepared upstream whose outcome has not been read yet.
 type preparedXA struct {
 	xid    string
-	start  Position // start of its first half (the checkpoint does not pass it)
+	start  vocab.Position // start of its first half (the checkpoint does not pass it)
 	events []heldEvent
 	since  time.Time // when it was read
 }
@@ -57,7 +58,7 @@ type xaState struct {
 
 // handleEvent decides one event (eventclass) and carries the decision out. start and end are the
 // event's positions; inside a compressed transaction, the transaction's.
-func (s *Syncer) handleEvent(ctx context.Context, ev *replication.BinlogEvent, start, end Position) error {
+func (s *Syncer) handleEvent(ctx context.Context, ev *replication.BinlogEvent, start, end vocab.Position) error {
 	h := ev.Header
 	rule := eventclass.Event(h.EventType)
 	switch rule.Outcome {
@@ -91,7 +92,7 @@ func (s *Syncer) handleEvent(ctx context.Context, ev *replication.BinlogEvent, s
 }
 
 // beginGroup starts an event group (a GTID event); xa: the first half of an XA transaction.
-func (s *Syncer) beginGroup(start Position, xa bool) {
+func (s *Syncer) beginGroup(start vocab.Position, xa bool) {
 	s.cur.groupStart, s.cur.txn = start, false
 	s.cur.hold = nil // a group read again from its start (a reconnect, a re-sync) collects anew
 	if xa {
@@ -108,7 +109,7 @@ func (s *Syncer) startXA(xid string) {
 }
 
 // holdRows keeps a rows event of a held transaction (its filters and shape as of the event).
-func (s *Syncer) holdRows(typ replication.EventType, e *replication.RowsEvent, src TableName, start, end Position) error {
+func (s *Syncer) holdRows(typ replication.EventType, e *replication.RowsEvent, src vocab.TableName, start, end vocab.Position) error {
 	if ignore, err := s.filterRows(typ, src, end); ignore || err != nil {
 		return err
 	}
@@ -123,7 +124,7 @@ func (s *Syncer) holdRows(typ replication.EventType, e *replication.RowsEvent, s
 // placeHeld writes held rows events as of end: the position where they take effect upstream (the
 // commit). No flush happens between them: they share end, and a table's checkpoint at end must mean
 // all of its changes there are written.
-func (s *Syncer) placeHeld(ctx context.Context, events []heldEvent, end Position) (blocked bool, err error) {
+func (s *Syncer) placeHeld(ctx context.Context, events []heldEvent, end vocab.Position) (blocked bool, err error) {
 	was := s.cur.sameEnd
 	s.cur.sameEnd = true
 	defer func() { s.cur.sameEnd = was }()
@@ -141,7 +142,7 @@ func (s *Syncer) placeHeld(ctx context.Context, events []heldEvent, end Position
 
 // commitAt ends a transaction at end (an XID event, or a COMMIT query of a non-transactional table):
 // the rows a savepoint held are written, the group is a resume point, and a full batch is flushed.
-func (s *Syncer) commitAt(ctx context.Context, end Position) error {
+func (s *Syncer) commitAt(ctx context.Context, end vocab.Position) error {
 	if err := s.commitHeld(ctx, end); err != nil {
 		return err
 	}
@@ -154,7 +155,7 @@ func (s *Syncer) commitAt(ctx context.Context, end Position) error {
 
 // commitHeld writes the rows a savepoint held once their transaction commits at end (an XA's wait for
 // their outcome instead).
-func (s *Syncer) commitHeld(ctx context.Context, end Position) error {
+func (s *Syncer) commitHeld(ctx context.Context, end vocab.Position) error {
 	hold := s.cur.hold
 	if hold == nil || hold.xa {
 		return nil
@@ -165,7 +166,7 @@ func (s *Syncer) commitHeld(ctx context.Context, end Position) error {
 }
 
 // xaPrepared ends an XA transaction's first half: its rows wait for XA COMMIT or XA ROLLBACK.
-func (s *Syncer) xaPrepared(ctx context.Context, body []byte, end Position) error {
+func (s *Syncer) xaPrepared(ctx context.Context, body []byte, end vocab.Position) error {
 	xid, onePhase, err := eventclass.ParseXAPrepare(body)
 	if err != nil {
 		return &EventError{Task: s.cfg.Task, Source: s.cfg.Source, Start: s.cur.evStart, End: end, Event: "XA_PREPARE_LOG_EVENT", Why: err.Error()}
@@ -195,7 +196,7 @@ func (s *Syncer) xaPrepared(ctx context.Context, body []byte, end Position) erro
 }
 
 // xaOutcome writes (XA COMMIT) or drops (XA ROLLBACK) a prepared XA transaction's rows at end.
-func (s *Syncer) xaOutcome(ctx context.Context, st eventclass.Statement, start, end Position) error {
+func (s *Syncer) xaOutcome(ctx context.Context, st eventclass.Statement, start, end vocab.Position) error {
 	p, ok := s.xa.prepared[st.XID]
 	if st.Class == eventclass.XARollback {
 		if ok {
@@ -229,8 +230,8 @@ func (s *Syncer) xaOutcome(ctx context.Context, st eventclass.Statement, start, 
 
 // oldestPrepared is the start of the oldest prepared XA transaction whose outcome is not read (ok:
 // there is one): a restart must read it again.
-func (x *xaState) oldestPrepared() (Position, bool) {
-	var first Position
+func (x *xaState) oldestPrepared() (vocab.Position, bool) {
+	var first vocab.Position
 	found := false
 	for _, p := range x.prepared {
 		if !found || p.start.Compare(first) < 0 {
@@ -243,7 +244,7 @@ func (x *xaState) oldestPrepared() (Position, bool) {
 // PreparedXA is a prepared XA transaction whose outcome the sync unit has not read yet.
 type PreparedXA struct {
 	XID   string
-	Pos   Position
+	Pos   vocab.Position
 	Since time.Time
 }
 
@@ -257,7 +258,7 @@ func (x *xaState) list() []PreparedXA {
 }
 
 // handleQuery decides a query event by its statement's class (eventclass.Query) and carries it out.
-func (s *Syncer) handleQuery(ctx context.Context, e *replication.QueryEvent, start, end Position) error {
+func (s *Syncer) handleQuery(ctx context.Context, e *replication.QueryEvent, start, end vocab.Position) error {
 	st := eventclass.Query(string(e.Query), s.cur.version)
 	switch st.Class {
 	case eventclass.Begin:
@@ -353,14 +354,14 @@ func (s *Syncer) handleQuery(ctx context.Context, e *replication.QueryEvent, sta
 
 // statementDML decides a DML statement written in statement format: it stops when it may write a
 // table of the task, and is skipped otherwise.
-func (s *Syncer) statementDML(e *replication.QueryEvent, st eventclass.Statement, start, end Position) error {
+func (s *Syncer) statementDML(e *replication.QueryEvent, st eventclass.Statement, start, end vocab.Position) error {
 	if op, ok := s.cfg.Operators.find(false, start, s.cur.groupStart); ok && op.Op == "skip" {
 		s.log.Warn("statement-format DML skipped by an operator (binlog skip)", zap.String("statement", clip(st.Text, 256)), zap.Stringer("pos", start))
 		return nil
 	}
 	tables, err := shardgroup.DMLTables(st.Text, string(e.Schema))
 	replicated := err != nil // tables unknown: it may write one of the task's
-	var first TableName
+	var first vocab.TableName
 	for _, t := range tables {
 		if !s.cfg.Router.Skip(t) {
 			replicated, first = true, t
@@ -383,7 +384,7 @@ func (s *Syncer) statementDML(e *replication.QueryEvent, st eventclass.Statement
 
 // filteredStatement applies the binlog event filters' sql-pattern to a statement that would stop:
 // a rule with action Ignore passes it (logged), one with action Error stops at it.
-func (s *Syncer) filteredStatement(e *replication.QueryEvent, st eventclass.Statement, start, end Position) (bool, error) {
+func (s *Syncer) filteredStatement(e *replication.QueryEvent, st eventclass.Statement, start, end vocab.Position) (bool, error) {
 	switch act, rule := s.cfg.Filter.Statement(string(e.Schema), st.Text); act {
 	case router.IgnoreEvent:
 		s.log.Info("statement ignored by a binlog event filter", zap.String("rule", rule), zap.String("class", string(st.Class)), zap.Stringer("pos", start))
@@ -400,7 +401,7 @@ func (s *Syncer) filteredStatement(e *replication.QueryEvent, st eventclass.Stat
 // handlePayload expands a compressed transaction (MySQL 8's TRANSACTION_PAYLOAD_EVENT) and decides
 // each event inside as if it had arrived alone. They all start and end where the payload does (go-mysql
 // stamps them so), and nothing is flushed between them: the transaction is written as one.
-func (s *Syncer) handlePayload(ctx context.Context, p *replication.TransactionPayloadEvent, start, end Position) error {
+func (s *Syncer) handlePayload(ctx context.Context, p *replication.TransactionPayloadEvent, start, end vocab.Position) error {
 	was := s.cur.sameEnd
 	s.cur.sameEnd = true
 	for _, inner := range p.Events {
@@ -424,9 +425,9 @@ func (s *Syncer) handlePayload(ctx context.Context, p *replication.TransactionPa
 // the event, its position, why, and the ways on.
 type EventError struct {
 	Task, Source string
-	Start, End   Position
+	Start, End   vocab.Position
 	Event        string
-	Table        TableName
+	Table        vocab.TableName
 	Stmt         string
 	Why          string
 }
@@ -434,7 +435,7 @@ type EventError struct {
 // Permanent: the event is the same on every retry; the subtask waits for the user.
 func (e *EventError) Permanent() bool { return true }
 
-func (e *EventError) stoppedAt() (Position, string, bool) { return e.Start, "internal", false }
+func (e *EventError) stoppedAt() (vocab.Position, string, bool) { return e.Start, "internal", false }
 
 func (e *EventError) Error() string {
 	var b strings.Builder

@@ -11,6 +11,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/tributary-db/tributary/pessimist"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 func (c *cluster) downColumnsOf(schema, table string) int {
@@ -132,7 +133,7 @@ func TestCompressedTransaction(t *testing.T) {
 	ctx := context.Background()
 	s := NewSyncer(SyncerConfig{Task: c.task, Source: "s1", Host: "127.0.0.1", Port: uint16(c.ups[0].Port), User: "root", ServerID: 9100,
 		Router: c.router, Downstream: c.syncDB, DDLDownstream: c.ddlDB, GroupStatements: true, MetaSchema: "dm_meta", BatchRows: 1, TxnRows: 1,
-		Flavor: mysql.MySQLFlavor, Start: Position{File: "binlog.000001", Pos: 4}, Log: c.logger(),
+		Flavor: mysql.MySQLFlavor, Start: vocab.Position{File: "binlog.000001", Pos: 4}, Log: c.logger(),
 		Agent: pessimist.NewAgent(c.cli, c.layout, c.task, "s1", nil)})
 	if err := s.init(ctx); err != nil {
 		t.Fatal(err)
@@ -194,10 +195,10 @@ func TestCompressedTransaction(t *testing.T) {
 	if err := c.downDB.QueryRow("SELECT COUNT(*) FROM db.t WHERE v = 'zstd'").Scan(&n); err != nil || n != 6 {
 		t.Fatalf("rows of the compressed transaction downstream: %d (%v), want 6", n, err)
 	}
-	if got := s.cur.lastPos; got != (Position{File: "binlog.000002", Pos: end}) {
+	if got := s.cur.lastPos; got != (vocab.Position{File: "binlog.000002", Pos: end}) {
 		t.Fatalf("resume point after the payload: %s, want its end", got)
 	}
-	if got := s.ckpt.Tables[TableName{Schema: "db_1", Name: "t_1"}]; got.Pos != end {
+	if got := s.ckpt.Tables[vocab.TableName{Schema: "db_1", Name: "t_1"}]; got.Pos != end {
 		t.Fatalf("table checkpoint after the payload: %s, want the payload's end", got)
 	}
 	// The same payload read again (a restart before the resume point moved) applies nothing twice.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tributary-db/tributary/session"
 	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // eventSessions reads the session settings of a DDL's binlog event (session.Decode, session.Settings):
@@ -26,13 +27,13 @@ type eventSessions struct {
 
 // ddlEvent is what a DDL item of a shard group keeps of its event until its lock resolves.
 type ddlEvent struct {
-	start Position // the event group's start
+	start vocab.Position // the event group's start
 	in    session.Settings
 }
 
 // of is the event's settings. What it cannot decode or carry is logged: the DDL runs in the sink's
 // values of those.
-func (e *eventSessions) of(ctx context.Context, q *replication.QueryEvent, at Position) (session.Settings, error) {
+func (e *eventSessions) of(ctx context.Context, q *replication.QueryEvent, at vocab.Position) (session.Settings, error) {
 	vars, err := session.Decode(q.StatusVars)
 	if err != nil {
 		e.log.Debug("status variables of a query event read in part", zap.Stringer("pos", at), zap.Error(err))

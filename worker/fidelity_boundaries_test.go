@@ -12,6 +12,7 @@ import (
 
 	"github.com/tributary-db/tributary/config"
 	"github.com/tributary-db/tributary/pessimist"
+	"github.com/tributary-db/tributary/router"
 )
 
 // TestFidelityBoundaries writes each type's boundary values, one row per value (and NULL), into a
@@ -68,7 +69,7 @@ func fidelityBoundaries(t *testing.T, load bool, downSetup ...string) {
 			rules = slices.Insert(rules, 0, config.RouteRule{SchemaPattern: "bnd_s*", TablePattern: kind + "_" + bt.name + "_*", TargetSchema: "bnd", TargetTable: kind + "_" + bt.name})
 		}
 	}
-	router, err := NewRouter(&config.BAList{DoDBs: []string{"bnd_s*"}}, rules)
+	router, err := router.NewRouter(&config.BAList{DoDBs: []string{"bnd_s*"}}, rules)
 	if err != nil {
 		t.Fatal(err)
 	}

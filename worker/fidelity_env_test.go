@@ -17,6 +17,7 @@ import (
 	"github.com/tributary-db/tributary/internal/mariadbtest"
 	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/pessimist"
+	"github.com/tributary-db/tributary/router"
 )
 
 // fidEnv is the servers every seed shares: two upstream sources, one downstream, etcd with a
@@ -54,7 +55,7 @@ func newFidEnv(t *testing.T) *fidEnv {
 	if os.Getenv("TRIBUTARY_FIDELITY_GENERAL_LOG") != "" {
 		e.down.Exec(t, e.downDB, "SET GLOBAL log_output = 'TABLE'", "SET GLOBAL general_log = 1")
 	}
-	e.syncDB = workerDB(t, e.down.Port, nil, multiStatements) // as a dm-worker's
+	e.syncDB = workerDB(t, e.down.Port, nil, dbutil.MultiStatements) // as a dm-worker's
 	e.cli = etcdtest.Client(t)
 	e.layout = pessimist.NewLayout(fmt.Sprintf("/fidelity/%s/%d/", t.Name(), time.Now().UnixNano()))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -71,7 +72,7 @@ type fidSyncers struct {
 	e              *fidEnv
 	t              testing.TB
 	task           string
-	router         *Router
+	router         *router.Router
 	batch, workers int
 	runs           []*fidRun
 	restarts       []string
@@ -102,7 +103,7 @@ type fidRun struct {
 }
 
 // start runs the task's syncers (s1, s2) until stop.
-func (e *fidEnv) start(t testing.TB, task string, router *Router, batch, workers int) *fidSyncers {
+func (e *fidEnv) start(t testing.TB, task string, router *router.Router, batch, workers int) *fidSyncers {
 	if err := pessimist.PutTaskSources(context.Background(), e.cli, e.layout, task, []string{"s1", "s2"}); err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,7 @@ import (
 
 	"github.com/tributary-db/tributary/config"
 	"github.com/tributary-db/tributary/internal/e2e"
+	"github.com/tributary-db/tributary/router"
 )
 
 // fidOptions turns on cases the generator avoids by default because of known bugs outside
@@ -847,7 +848,7 @@ func fidelityRun(t *testing.T, e *fidEnv, seed int64, o *fidOptions) {
 	g := &fgen{t: t, seed: seed, rng: rng, o: o, owner: map[string]int{}, kinds: map[string]int{}}
 	task := fmt.Sprintf("fid%d", seed)
 	srcDBs := []string{task + "_s1", task + "_s2"}
-	router, err := NewRouter(&config.BAList{DoDBs: []string{task + "_s*"}}, []config.RouteRule{
+	router, err := router.NewRouter(&config.BAList{DoDBs: []string{task + "_s*"}}, []config.RouteRule{
 		{SchemaPattern: task + "_s*", TablePattern: "t_*", TargetSchema: task, TargetTable: "t"},
 		{SchemaPattern: task + "_s*", TargetSchema: task},
 	})

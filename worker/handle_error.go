@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	pb "github.com/tributary-db/tributary/proto"
-	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // HandleError applies dmctl binlog skip|replace|revert to this worker's subtask of a task (binlog
@@ -37,7 +37,7 @@ func (s *Server) HandleError(ctx context.Context, req *pb.HandleWorkerErrorReque
 	at, lock, paused := pausedAt(lastErr)
 	pos := at
 	if req.BinlogPos != "" {
-		p, err := shardgroup.ParseBinlogPos(req.BinlogPos)
+		p, err := vocab.ParseBinlogPos(req.BinlogPos)
 		if err != nil {
 			return fail("-b: %v", err)
 		}
@@ -93,13 +93,13 @@ func (s *Server) HandleError(ctx context.Context, req *pb.HandleWorkerErrorReque
 
 // pausedAt is the event a subtask's error names, and whether the error is about a lock's DDLs this
 // source ran as owner.
-func pausedAt(err error) (pos Position, lock, ok bool) {
+func pausedAt(err error) (pos vocab.Position, lock, ok bool) {
 	var st atStatement
 	if errors.As(err, &st) {
 		pos, _, lock = st.stoppedAt()
 		return pos, lock, true
 	}
-	return Position{}, false, false
+	return vocab.Position{}, false, false
 }
 
 // splitStatements splits the statements of binlog replace (each argument may hold several,

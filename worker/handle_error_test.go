@@ -13,6 +13,7 @@ import (
 	"github.com/tributary-db/tributary/ha"
 	"github.com/tributary-db/tributary/internal/etcdtest"
 	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 func TestErrorClasses(t *testing.T) {
@@ -35,7 +36,7 @@ func TestErrorClasses(t *testing.T) {
 			t.Errorf("%v: permanent %v, want %v", c.err, got, c.permanent)
 		}
 	}
-	se := &StatementError{Task: "task", Source: "s1", DML: true, Pos: Position{File: "mysql-bin.000001", Pos: 1234}, Cause: &mysql.MySQLError{Number: 1062}}
+	se := &StatementError{Task: "task", Source: "s1", DML: true, Pos: vocab.Position{File: "mysql-bin.000001", Pos: 1234}, Cause: &mysql.MySQLError{Number: 1062}}
 	if !IsPermanent(fmt.Errorf("wrapped: %w", se)) || !strings.Contains(se.Error(), "binlog skip task -b mysql-bin.000001:1234 -s s1") ||
 		!strings.Contains(se.Error(), "safe-mode") {
 		t.Fatalf("statement error: %v", se)
@@ -87,7 +88,7 @@ func TestOperatorsLifecycle(t *testing.T) {
 	if _, err := cli.Put(ctx, ha.TaskKey(task), ha.Encode(ha.Task{Name: task})); err != nil {
 		t.Fatal(err)
 	}
-	p := func(n uint32) Position { return Position{File: "mysql-bin.000002", Pos: n} }
+	p := func(n uint32) vocab.Position { return vocab.Position{File: "mysql-bin.000002", Pos: n} }
 	o := NewOperators(cli, task, src, bind("w1"))
 	for _, op := range []Operator{{Op: "skip", Pos: p(100)}, {Op: "replace", Pos: p(100), SQLs: []string{"SELECT 1"}}, {Op: "skip", Pos: p(300), Lock: true}, {Op: "skip", Pos: p(500)}} {
 		if err := o.Add(ctx, op); err != nil {
@@ -328,7 +329,7 @@ func TestInconsistentSequencePausesThenSkip(t *testing.T) {
 // TestPausedAtEveryStatementError: every permanent error that stops a subtask at one event resolves
 // binlog skip/replace without -b to that event, and shows its scope; anything else resolves nothing.
 func TestPausedAtEveryStatementError(t *testing.T) {
-	start := Position{File: "mysql-bin.000007", Pos: 4711}
+	start := vocab.Position{File: "mysql-bin.000007", Pos: 4711}
 	cause := &mysql.MySQLError{Number: 1062, Message: "Duplicate entry"}
 	for _, c := range []struct {
 		name  string

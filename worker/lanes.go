@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tributary-db/tributary/meta"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // Key lanes (syncers.spread-hot-tables, off by default): the changes of a hot upstream table (over
@@ -69,7 +70,7 @@ var intTypes = map[string]bool{"tinyint": true, "smallint": true, "mediumint": t
 var stringTypes = map[string]bool{"char": true, "varchar": true, "binary": true, "varbinary": true,
 	"tinytext": true, "text": true, "mediumtext": true, "longtext": true, "tinyblob": true, "blob": true, "mediumblob": true, "longblob": true}
 
-func readTargetKeys(ctx context.Context, db *sql.DB, t TableName) (*targetKeys, error) {
+func readTargetKeys(ctx context.Context, db *sql.DB, t vocab.TableName) (*targetKeys, error) {
 	rows, err := db.QueryContext(ctx, `SELECT s.INDEX_NAME, s.COLUMN_NAME, s.SUB_PART, c.DATA_TYPE, c.COLLATION_NAME
 		FROM information_schema.STATISTICS s LEFT JOIN information_schema.COLUMNS c
 		  ON c.TABLE_SCHEMA = s.TABLE_SCHEMA AND c.TABLE_NAME = s.TABLE_NAME AND c.COLUMN_NAME = s.COLUMN_NAME
@@ -132,7 +133,7 @@ type keyPlan struct {
 type planCache struct {
 	ok     bool
 	gen    int
-	target TableName
+	target vocab.TableName
 	plan   *keyPlan
 }
 
@@ -156,7 +157,7 @@ func columnIndexes(cols, names []string) ([]int, bool) {
 
 // planFor returns the key plan of target's rows of shape (nil: one connection per table). It is kept
 // with the shape (a transaction's rows events share one).
-func (s *Syncer) planFor(ctx context.Context, target TableName, shape *rowShape) (*keyPlan, error) {
+func (s *Syncer) planFor(ctx context.Context, target vocab.TableName, shape *rowShape) (*keyPlan, error) {
 	cols := shape.cols
 	if len(s.apply.parts) < 2 || len(cols) == 0 {
 		return nil, nil
@@ -343,7 +344,7 @@ func (p *keyPlan) appendKeys(keys []uint64, buf []byte, c *Change) ([]uint64, []
 
 // laneApplied reports whether a row of src at end, located by image (with columns cols), is applied
 // by a lane position of the checkpoint.
-func (a *applier) laneApplied(src TableName, cols []string, image []any, end Position) bool {
+func (a *applier) laneApplied(src vocab.TableName, cols []string, image []any, end vocab.Position) bool {
 	for _, l := range a.ckpt.Lanes[src] {
 		if end.Compare(l.Pos) > 0 {
 			continue
@@ -363,7 +364,7 @@ func (a *applier) laneApplied(src TableName, cols []string, image []any, end Pos
 
 // lanesAfter reports whether a lane position of src is at or past end (rows of the event may be
 // applied one by one).
-func (a *applier) lanesAfter(src TableName, end Position) bool {
+func (a *applier) lanesAfter(src vocab.TableName, end vocab.Position) bool {
 	for _, l := range a.ckpt.Lanes[src] {
 		if end.Compare(l.Pos) <= 0 {
 			return true
@@ -373,9 +374,9 @@ func (a *applier) lanesAfter(src TableName, end Position) bool {
 }
 
 // noteLanes records lanes committed for t, and forgets those its table position has passed.
-func (a *applier) noteLanes(t TableName, lanes []meta.Lane) {
+func (a *applier) noteLanes(t vocab.TableName, lanes []meta.Lane) {
 	if a.ckpt.Lanes == nil {
-		a.ckpt.Lanes = map[TableName][]meta.Lane{}
+		a.ckpt.Lanes = map[vocab.TableName][]meta.Lane{}
 	}
 	cur := a.ckpt.Lanes[t]
 next:
@@ -392,7 +393,7 @@ next:
 }
 
 // pruneLanes forgets the lanes of t its table position has passed.
-func (a *applier) pruneLanes(t TableName) {
+func (a *applier) pruneLanes(t vocab.TableName) {
 	cur := a.ckpt.Lanes[t]
 	if len(cur) == 0 {
 		return

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tributary-db/tributary/vocab"
 )
 
 func TestKeyValueEncodingIsCanonical(t *testing.T) {
@@ -306,7 +308,7 @@ func partialFlushResumesByLane(t *testing.T, chunk int) {
 		t.Fatal(err)
 	}
 	if err := c.downDB.QueryRow(`SELECT COUNT(*) FROM dm_meta.test_checkpoint c WHERE c.id LIKE 'lane:%' AND c.binlog_pos >
-		COALESCE((SELECT t.binlog_pos FROM dm_meta.test_checkpoint t WHERE t.source = c.source AND t.id = ?), 0)`, tableID(TableName{Schema: "db_1", Name: "hot"})).Scan(&lanes); err != nil {
+		COALESCE((SELECT t.binlog_pos FROM dm_meta.test_checkpoint t WHERE t.source = c.source AND t.id = ?), 0)`, tableID(vocab.TableName{Schema: "db_1", Name: "hot"})).Scan(&lanes); err != nil {
 		t.Fatal(err)
 	}
 	if lanes == 0 || applied == 0 {
@@ -317,7 +319,7 @@ func partialFlushResumesByLane(t *testing.T, chunk int) {
 	c.convergeTable("db.hot", "hot", "id, u, v")
 }
 
-func tableID(t TableName) string {
+func tableID(t vocab.TableName) string {
 	js, _ := json.Marshal(t)
 	return string(js)
 }

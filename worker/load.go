@@ -9,10 +9,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tributary-db/tributary/config"
+	"github.com/tributary-db/tributary/dbutil"
 	"github.com/tributary-db/tributary/loader"
 	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/pessimist"
 	pb "github.com/tributary-db/tributary/proto"
+	"github.com/tributary-db/tributary/router"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // cutoverDDL is the "DDL" of a load's cut-over lock: every source of the task puts it once it has
@@ -21,8 +24,8 @@ var cutoverDDL = []string{"RENAME TABLE (every table the task loaded, from its h
 
 // CutoverTarget is the lock target of a task's load cut-over (shown by shard-ddl-lock while sources
 // wait for the others to load).
-func CutoverTarget(metaSchema string) TableName {
-	return TableName{Schema: metaSchema, Name: "load_cutover"}
+func CutoverTarget(metaSchema string) vocab.TableName {
+	return vocab.TableName{Schema: metaSchema, Name: "load_cutover"}
 }
 
 // cutover is the load barrier on the pessimist lock of CutoverTarget.
@@ -61,19 +64,19 @@ type loadParams struct {
 	Task, Source, MetaSchema string
 	Upstream                 config.Database
 	Down                     *sql.DB
-	Router                   *Router
+	Router                   *router.Router
 	Epoch                    int64
 	Agent                    *pessimist.Agent
 	EnableGTID               bool
 	Dump                     config.DumpConfig
 	Load                     config.LoadConfig
 	Log                      *zap.Logger
-	AfterChunk               func(TableName) error // tests
+	AfterChunk               func(vocab.TableName) error // tests
 	onUnit                   func(*loader.Unit)
 }
 
 // load runs the load unit of a task-mode all or full subtask.
-func (t *subtask) load(ctx context.Context, sp spec, router *Router, down *sql.DB) error {
+func (t *subtask) load(ctx context.Context, sp spec, router *router.Router, down *sql.DB) error {
 	return runLoad(ctx, loadParams{
 		Task: sp.task.Name, Source: sp.inst.SourceID, MetaSchema: sp.task.MetaSchema, Upstream: sp.source.From, Down: down,
 		Router: router, Epoch: sp.epoch, Agent: t.agent(sp),
@@ -89,7 +92,7 @@ func (t *subtask) load(ctx context.Context, sp spec, router *Router, down *sql.D
 // runLoad loads a source and writes the sync unit's checkpoint at the snapshot (once the cut-over is
 // through, in the transaction that marks the load switched).
 func runLoad(ctx context.Context, p loadParams) error {
-	up, err := OpenDB(upstreamForLoad(p.Upstream))
+	up, err := dbutil.OpenDB(upstreamForLoad(p.Upstream))
 	if err != nil {
 		return err
 	}
@@ -116,9 +119,9 @@ func runLoad(ctx context.Context, p loadParams) error {
 	}
 	tracker := newSchemaTracker()
 	for tb, cols := range res.Columns {
-		tracker.set(tb, Position{}, cols)
+		tracker.set(tb, vocab.Position{}, cols)
 	}
-	upd := CheckpointUpdate{Global: res.Pos, Tables: res.From, Schemas: tracker.takeDirty(), ResolvedTarget: &target, ResolvedDDLs: cutoverDDL}
+	upd := meta.CheckpointUpdate{Global: res.Pos, Tables: res.From, Schemas: tracker.takeDirty(), ResolvedTarget: &target, ResolvedDDLs: cutoverDDL}
 	if p.EnableGTID {
 		upd.GlobalGTID = res.GTID
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/tributary-db/tributary/internal/e2e"
 	"github.com/tributary-db/tributary/loader"
 	"github.com/tributary-db/tributary/pessimist"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // loadCluster is a cluster whose shard tables hold rows before the task starts, with a wider table
@@ -152,7 +153,7 @@ func symDiff(down, up []string) string {
 	return strings.Join(out, "\n")
 }
 
-func (c *cluster) tableExists(t TableName) bool {
+func (c *cluster) tableExists(t vocab.TableName) bool {
 	var n int
 	if err := c.downDB.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", t.Schema, t.Name).Scan(&n); err != nil {
 		c.t.Fatal(err)
@@ -193,10 +194,10 @@ func fullLoadThenSync(t *testing.T, localInfile bool) {
 		return u != nil && u.Progress().State == "loaded"
 	}, func() string { return "source 1 did not finish loading" })
 	// Source 1 waits at the cut-over: the merged target is not visible yet, its rows are hidden.
-	if c.tableExists(TableName{Schema: "db", Name: "t"}) {
+	if c.tableExists(vocab.TableName{Schema: "db", Name: "t"}) {
 		t.Fatal("db.t is visible before every source has loaded")
 	}
-	if !c.tableExists(TableName{Schema: "db", Name: loader.HiddenName(c.task, TableName{Schema: "db", Name: "t"})}) {
+	if !c.tableExists(vocab.TableName{Schema: "db", Name: loader.HiddenName(c.task, vocab.TableName{Schema: "db", Name: "t"})}) {
 		t.Fatal("the hidden table of db.t does not exist while source 1 waits")
 	}
 	start(1)
@@ -205,7 +206,7 @@ func fullLoadThenSync(t *testing.T, localInfile bool) {
 			t.Fatal(err)
 		}
 	}
-	if !c.tableExists(TableName{Schema: "db", Name: "t"}) || c.tableExists(TableName{Schema: "db", Name: loader.HiddenName(c.task, TableName{Schema: "db", Name: "t"})}) {
+	if !c.tableExists(vocab.TableName{Schema: "db", Name: "t"}) || c.tableExists(vocab.TableName{Schema: "db", Name: loader.HiddenName(c.task, vocab.TableName{Schema: "db", Name: "t"})}) {
 		t.Fatal("after the cut-over db.t must exist and its hidden table must not")
 	}
 	if p := units[0].Load().Progress(); p.FinishedRows < rows { // 2*rows less what the writer deleted
@@ -239,7 +240,7 @@ func fullLoadResumes(t *testing.T, gtid bool) {
 	crash := errors.New("simulated crash")
 	var chunks atomic.Int64
 	p := c.loadParams(0)
-	p.AfterChunk = func(TableName) error {
+	p.AfterChunk = func(vocab.TableName) error {
 		if chunks.Add(1) == 5 {
 			return crash
 		}
@@ -313,7 +314,7 @@ func TestFullLoadIntoExistingEmptyTarget(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if c.tableExists(TableName{Schema: "db", Name: loader.HiddenName(c.task, TableName{Schema: "db", Name: "t"})}) {
+	if c.tableExists(vocab.TableName{Schema: "db", Name: loader.HiddenName(c.task, vocab.TableName{Schema: "db", Name: "t"})}) {
 		t.Fatal("a target that existed is loaded in place, without a hidden table")
 	}
 	c.startSyncer(0)
@@ -340,7 +341,7 @@ func TestCutOverRefusesATargetCreatedMeanwhile(t *testing.T) {
 	// the user creates db.t once source 2 has planned its load (its first chunk)
 	var once sync.Once
 	p2 := c.loadParams(1)
-	p2.AfterChunk = func(TableName) error {
+	p2.AfterChunk = func(vocab.TableName) error {
 		once.Do(func() {
 			c.down.Exec(t, c.downDB, "CREATE TABLE db.t (id INT PRIMARY KEY, v VARCHAR(32))", "INSERT INTO db.t VALUES (-1, 'users')")
 		})
@@ -355,7 +356,7 @@ func TestCutOverRefusesATargetCreatedMeanwhile(t *testing.T) {
 		t.Fatalf("the user's db.t changed: %v", r)
 	}
 	var n int
-	if err := c.downDB.QueryRow("SELECT COUNT(*) FROM db." + loader.HiddenName(c.task, TableName{Schema: "db", Name: "t"})).Scan(&n); err != nil || n != 800 {
+	if err := c.downDB.QueryRow("SELECT COUNT(*) FROM db." + loader.HiddenName(c.task, vocab.TableName{Schema: "db", Name: "t"})).Scan(&n); err != nil || n != 800 {
 		t.Fatalf("hidden table: %d rows (%v), want the 800 loaded", n, err)
 	}
 }
@@ -370,7 +371,7 @@ func TestFullLoadWithUpstreamALTERDuringCopy(t *testing.T) {
 	p := c.loadParams(0)
 	var once sync.Once
 	altered := make(chan error, 1)
-	p.AfterChunk = func(TableName) error {
+	p.AfterChunk = func(vocab.TableName) error {
 		once.Do(func() {
 			go func() {
 				_, err := c.upDBs[0].Exec("ALTER TABLE db_1.t_2 ADD COLUMN c INT")
@@ -417,7 +418,7 @@ func TestFullLoadRefusesHalfAlteredShards(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "`db_1`.`t_1` and `db_1`.`t_2`") || !strings.Contains(err.Error(), "different columns") {
 		t.Fatalf("load of half-altered shards: %v", err)
 	}
-	if c.tableExists(TableName{Schema: "db", Name: loader.HiddenName(c.task, TableName{Schema: "db", Name: "t"})}) {
+	if c.tableExists(vocab.TableName{Schema: "db", Name: loader.HiddenName(c.task, vocab.TableName{Schema: "db", Name: "t"})}) {
 		t.Fatal("the refused load created its hidden table")
 	}
 	c.up(0, "ALTER TABLE db_1.t_2 ADD COLUMN c INT")

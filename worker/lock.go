@@ -15,13 +15,15 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tributary-db/tributary/internal/failpoint"
+	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/session"
 	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 type opResult struct {
-	target TableName
+	target vocab.TableName
 	info   pessimist.Info
 	op     pessimist.Operation
 	err    error
@@ -30,7 +32,7 @@ type opResult struct {
 
 // postInfo tells the master the group of target is synced and waits for the operation in the
 // background, so other targets keep flowing.
-func (s *Syncer) postInfo(ctx context.Context, target TableName) error {
+func (s *Syncer) postInfo(ctx context.Context, target vocab.TableName) error {
 	ddls, in := s.ddl.infoOf(target)
 	lock := pessimist.LockID(s.cfg.Task, target.String())
 	s.trace(lock, "ddl read", s.ddl.shard.ddlReadAt)
@@ -71,7 +73,7 @@ func (s *Syncer) postDeferred(ctx context.Context) error {
 
 // infoOf is what the info of target's group says: the DDLs of its active step, and the session
 // settings of the event of the first of them.
-func (d *ddlPath) infoOf(target TableName) ([]string, session.Settings) {
+func (d *ddlPath) infoOf(target vocab.TableName) ([]string, session.Settings) {
 	g := d.shard.groups[target]
 	var in session.Settings
 	if u, ok := g.Unresolved(); ok {
@@ -83,9 +85,9 @@ func (d *ddlPath) infoOf(target TableName) ([]string, session.Settings) {
 // deferredDue takes the deferred infos whose steps the reader, at lastPos, has passed, in target order:
 // those still to post (a group posted meanwhile, its step's DDL read again, or no longer synced is
 // dropped).
-func (d *ddlPath) deferredDue(lastPos Position) []TableName {
-	var due []TableName
-	for _, target := range slices.SortedFunc(maps.Keys(d.shard.infoAt), func(a, b TableName) int { return strings.Compare(a.String(), b.String()) }) {
+func (d *ddlPath) deferredDue(lastPos vocab.Position) []vocab.TableName {
+	var due []vocab.TableName
+	for _, target := range slices.SortedFunc(maps.Keys(d.shard.infoAt), func(a, b vocab.TableName) int { return strings.Compare(a.String(), b.String()) }) {
 		if lastPos.Compare(d.shard.infoAt[target]) < 0 {
 			continue
 		}
@@ -149,7 +151,7 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 		if from, err = s.cur.rewind(lr.rereadFrom); err != nil {
 			return err
 		}
-		s.apply.committed, s.apply.committedGTID = Position{}, ""
+		s.apply.committed, s.apply.committedGTID = vocab.Position{}, ""
 	}
 	target := res.target
 	global := s.safeGlobal()
@@ -157,7 +159,7 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 	if !rows && s.apply.persisted.Compare(global) < 0 {
 		global, globalGTID = s.apply.persisted, s.apply.persistedGTID // see flushRows above
 	}
-	up := CheckpointUpdate{Global: global, GlobalGTID: globalGTID, Resolved: resolution.Positions, ResolvedTarget: &target, ResolvedDDLs: res.op.DDLs}
+	up := meta.CheckpointUpdate{Global: global, GlobalGTID: globalGTID, Resolved: resolution.Positions, ResolvedTarget: &target, ResolvedDDLs: res.op.DDLs}
 	if res.op.Exec {
 		failpoint.Inject("worker-before-exec") // the owner has its exec operation, nothing ran yet
 		ddls := res.op.DDLs
@@ -215,13 +217,13 @@ type lockReady struct {
 	// starts are where this source's DDLs of the lock start in the binlog, the first's first (an
 	// operator for the lock's DDLs names one of them); first is its table and in its session settings,
 	// in which the DDLs run.
-	starts []Position
-	first  TableName
+	starts []vocab.Position
+	first  vocab.TableName
 	in     session.Settings
 	// reread: DML was held back behind the DDLs; the reader goes back to rereadFrom (not past where it
 	// is) and reads it again.
 	reread     bool
-	rereadFrom Position
+	rereadFrom vocab.Position
 	// post: the group's next step is synced, nothing was held back before it and the reader has passed
 	// it: post its info now. (Otherwise the info waits in infoAt until the reader passes the step:
 	// deferredDue.)
@@ -229,7 +231,7 @@ type lockReady struct {
 }
 
 // resolve marks the step res answers as resolved in its group: the reader is at lastPos.
-func (d *ddlPath) resolve(res opResult, lastPos Position) (lockReady, error) {
+func (d *ddlPath) resolve(res opResult, lastPos vocab.Position) (lockReady, error) {
 	lock := res.info.LockID()
 	delete(d.shard.pending, res.target)
 	g := d.shard.groups[res.target]
@@ -249,7 +251,7 @@ func (d *ddlPath) resolve(res opResult, lastPos Position) (lockReady, error) {
 		if ev, ok := d.shard.ddlStart[res.target][p]; ok {
 			if len(lr.starts) == 0 || ev.start.Compare(lr.starts[0]) < 0 {
 				lr.first, lr.in = t, ev.in
-				lr.starts = append([]Position{ev.start}, lr.starts...)
+				lr.starts = append([]vocab.Position{ev.start}, lr.starts...)
 			} else {
 				lr.starts = append(lr.starts, ev.start)
 			}

@@ -13,13 +13,14 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tributary-db/tributary/ha"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // Operator is a user's decision about one event of the binlog (dmctl binlog skip|replace).
 type Operator struct {
-	Op   string   `json:"op"` // "skip" or "replace"
-	Pos  Position `json:"pos"`
-	SQLs []string `json:"sqls,omitempty"`
+	Op   string         `json:"op"` // "skip" or "replace"
+	Pos  vocab.Position `json:"pos"`
+	SQLs []string       `json:"sqls,omitempty"`
 	// Lock: for the DDLs of a lock this source owns, not for the binlog event itself.
 	Lock bool `json:"lock,omitempty"`
 
@@ -45,7 +46,7 @@ type Operators struct {
 	rev int64 // the etcd revision ops were read at
 	// floor is the saved checkpoint: events before it are never read again, so their decisions are
 	// used, and wait in used until they are removed from etcd.
-	floor Position
+	floor vocab.Position
 	used  []Operator
 	store *operatorStore // nil: kept in memory only (tests of the sync unit)
 }
@@ -118,7 +119,7 @@ func (o *Operators) Add(ctx context.Context, op Operator) error {
 }
 
 // Revert withdraws the operator at pos, and says whether there was one.
-func (o *Operators) Revert(ctx context.Context, pos Position) (bool, error) {
+func (o *Operators) Revert(ctx context.Context, pos vocab.Position) (bool, error) {
 	if o.store == nil {
 		o.mu.Lock()
 		defer o.mu.Unlock()
@@ -145,7 +146,7 @@ func (o *Operators) List() []Operator {
 }
 
 // find returns the operator for an event starting at one of the positions.
-func (o *Operators) find(lock bool, at ...Position) (Operator, bool) {
+func (o *Operators) find(lock bool, at ...vocab.Position) (Operator, bool) {
 	if o == nil {
 		return Operator{}, false
 	}
@@ -161,7 +162,7 @@ func (o *Operators) find(lock bool, at ...Position) (Operator, bool) {
 
 // prune is called once the checkpoint is saved: the operators of events before it are used (never read
 // again), and are removed from etcd. One that cannot be removed now is tried again at the next prune.
-func (o *Operators) prune(ctx context.Context, checkpoint Position) error {
+func (o *Operators) prune(ctx context.Context, checkpoint vocab.Position) error {
 	if o == nil || checkpoint.IsZero() {
 		return nil
 	}

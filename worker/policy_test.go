@@ -20,7 +20,7 @@ import (
 // onto the merged schema db, and replicates schema solo one to one.
 func (c *cluster) policyRouter() {
 	var err error
-	c.router, err = NewRouter(&config.BAList{DoDBs: []string{"db_*", "solo"}}, []config.RouteRule{
+	c.router, err = router.NewRouter(&config.BAList{DoDBs: []string{"db_*", "solo"}}, []config.RouteRule{
 		{SchemaPattern: "db_*", TablePattern: "t_*", TargetSchema: "db", TargetTable: "t"},
 		{SchemaPattern: "db_*", TablePattern: "u_*", TargetSchema: "db", TargetTable: "u"},
 		{SchemaPattern: "db_*", TargetSchema: "db"},

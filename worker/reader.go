@@ -15,11 +15,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tributary-db/tributary/eventclass"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // resumePoint is where a reader starts: a position, and in GTID mode the GTID set there.
 type resumePoint struct {
-	pos  Position
+	pos  vocab.Position
 	gtid string
 }
 
@@ -84,7 +85,7 @@ func (s *Syncer) startReader(ctx context.Context, from resumePoint) (*reader, er
 	}
 	s.log.Info("start reading binlog", zap.Stringer("from", from.pos), zap.String("gtid", from.gtid))
 	s.cur.file, s.cur.lastPos, s.cur.groupStart, s.cur.curGTID = from.pos.File, from.pos, from.pos, nil
-	s.apply.committed, s.apply.committedGTID = Position{}, "" // reading again from here: nothing past it is safe yet
+	s.apply.committed, s.apply.committedGTID = vocab.Position{}, "" // reading again from here: nothing past it is safe yet
 	s.apply.resetBatch()
 	rctx, cancel := context.WithCancel(ctx)
 	r := &reader{cancel: cancel, syncer: bs, events: make(chan readEvent, 256), errc: make(chan error, 1), done: make(chan struct{})}
@@ -114,7 +115,7 @@ func (s *Syncer) startReader(ctx context.Context, from resumePoint) (*reader, er
 }
 
 // endGroup records that the event group ending at end is complete.
-func (c *cursor) endGroup(end Position) {
+func (c *cursor) endGroup(end vocab.Position) {
 	c.txn = false
 	if c.curGTID != nil {
 		c.gtids.add(*c.curGTID)
@@ -124,7 +125,7 @@ func (c *cursor) endGroup(end Position) {
 }
 
 // gtidFor is the GTID set at a resume position: the current one, or one recorded at a DDL.
-func (c *cursor) gtidFor(pos Position) string {
+func (c *cursor) gtidFor(pos vocab.Position) string {
 	if !c.gtidMode {
 		return ""
 	}
@@ -137,7 +138,7 @@ func (c *cursor) gtidFor(pos Position) string {
 // rewind moves the cursor back to pos, where held-back DML is read again, and returns the resume
 // point to read from. The GTID set goes back with the position: resume points computed from here
 // pair them.
-func (c *cursor) rewind(pos Position) (resumePoint, error) {
+func (c *cursor) rewind(pos vocab.Position) (resumePoint, error) {
 	from := resumePoint{pos: pos, gtid: c.gtidFor(pos)}
 	if c.gtidMode {
 		c.gtidAt[pos] = from.gtid
@@ -156,14 +157,14 @@ func (c *cursor) rewind(pos Position) (resumePoint, error) {
 type cursor struct {
 	gtidMode   bool // cfg.EnableGTID: resume points carry GTID sets
 	file       string
-	groupStart Position            // start of the current event group (GTID event)
-	evStart    Position            // start of the event being handled
-	lastPos    Position            // end of the last complete event group handled
-	gtids      mariadbGTIDs        // GTID set after the last complete event group (GTID mode)
-	curGTID    *mysql.MariadbGTID  // GTID of the event group being read
-	gtidAt     map[Position]string // GTID sets at DDL starts and ends, for resume points there
-	retry      readRetry           // the reader's reconnects (readerr.go)
-	version    eventclass.Version  // the source server's, from the binlog's format description
+	groupStart vocab.Position            // start of the current event group (GTID event)
+	evStart    vocab.Position            // start of the event being handled
+	lastPos    vocab.Position            // end of the last complete event group handled
+	gtids      mariadbGTIDs              // GTID set after the last complete event group (GTID mode)
+	curGTID    *mysql.MariadbGTID        // GTID of the event group being read
+	gtidAt     map[vocab.Position]string // GTID sets at DDL starts and ends, for resume points there
+	retry      readRetry                 // the reader's reconnects (readerr.go)
+	version    eventclass.Version        // the source server's, from the binlog's format description
 	// hold: the rows of the transaction being read are held, not written (an XA transaction's first
 	// half, or a transaction after a savepoint; events.go). sameEnd: the events being handled share one
 	// end position (a compressed transaction, a held transaction's commit): no flush between them.

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tributary-db/tributary/dbutil"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // The binlog reader's errors fall in the classes of errors.go too. Permanent: the source does not have
@@ -109,7 +110,7 @@ type ReadError struct {
 	Task, Source string
 	Addr         string // host:port of the source
 	ServerID     uint32
-	From         Position
+	From         vocab.Position
 	GTID         string
 	Class        readClass
 	Code         uint16

@@ -6,6 +6,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // shardRenames follows RENAME TABLE of shard tables within their groups (the safety table's
@@ -23,14 +24,14 @@ import (
 // On a restart the groups are rebuilt from the tables at the resume position and every rename after
 // it is read again, so none of this needs to be persisted.
 type shardRenames struct {
-	at      Position                         // end of the last rename applied to the groups
-	vacated map[TableName]map[TableName]bool // per target: names left with DML held back behind the pending step
+	at      vocab.Position                               // end of the last rename applied to the groups
+	vacated map[vocab.TableName]map[vocab.TableName]bool // per target: names left with DML held back behind the pending step
 }
 
 // rename carries out one RENAME part of a shard ending at end in the groups, or returns why it is
 // refused (nothing changed then but group state a refused statement's restart rebuilds). The row
 // shapes cached under either name are the unit's to forget (ddlReady.forgetShapes).
-func (d *ddlPath) rename(p shardgroup.Part, end Position) (why string, err error) {
+func (d *ddlPath) rename(p shardgroup.Part, end vocab.Position) (why string, err error) {
 	src, dst := p.Source, p.RenamedTo
 	r := d.router
 	target := r.Route(src)
@@ -50,10 +51,10 @@ func (d *ddlPath) rename(p shardgroup.Part, end Position) (why string, err error
 	}
 	if g.Blocked(src, end) {
 		if d.shard.renames.vacated == nil {
-			d.shard.renames.vacated = map[TableName]map[TableName]bool{}
+			d.shard.renames.vacated = map[vocab.TableName]map[vocab.TableName]bool{}
 		}
 		if d.shard.renames.vacated[target] == nil {
-			d.shard.renames.vacated[target] = map[TableName]bool{}
+			d.shard.renames.vacated[target] = map[vocab.TableName]bool{}
 		}
 		d.shard.renames.vacated[target][src] = true
 	}
@@ -74,7 +75,7 @@ func (d *ddlPath) rename(p shardgroup.Part, end Position) (why string, err error
 }
 
 // renameSettled forgets the names left behind in target's group once it has no pending step.
-func (d *ddlPath) renameSettled(target TableName, g *shardgroup.ShardingGroup) {
+func (d *ddlPath) renameSettled(target vocab.TableName, g *shardgroup.ShardingGroup) {
 	if !g.InSharding() {
 		delete(d.shard.renames.vacated, target)
 	}

@@ -11,9 +11,11 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/tributary-db/tributary/dbutil"
 	"github.com/tributary-db/tributary/internal/mariadbtest"
 	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // TestEffectsOnTheServer checks shardgroup.Effects' claims on MariaDB (utf8mb4, strict): for each DDL
@@ -141,7 +143,7 @@ func TestRunningMarker(t *testing.T) {
 	s := mariadbtest.Start(t)
 	db := s.DB(t)
 	ctx := context.Background()
-	ddlDB := workerDB(t, s.Port, nil, multiStatements)
+	ddlDB := workerDB(t, s.Port, nil, dbutil.MultiStatements)
 	sink := NewSink(workerDB(t, s.Port, nil), "meta", "task", "s1")
 	ex := NewDDLExecutor(sink, nil, nil)
 	ex.ddlDB = ddlDB
@@ -150,7 +152,7 @@ func TestRunningMarker(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Exec(t, db, "CREATE DATABASE d", "CREATE TABLE d.t (id BIGINT PRIMARY KEY, v VARCHAR(8), j JSON)", "INSERT INTO d.t VALUES (1, 'a', '{}')")
-	tables := []TableName{{Schema: "d", Name: "t"}}
+	tables := []vocab.TableName{{Schema: "d", Name: "t"}}
 	marker := func(q string) (m meta.Marker, ok bool) {
 		t.Helper()
 		var state, before, after sql.NullString
@@ -202,7 +204,7 @@ func TestRunningMarker(t *testing.T) {
 
 	// One query: the marker and the DDL, nothing before it.
 	add := "ALTER TABLE `d`.`t` ADD COLUMN `c` INT"
-	queries := sent(func() error { return ex.ExecDDLFirst(ctx, "L", []string{add}, nil, CheckpointUpdate{}) })
+	queries := sent(func() error { return ex.ExecDDLFirst(ctx, "L", []string{add}, nil, meta.CheckpointUpdate{}) })
 	if len(queries) < 2 || !strings.HasPrefix(queries[0], "INSERT INTO `meta`.`task_ddl_marker`") || !strings.HasSuffix(queries[0], ";\n"+add) || sending(queries, add) != 1 {
 		t.Fatalf("queries of ExecDDLFirst: %q; want the running marker and the DDL first, in one query, and the DDL once", queries)
 	}
@@ -212,7 +214,7 @@ func TestRunningMarker(t *testing.T) {
 	doneNow(add, "")
 
 	// Run again after it is done (a crash before the checkpoint): nothing is sent.
-	if queries := sent(func() error { return ex.ExecDDLOnce(ctx, "L", []string{add}, nil, CheckpointUpdate{}) }); sending(queries, add) != 0 {
+	if queries := sent(func() error { return ex.ExecDDLOnce(ctx, "L", []string{add}, nil, meta.CheckpointUpdate{}) }); sending(queries, add) != 0 {
 		t.Fatalf("a DDL marked done was sent again: %q", queries)
 	}
 	doneNow(add, "")
@@ -224,7 +226,7 @@ func TestRunningMarker(t *testing.T) {
 	if m, ok := marker(drop); !ok || m.State != meta.MarkerRunning || columns("v") != 0 {
 		t.Fatalf("marker %+v %v, column v %d", m, ok, columns("v"))
 	}
-	if queries := sent(func() error { return ex.ExecDDLOnce(ctx, "L", []string{drop}, nil, CheckpointUpdate{}) }); sending(queries, drop) != 0 {
+	if queries := sent(func() error { return ex.ExecDDLOnce(ctx, "L", []string{drop}, nil, meta.CheckpointUpdate{}) }); sending(queries, drop) != 0 {
 		t.Fatalf("a DDL whose table shows it ran was sent again: %q", queries)
 	}
 	doneNow(drop, "")
@@ -233,7 +235,7 @@ func TestRunningMarker(t *testing.T) {
 	idx := "ALTER TABLE `d`.`t` ADD INDEX `ic` (`c`)"
 	s.Exec(t, db, sink.meta.MarkRunningSQL("L", idx))
 	before := definition()
-	if err := ex.ExecDDLOnce(ctx, "L", []string{idx}, nil, CheckpointUpdate{}); err != nil {
+	if err := ex.ExecDDLOnce(ctx, "L", []string{idx}, nil, meta.CheckpointUpdate{}); err != nil {
 		t.Fatal(err)
 	}
 	var n int
@@ -245,7 +247,7 @@ func TestRunningMarker(t *testing.T) {
 	// The same DDL in a later round of the lock (the column was dropped since): the running marker
 	// takes the place of the earlier round's, and the DDL is sent once.
 	s.Exec(t, db, "ALTER TABLE d.t DROP COLUMN c")
-	queries = sent(func() error { return ex.ExecDDLFirst(ctx, "L", []string{add}, nil, CheckpointUpdate{}) })
+	queries = sent(func() error { return ex.ExecDDLFirst(ctx, "L", []string{add}, nil, meta.CheckpointUpdate{}) })
 	if sending(queries, add) != 1 || !strings.HasPrefix(queries[0], "INSERT INTO `meta`.`task_ddl_marker`") || columns("c") != 1 {
 		t.Fatalf("the later round's DDL: queries %q, column c %d", queries, columns("c"))
 	}
@@ -254,7 +256,7 @@ func TestRunningMarker(t *testing.T) {
 	// An effect that does not show on the table: the definition is read first, and recorded.
 	modify := "ALTER TABLE `d`.`t` MODIFY COLUMN `c` BIGINT"
 	before = definition()
-	if err := ex.ExecDDLFirst(ctx, "L", []string{modify}, nil, CheckpointUpdate{}); err != nil {
+	if err := ex.ExecDDLFirst(ctx, "L", []string{modify}, nil, meta.CheckpointUpdate{}); err != nil {
 		t.Fatal(err)
 	}
 	doneNow(modify, before.hash)
@@ -273,7 +275,7 @@ func TestRunningMarker(t *testing.T) {
 	if !errors.As(err, &me) || me.Number != 1048 {
 		t.Fatalf("running marker of a fenced binding: %v, want error 1048", err)
 	}
-	if err := ex.ExecDDLFirst(ctx, "L", []string{fenced}, nil, CheckpointUpdate{}); !errors.Is(err, ErrFenced) {
+	if err := ex.ExecDDLFirst(ctx, "L", []string{fenced}, nil, meta.CheckpointUpdate{}); !errors.Is(err, meta.ErrFenced) {
 		t.Fatalf("ExecDDLFirst of a fenced binding: %v, want ErrFenced", err)
 	}
 	if _, ok := marker(fenced); ok || columns("f") != 0 {
@@ -289,10 +291,10 @@ func TestRunningMarker(t *testing.T) {
 	}
 	// The newer binding runs it, once.
 	newerEx.ddlDB = ddlDB
-	if err := newerEx.ExecDDLFirst(ctx, "L", []string{fenced}, nil, CheckpointUpdate{}); err != nil {
+	if err := newerEx.ExecDDLFirst(ctx, "L", []string{fenced}, nil, meta.CheckpointUpdate{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := newerEx.ExecDDLOnce(ctx, "L", []string{fenced}, nil, CheckpointUpdate{}); err != nil {
+	if err := newerEx.ExecDDLOnce(ctx, "L", []string{fenced}, nil, meta.CheckpointUpdate{}); err != nil {
 		t.Fatal(err)
 	}
 	if columns("f") != 1 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tributary-db/tributary/internal/mariadbtest"
 	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // The restore of DDL checked against real servers: every table form a user has is created on an
@@ -213,7 +214,7 @@ var autoIncrementOption = regexp.MustCompile(` AUTO_INCREMENT=\d+`)
 
 // restoreRoute routes src.x to <schema>.x_r.
 func restoreRoute(schema string) shardgroup.Route {
-	return func(t shardgroup.TableName) shardgroup.TableName {
+	return func(t vocab.TableName) vocab.TableName {
 		if t.Schema == "srcdb" {
 			t.Schema = "dstdb"
 			return t
@@ -236,7 +237,7 @@ type restoreEnv struct {
 	tables       []string // upstream tables created so far (names mapped back in definitions)
 }
 
-func (e *restoreEnv) showCreate(t *testing.T, db *sql.DB, table shardgroup.TableName) string {
+func (e *restoreEnv) showCreate(t *testing.T, db *sql.DB, table vocab.TableName) string {
 	t.Helper()
 	var name, create string
 	if err := db.QueryRow("SHOW CREATE TABLE "+table.String()).Scan(&name, &create); err != nil {
@@ -313,8 +314,8 @@ func (e *restoreEnv) create(t *testing.T, stmt, schema string) error {
 
 func (e *restoreEnv) compare(t *testing.T, table, schema, what string) {
 	t.Helper()
-	up := e.definition(e.showCreate(t, e.upDB, shardgroup.TableName{Schema: "src", Name: table}), false)
-	down := e.definition(e.showCreate(t, e.downDB, shardgroup.TableName{Schema: schema, Name: table + "_r"}), true)
+	up := e.definition(e.showCreate(t, e.upDB, vocab.TableName{Schema: "src", Name: table}), false)
+	down := e.definition(e.showCreate(t, e.downDB, vocab.TableName{Schema: schema, Name: table + "_r"}), true)
 	if up != down {
 		t.Errorf("%s: definitions differ\nupstream:\n%s\ndownstream:\n%s", what, up, down)
 	}
@@ -344,7 +345,7 @@ func TestRestoreDefinitions(t *testing.T) {
 			t.Run(c.name, func(t *testing.T) {
 				e.up.Exec(t, e.upDB, c.sql)
 				e.tables = append(e.tables, c.table)
-				show := e.showCreate(t, e.upDB, shardgroup.TableName{Schema: "src", Name: c.table})
+				show := e.showCreate(t, e.upDB, vocab.TableName{Schema: "src", Name: c.table})
 				if err := e.create(t, show, "dst"); err != nil {
 					t.Fatalf("SHOW CREATE TABLE:\n%s\n%v", show, err)
 				}
@@ -436,7 +437,7 @@ func TestRestoreDefinitions(t *testing.T) {
 					if want == "" {
 						want = c.want
 					}
-					attempts = append(attempts, attempt{e.showCreate(t, e.upDB, shardgroup.TableName{Schema: "src", Name: c.table}), want})
+					attempts = append(attempts, attempt{e.showCreate(t, e.upDB, vocab.TableName{Schema: "src", Name: c.table}), want})
 				}
 				for _, a := range attempts {
 					parts, err := e.split(t, a.stmt, "dst")

@@ -13,11 +13,11 @@ import (
 	"github.com/tributary-db/tributary/eventclass"
 	"github.com/tributary-db/tributary/loader"
 	"github.com/tributary-db/tributary/router"
-	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
 
-func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *replication.RowsEvent, start, end Position) error {
-	src := TableName{Schema: string(e.Table.Schema), Name: string(e.Table.Table)}
+func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *replication.RowsEvent, start, end vocab.Position) error {
+	src := vocab.TableName{Schema: string(e.Table.Schema), Name: string(e.Table.Table)}
 	if s.cfg.Router.Skip(src) {
 		return nil
 	}
@@ -32,7 +32,7 @@ func (s *Syncer) handleRows(ctx context.Context, typ replication.EventType, e *r
 }
 
 // filterRows applies the binlog event filters to a rows event of src: ignore it, or stop.
-func (s *Syncer) filterRows(typ replication.EventType, src TableName, end Position) (ignore bool, err error) {
+func (s *Syncer) filterRows(typ replication.EventType, src vocab.TableName, end vocab.Position) (ignore bool, err error) {
 	if s.cfg.Filter.Empty() {
 		return false, nil
 	}
@@ -55,7 +55,7 @@ func (s *Syncer) filterRows(typ replication.EventType, src TableName, end Positi
 // rowsAt writes the changes of rows event e of src (starting at start) as of end: where the event
 // ends, or, for a held transaction's rows, where it commits. shape is the event's row shape when it
 // is known already (held events), nil to find it.
-func (s *Syncer) rowsAt(ctx context.Context, typ replication.EventType, e *replication.RowsEvent, src TableName, start, end Position, shape *rowShape) error {
+func (s *Syncer) rowsAt(ctx context.Context, typ replication.EventType, e *replication.RowsEvent, src vocab.TableName, start, end vocab.Position, shape *rowShape) error {
 	if end.Compare(s.ckpt.Tables[src]) <= 0 {
 		return nil // applied before (re-sync or restart)
 	}
@@ -129,7 +129,7 @@ func (s *Syncer) rowsAt(ctx context.Context, typ replication.EventType, e *repli
 // shapeOf returns how the rows of table map tm of src, at end, are written downstream. The shape is
 // kept per table while the table map and the tracked schema version stay the same: a transaction's rows
 // events share one table map, so a large one computes it once.
-func (d *rowDecoder) shapeOf(src TableName, tm *replication.TableMapEvent, end Position) (*rowShape, error) {
+func (d *rowDecoder) shapeOf(src vocab.TableName, tm *replication.TableMapEvent, end vocab.Position) (*rowShape, error) {
 	tracked, known := d.schemas.at(src, end)
 	if c, ok := d.shapes[src]; ok && c.tm == tm && sameVersion(c.tracked, tracked) {
 		return c.shape, nil
@@ -141,7 +141,7 @@ func (d *rowDecoder) shapeOf(src TableName, tm *replication.TableMapEvent, end P
 			return nil, fmt.Errorf("source %s: the binlog has no column names for %s and the tracked schema (%d columns) does not fit the event (%d columns): set binlog_row_metadata=FULL",
 				d.source, src, len(tracked), tm.ColumnCount)
 		}
-		names = shardgroup.ColumnNames(tracked)
+		names = vocab.ColumnNames(tracked)
 	}
 	shape := newRowShape(tm, names, tracked, d.mariadb)
 	d.shapes[src] = cachedShape{tm: tm, tracked: tracked, shape: shape}
@@ -150,19 +150,19 @@ func (d *rowDecoder) shapeOf(src TableName, tm *replication.TableMapEvent, end P
 
 type cachedShape struct {
 	tm      *replication.TableMapEvent
-	tracked []shardgroup.Column
+	tracked []vocab.Column
 	shape   *rowShape
 }
 
 // sameVersion reports whether two tracked column lists are the same version (the tracker never
 // changes a version's list in place).
-func sameVersion(a, b []shardgroup.Column) bool {
+func sameVersion(a, b []vocab.Column) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // filterStop is the error of a binlog event filter rule with action Error at the event that starts at
 // start and ends at end.
-func filterStop(task, source string, start Position, rule string, end Position, what string) error {
+func filterStop(task, source string, start vocab.Position, rule string, end vocab.Position, what string) error {
 	return &filterError{start, fmt.Errorf("source %s at %s: binlog event filter %s (action Error) stops at %s; to go on past it: binlog skip %s -b %s -s %s",
 		source, end, rule, what, task, start.BinlogPos(), source)}
 }
@@ -171,7 +171,7 @@ func filterStop(task, source string, start Position, rule string, end Position, 
 // origin: the rows a load's copy taken after the event holds are left out (a table loaded from more
 // than one snapshot, between them), and those applied reports applied before (nil: none). ok is false
 // for an event that is not an insert, update or delete.
-func (d *rowDecoder) decode(changes []Change, typ replication.EventType, e *replication.RowsEvent, shape *rowShape, origin *ChangeOrigin, end Position, applied func(c *Change) bool) (_ []Change, ok bool) {
+func (d *rowDecoder) decode(changes []Change, typ replication.EventType, e *replication.RowsEvent, shape *rowShape, origin *ChangeOrigin, end vocab.Position, applied func(c *Change) bool) (_ []Change, ok bool) {
 	src := origin.Source
 	add := func(kind ChangeKind, row, old []any) {
 		if row != nil {
@@ -231,10 +231,10 @@ type rowDecoder struct {
 	source  string // for errors
 	mariadb bool   // the source's flavor is MariaDB (its binlog's signedness metadata)
 	schemas *schemaTracker
-	shapes  map[TableName]cachedShape // per table, the row shape of its last table map
+	shapes  map[vocab.TableName]cachedShape // per table, the row shape of its last table map
 	// loadKeys: tables a full load copied from more than one snapshot (it was resumed after a crash):
 	// which snapshot holds which key, for the events between the snapshots.
-	loadKeys map[TableName]*loader.KeyRanges
+	loadKeys map[vocab.TableName]*loader.KeyRanges
 	// evChanges is the changes of the rows event being handled (reused from event to event).
 	evChanges []Change
 }

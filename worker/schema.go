@@ -10,12 +10,13 @@ import (
 
 	"github.com/tributary-db/tributary/dbutil"
 	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // schemaVersion is a table's column list from a binlog position on.
 type schemaVersion struct {
-	From Position            `json:"from"`
-	Cols []shardgroup.Column `json:"cols"` // nil: the table does not exist from here on
+	From vocab.Position `json:"from"`
+	Cols []vocab.Column `json:"cols"` // nil: the table does not exist from here on
 }
 
 // schemaTracker keeps, per upstream table, its columns by binlog position: their names for binlogs
@@ -23,16 +24,16 @@ type schemaVersion struct {
 // back to the resume position, because a re-sync or a restart reads DML written before a later DDL
 // again.
 type schemaTracker struct {
-	tables map[TableName][]schemaVersion
-	dirty  map[TableName]bool
+	tables map[vocab.TableName][]schemaVersion
+	dirty  map[vocab.TableName]bool
 }
 
 func newSchemaTracker() *schemaTracker {
-	return &schemaTracker{tables: map[TableName][]schemaVersion{}, dirty: map[TableName]bool{}}
+	return &schemaTracker{tables: map[vocab.TableName][]schemaVersion{}, dirty: map[vocab.TableName]bool{}}
 }
 
 // at returns the columns of t for an event ending at pos.
-func (s *schemaTracker) at(t TableName, pos Position) ([]shardgroup.Column, bool) {
+func (s *schemaTracker) at(t vocab.TableName, pos vocab.Position) ([]vocab.Column, bool) {
 	vs := s.tables[t]
 	for i := len(vs) - 1; i >= 0; i-- {
 		if vs[i].From.Compare(pos) < 0 {
@@ -44,7 +45,7 @@ func (s *schemaTracker) at(t TableName, pos Position) ([]shardgroup.Column, bool
 
 // existsAt reports whether t exists once the event group ending at pos is applied (a resume position):
 // versions from pos on apply, as do those from the zero position (the tables of a first start).
-func (s *schemaTracker) existsAt(t TableName, pos Position) bool {
+func (s *schemaTracker) existsAt(t vocab.TableName, pos vocab.Position) bool {
 	vs := s.tables[t]
 	for i := len(vs) - 1; i >= 0; i-- {
 		if vs[i].From.IsZero() || vs[i].From.Compare(pos) <= 0 {
@@ -55,7 +56,7 @@ func (s *schemaTracker) existsAt(t TableName, pos Position) bool {
 }
 
 // set records t's columns from pos on; setting the same version again (a re-read DDL) changes nothing.
-func (s *schemaTracker) set(t TableName, pos Position, cols []shardgroup.Column) {
+func (s *schemaTracker) set(t vocab.TableName, pos vocab.Position, cols []vocab.Column) {
 	vs := s.tables[t]
 	for _, v := range vs {
 		if v.From.Compare(pos) == 0 {
@@ -70,8 +71,8 @@ func (s *schemaTracker) set(t TableName, pos Position, cols []shardgroup.Column)
 }
 
 // apply tracks a DDL event (upstream names) that ends at pos.
-func (s *schemaTracker) apply(q, schema string, pos Position) error {
-	changes, err := shardgroup.TrackColumns(q, schema, func(t TableName) ([]shardgroup.Column, bool) { return s.at(t, pos) })
+func (s *schemaTracker) apply(q, schema string, pos vocab.Position) error {
+	changes, err := shardgroup.TrackColumns(q, schema, func(t vocab.TableName) ([]vocab.Column, bool) { return s.at(t, pos) })
 	if err != nil {
 		return err
 	}
@@ -82,8 +83,8 @@ func (s *schemaTracker) apply(q, schema string, pos Position) error {
 }
 
 // tablesIn lists the tables of schema that exist at pos.
-func (s *schemaTracker) tablesIn(schema string, pos Position) []TableName {
-	var out []TableName
+func (s *schemaTracker) tablesIn(schema string, pos vocab.Position) []vocab.TableName {
+	var out []vocab.TableName
 	for t := range s.tables {
 		if strings.EqualFold(t.Schema, schema) {
 			if _, ok := s.at(t, pos); ok {
@@ -91,19 +92,19 @@ func (s *schemaTracker) tablesIn(schema string, pos Position) []TableName {
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b TableName) int { return strings.Compare(a.String(), b.String()) })
+	slices.SortFunc(out, func(a, b vocab.TableName) int { return strings.Compare(a.String(), b.String()) })
 	return out
 }
 
 // dropSchema records that every table of schema is gone from pos on (DROP DATABASE).
-func (s *schemaTracker) dropSchema(schema string, pos Position) {
+func (s *schemaTracker) dropSchema(schema string, pos vocab.Position) {
 	for _, t := range s.tablesIn(schema, pos) {
 		s.set(t, pos, nil)
 	}
 }
 
 // prune drops versions no read from resume or later can need.
-func (s *schemaTracker) prune(resume Position) {
+func (s *schemaTracker) prune(resume vocab.Position) {
 	for t, vs := range s.tables {
 		keep := 0
 		for i := range vs {
@@ -118,21 +119,21 @@ func (s *schemaTracker) prune(resume Position) {
 }
 
 // takeDirty returns the changed tables' versions as JSON, for the checkpoint.
-func (s *schemaTracker) takeDirty() map[TableName]string {
+func (s *schemaTracker) takeDirty() map[vocab.TableName]string {
 	if len(s.dirty) == 0 {
 		return nil
 	}
-	out := map[TableName]string{}
+	out := map[vocab.TableName]string{}
 	for t := range s.dirty {
 		b, _ := json.Marshal(s.tables[t])
 		out[t] = string(b)
 	}
-	s.dirty = map[TableName]bool{}
+	s.dirty = map[vocab.TableName]bool{}
 	return out
 }
 
 // load restores versions saved in the checkpoint.
-func (s *schemaTracker) load(saved map[TableName]string) error {
+func (s *schemaTracker) load(saved map[vocab.TableName]string) error {
 	for t, js := range saved {
 		var vs []schemaVersion
 		if err := json.Unmarshal([]byte(js), &vs); err != nil {
@@ -145,7 +146,7 @@ func (s *schemaTracker) load(saved map[TableName]string) error {
 
 // initFromUpstream records the upstream's current columns of t for a task's first start (the binlog
 // is read from the current position, so the current schema is the one at the start).
-func (s *schemaTracker) initFromUpstream(ctx context.Context, db *sql.DB, t TableName) error {
+func (s *schemaTracker) initFromUpstream(ctx context.Context, db *sql.DB, t vocab.TableName) error {
 	if _, ok := s.tables[t]; ok {
 		return nil
 	}
@@ -153,7 +154,7 @@ func (s *schemaTracker) initFromUpstream(ctx context.Context, db *sql.DB, t Tabl
 	if err != nil {
 		return err
 	}
-	s.set(t, Position{}, cols)
+	s.set(t, vocab.Position{}, cols)
 	return nil
 }
 
@@ -161,7 +162,7 @@ func (s *schemaTracker) initFromUpstream(ctx context.Context, db *sql.DB, t Tabl
 type columnDef struct{ name, typ string }
 
 // tableColumns lists a table's columns in order (none if the table does not exist).
-func tableColumns(ctx context.Context, db *sql.DB, t TableName) ([]columnDef, error) {
+func tableColumns(ctx context.Context, db *sql.DB, t vocab.TableName) ([]columnDef, error) {
 	rows, err := db.QueryContext(ctx, "SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", t.Schema, t.Name)
 	if err != nil {
 		return nil, fmt.Errorf("columns of %s: %w", t, err)

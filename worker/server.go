@@ -17,13 +17,16 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tributary-db/tributary/config"
+	"github.com/tributary-db/tributary/dbutil"
 	"github.com/tributary-db/tributary/ha"
 	"github.com/tributary-db/tributary/internal/failpoint"
 	"github.com/tributary-db/tributary/loader"
 	"github.com/tributary-db/tributary/onlineddl"
 	"github.com/tributary-db/tributary/pessimist"
 	pb "github.com/tributary-db/tributary/proto"
+	"github.com/tributary-db/tributary/router"
 	routepkg "github.com/tributary-db/tributary/router"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // ServerConfig configures a dm-worker.
@@ -367,7 +370,7 @@ func (t *subtask) run(ctx context.Context) {
 func (t *subtask) runOnce(ctx context.Context) error {
 	sp := t.spec
 	ba, rules := sp.task.Rules(sp.inst)
-	router, err := NewRouter(ba, rules)
+	router, err := router.NewRouter(ba, rules)
 	if err != nil {
 		return err
 	}
@@ -392,12 +395,12 @@ func (t *subtask) runOnce(ctx context.Context) error {
 	target.Session = DownstreamSession(target.Session)
 	// Both pools take several statements a query (one round trip for many): every query on them is
 	// built by Tributary, or is a statement of the binlog or of the user's `binlog replace`.
-	down, err := OpenDB(target, multiStatements)
+	down, err := dbutil.OpenDB(target, dbutil.MultiStatements)
 	if err != nil {
 		return err
 	}
 	defer down.Close()
-	ddlDown, err := OpenDB(target, multiStatements)
+	ddlDown, err := dbutil.OpenDB(target, dbutil.MultiStatements)
 	if err != nil {
 		return err
 	}
@@ -449,9 +452,9 @@ func (t *subtask) runOnce(ctx context.Context) error {
 		m = nil // the load's checkpoint says where to start
 	}
 	if m != nil {
-		cfg.Start = Position{File: m.BinlogName, Pos: max(m.BinlogPos, 4)}
+		cfg.Start = vocab.Position{File: m.BinlogName, Pos: max(m.BinlogPos, 4)}
 		if m.BinlogName == "" {
-			cfg.Start = Position{}
+			cfg.Start = vocab.Position{}
 		}
 		cfg.StartGTID = m.BinlogGTID
 	}
@@ -480,7 +483,7 @@ func (t *subtask) runOnce(ctx context.Context) error {
 
 // detectFlavor returns "mariadb" when the source says it is MariaDB, else the configured flavor.
 func detectFlavor(ctx context.Context, src *config.Source) (string, error) {
-	db, err := OpenDB(src.From)
+	db, err := dbutil.OpenDB(src.From)
 	if err != nil {
 		return "", err
 	}
@@ -567,13 +570,13 @@ func (t *subtask) status(ctx context.Context) *pb.SubTaskStatus {
 	return out
 }
 
-func (t *subtask) masterStatus(ctx context.Context) (Position, string, error) {
+func (t *subtask) masterStatus(ctx context.Context) (vocab.Position, string, error) {
 	t.mu.Lock()
 	if t.upDB == nil {
-		db, err := OpenDB(t.spec.source.From)
+		db, err := dbutil.OpenDB(t.spec.source.From)
 		if err != nil {
 			t.mu.Unlock()
-			return Position{}, "", err
+			return vocab.Position{}, "", err
 		}
 		t.upDB = db
 	}
@@ -581,7 +584,7 @@ func (t *subtask) masterStatus(ctx context.Context) (Position, string, error) {
 	t.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	return SourcePosition(ctx, db)
+	return dbutil.SourcePosition(ctx, db)
 }
 
 // agent is the pessimist agent of a subtask's source. With the fault matrix's "agent-coordinated"

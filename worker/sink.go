@@ -15,6 +15,7 @@ import (
 
 	"github.com/tributary-db/tributary/dbutil"
 	"github.com/tributary-db/tributary/meta"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // ChangeKind is the kind of a row change.
@@ -40,18 +41,12 @@ type Change struct {
 
 // ChangeOrigin is where changes come from and go to.
 type ChangeOrigin struct {
-	Source  TableName // upstream table
-	Target  TableName
+	Source  vocab.TableName // upstream table
+	Target  vocab.TableName
 	Columns []string
-	SQL     string   // Raw
-	Pos     Position // start of the binlog event it comes from
+	SQL     string         // Raw
+	Pos     vocab.Position // start of the binlog event it comes from
 }
-
-// Checkpoint is what the downstream holds for one source (meta.Checkpoint).
-type Checkpoint = meta.Checkpoint
-
-// CheckpointUpdate is the checkpoint part of one downstream transaction (meta.CheckpointUpdate).
-type CheckpointUpdate = meta.CheckpointUpdate
 
 // Sink writes changes to the downstream (DDL goes through the source's DDLExecutor). Every transaction commits the rows together with the
 // checkpoint rows of the events they came from, so a restart applies nothing twice. The meta tables
@@ -59,7 +54,7 @@ type CheckpointUpdate = meta.CheckpointUpdate
 type Sink struct {
 	db      *sql.DB
 	meta    *meta.Store
-	keys    map[TableName][]string
+	keys    map[vocab.TableName][]string
 	maxRows int
 	// stmt is the text of the last multi-row INSERT, kept for the next (a sink's transactions run one
 	// after the other).
@@ -79,10 +74,6 @@ type Sink struct {
 // SetSafeMode turns DM's safe mode on or off for the following transactions.
 func (s *Sink) SetSafeMode(on bool) { s.safe.Store(on) }
 
-// ErrFenced means a newer binding of the source owns its checkpoint: this worker's binding was taken
-// away, and nothing it writes may commit.
-var ErrFenced = meta.ErrFenced
-
 // SetEpoch makes every transaction of this sink check that the source's checkpoint belongs to the
 // binding of this epoch (Init claims it).
 func (s *Sink) SetEpoch(epoch int64) { s.meta.SetEpoch(epoch) }
@@ -94,20 +85,20 @@ func (s *Sink) SetGroupStatements(on bool) { s.group = on }
 
 // NewSink returns the sink of one source of a task.
 func NewSink(db *sql.DB, metaSchema, task, source string) *Sink {
-	return &Sink{db: db, meta: meta.NewStore(db, metaSchema, task, source), keys: map[TableName][]string{}, maxRows: 256}
+	return &Sink{db: db, meta: meta.NewStore(db, metaSchema, task, source), keys: map[vocab.TableName][]string{}, maxRows: 256}
 }
 
 // Init creates (or migrates) the task's meta tables and claims the source's checkpoint.
 func (s *Sink) Init(ctx context.Context) error { return s.meta.Init(ctx) }
 
 // Load reads the source's checkpoint (zero positions when there is none).
-func (s *Sink) Load(ctx context.Context) (Checkpoint, error) { return s.meta.Load(ctx) }
+func (s *Sink) Load(ctx context.Context) (meta.Checkpoint, error) { return s.meta.Load(ctx) }
 
 // Flush applies changes and the checkpoint update in one transaction.
 // A deadlock (1213) or lock wait timeout (1205), with another source's transaction on the same merged
 // table or a user's, rolls the transaction back (here, whole), so it is run again, a few times with
 // backoff, before the error stops the syncer.
-func (s *Sink) Flush(ctx context.Context, changes []Change, up CheckpointUpdate) (err error) {
+func (s *Sink) Flush(ctx context.Context, changes []Change, up meta.CheckpointUpdate) (err error) {
 	var kinds changeKinds
 	defer s.observeFlush(time.Now(), len(changes), &kinds, &err) // metrics.go
 	wait := 10 * time.Millisecond
@@ -145,7 +136,7 @@ func (s *Sink) Flush(ctx context.Context, changes []Change, up CheckpointUpdate)
 type changeKinds [Raw + 1]int
 
 // flushOnce runs one flush transaction; group: the INSERTs go several to a query.
-func (s *Sink) flushOnce(ctx context.Context, changes []Change, up CheckpointUpdate, kinds *changeKinds, group bool) error {
+func (s *Sink) flushOnce(ctx context.Context, changes []Change, up meta.CheckpointUpdate, kinds *changeKinds, group bool) error {
 	defer func() {
 		if s.pending, s.pendingN, s.fenced = s.pending[:0], 0, false; cap(s.pending) > 1<<20 {
 			s.pending = nil // a group of wide rows: not kept
@@ -591,7 +582,7 @@ func (s *Sink) where(ctx context.Context, c Change) (string, []any, error) {
 	return strings.Join(conds, " AND "), args, nil
 }
 
-func (s *Sink) keyColumns(ctx context.Context, t TableName) ([]string, error) {
+func (s *Sink) keyColumns(ctx context.Context, t vocab.TableName) ([]string, error) {
 	if k, ok := s.keys[t]; ok {
 		return k, nil
 	}
@@ -614,7 +605,7 @@ func (s *Sink) keyColumns(ctx context.Context, t TableName) ([]string, error) {
 }
 
 // ForgetKeys drops cached key columns (after a DDL).
-func (s *Sink) ForgetKeys() { s.keys = map[TableName][]string{} }
+func (s *Sink) ForgetKeys() { s.keys = map[vocab.TableName][]string{} }
 
 func quoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
 

@@ -13,7 +13,10 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/tributary-db/tributary/dbutil"
 	"github.com/tributary-db/tributary/internal/mariadbtest"
+	"github.com/tributary-db/tributary/meta"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // TestExecDDLTwiceIsIdempotent: a DDL re-run after a crash between the DDL and its checkpoint is
@@ -44,7 +47,7 @@ func TestGroupedStatements(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Exec(t, db, "CREATE DATABASE d", "CREATE TABLE d.g (id INT PRIMARY KEY, v VARCHAR(32))")
-	origin := &ChangeOrigin{Target: TableName{Schema: "d", Name: "g"}, Columns: []string{"id", "v"}}
+	origin := &ChangeOrigin{Target: vocab.TableName{Schema: "d", Name: "g"}, Columns: []string{"id", "v"}}
 	ins := func(from, to int, v string) (cs []Change) {
 		for id := from; id <= to; id++ {
 			cs = append(cs, Change{Kind: Insert, ChangeOrigin: origin, Row: []any{int64(id), v}})
@@ -60,8 +63,8 @@ func TestGroupedStatements(t *testing.T) {
 	changes = append(changes, Change{Kind: Update, ChangeOrigin: origin, // the driver writes it: sends
 		Row: []any{int64(2), `p\q`}, Old: []any{int64(2), "a"}}) // what waits, then runs alone
 	changes = append(changes, ins(16, 17, "c")...) // the last query, with the checkpoint
-	pos := Position{File: "bin.000001", Pos: 100}
-	queries := queriesDuring(t, s, db, func() error { return sink.Flush(ctx, changes, CheckpointUpdate{Global: pos}) })
+	pos := vocab.Position{File: "bin.000001", Pos: 100}
+	queries := queriesDuring(t, s, db, func() error { return sink.Flush(ctx, changes, meta.CheckpointUpdate{Global: pos}) })
 	// Each query of the flush's transaction as the statements it holds: fence, inserts into d.g,
 	// checkpoint, or its own text.
 	var got []string
@@ -110,7 +113,7 @@ func TestGroupedStatements(t *testing.T) {
 	}
 	// The third statement of a group meets a row that is there: nothing of the flush stays.
 	bad := append(ins(18, 21, "d"), ins(5, 6, "dup")...)
-	err := sink.Flush(ctx, append(bad, ins(22, 23, "d")...), CheckpointUpdate{Global: Position{File: "bin.000001", Pos: 200}})
+	err := sink.Flush(ctx, append(bad, ins(22, 23, "d")...), meta.CheckpointUpdate{Global: vocab.Position{File: "bin.000001", Pos: 200}})
 	var me *mysql.MySQLError
 	if !errors.As(err, &me) || me.Number != 1062 || !strings.Contains(err.Error(), "insert 2 rows") || !strings.Contains(err.Error(), "`d`.`g`") {
 		t.Fatalf("flush with a duplicate key: %v", err)
@@ -131,7 +134,7 @@ func TestGroupedStatements(t *testing.T) {
 	if err := newer.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := sink.Flush(ctx, ins(30, 33, "e"), CheckpointUpdate{Global: Position{File: "bin.000001", Pos: 300}}); !errors.Is(err, ErrFenced) {
+	if err := sink.Flush(ctx, ins(30, 33, "e"), meta.CheckpointUpdate{Global: vocab.Position{File: "bin.000001", Pos: 300}}); !errors.Is(err, meta.ErrFenced) {
 		t.Fatalf("flush of a fenced binding: %v, want ErrFenced", err)
 	}
 	checkUnchanged("after the fenced flush")
@@ -158,7 +161,7 @@ func TestAppendInterpolated(t *testing.T) {
 // again, and the change arrives once the lock is gone, without the syncer stopping.
 func TestLockWaitIsRetried(t *testing.T) {
 	c := newCluster(t)
-	c.syncDB = workerDB(t, c.down.Port, map[string]any{"innodb_lock_wait_timeout": 1}, multiStatements)
+	c.syncDB = workerDB(t, c.down.Port, map[string]any{"innodb_lock_wait_timeout": 1}, dbutil.MultiStatements)
 	stop := c.startSyncer(0)
 	c.up(0, insert("db_1.t_1", 1, 2))
 	c.waitRow(1)
@@ -213,7 +216,7 @@ func TestInsertValuesWrittenIn(t *testing.T) {
 			if err := sink.Init(ctx); err != nil {
 				t.Fatal(err)
 			}
-			target := TableName{Schema: schema, Name: "t"}
+			target := vocab.TableName{Schema: schema, Name: "t"}
 			cols := []string{"id", "b", "l", "u", "i", "f", "g", "n"}
 			var changes []Change
 			for i, txt := range texts {
@@ -222,7 +225,7 @@ func TestInsertValuesWrittenIn(t *testing.T) {
 					Row: []any{int32(i), []byte(txt), []byte(txt), uint64(1<<64-1) - uint64(i), int8(-i), float32(0.1) * float32(i), 1.0 / float64(i+3), nil}})
 			}
 			for _, batch := range [][]Change{changes[:len(changes)/2], changes[len(changes)/2:]} {
-				if err := sink.Flush(ctx, batch, CheckpointUpdate{}); err != nil {
+				if err := sink.Flush(ctx, batch, meta.CheckpointUpdate{}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -285,7 +288,7 @@ func TestFlushCountsKinds(t *testing.T) {
 	if err := sink.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
-	target := TableName{Schema: "d", Name: "t"}
+	target := vocab.TableName{Schema: "d", Name: "t"}
 	cols := []string{"id", "v"}
 	row := &ChangeOrigin{Target: target, Columns: cols}
 	changes := []Change{
@@ -295,7 +298,7 @@ func TestFlushCountsKinds(t *testing.T) {
 		{Kind: Update, Row: []any{int32(2), int32(20)}, Old: []any{int32(2), int32(2)}, ChangeOrigin: row},
 		{Kind: Delete, Old: []any{int32(1), int32(1)}, ChangeOrigin: row},
 	}
-	if err := sink.Flush(ctx, changes, CheckpointUpdate{}); err != nil {
+	if err := sink.Flush(ctx, changes, meta.CheckpointUpdate{}); err != nil {
 		t.Fatal(err)
 	}
 	var sum int

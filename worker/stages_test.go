@@ -12,15 +12,15 @@ import (
 
 	"github.com/tributary-db/tributary/internal/mariadbtest"
 	"github.com/tributary-db/tributary/meta"
-	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // TestCursorGroupsAndResumePoints: the reader stage alone. A group's GTID joins the set only when the
 // group ends; the resume point at the last complete group carries the set there, one at a DDL the set
 // recorded there, and without GTID mode none.
 func TestCursorGroupsAndResumePoints(t *testing.T) {
-	at := func(p uint32) Position { return Position{File: "bin.000001", Pos: p} }
-	c := cursor{gtidMode: true, gtids: mariadbGTIDs{}, gtidAt: map[Position]string{}}
+	at := func(p uint32) vocab.Position { return vocab.Position{File: "bin.000001", Pos: p} }
+	c := cursor{gtidMode: true, gtids: mariadbGTIDs{}, gtidAt: map[vocab.Position]string{}}
 	g := mysql.MariadbGTID{DomainID: 0, ServerID: 1, SequenceNumber: 7}
 	c.curGTID = &g
 	if got := c.gtidFor(c.lastPos); got != "" {
@@ -51,8 +51,8 @@ func TestCursorGroupsAndResumePoints(t *testing.T) {
 // several gets a lane position on each and comes back as spread with its last position. A full batch
 // makes a table hot when it holds more than twice a connection's share; a small one changes nothing.
 func TestApplierClaimsAndHotTables(t *testing.T) {
-	at := func(p uint32) Position { return Position{File: "bin.000001", Pos: p} }
-	one, spread := TableName{Schema: "d", Name: "one"}, TableName{Schema: "d", Name: "spread"}
+	at := func(p uint32) vocab.Position { return vocab.Position{File: "bin.000001", Pos: p} }
+	one, spread := vocab.TableName{Schema: "d", Name: "one"}, vocab.TableName{Schema: "d", Name: "spread"}
 	a := applier{txnRows: 100}
 	for i := 0; i < 4; i++ {
 		a.parts = append(a.parts, &partition{idx: i})
@@ -105,8 +105,8 @@ func TestApplierFlushPipeline(t *testing.T) {
 	db := s.DB(t)
 	ctx := context.Background()
 	s.Exec(t, db, "CREATE DATABASE d", "CREATE TABLE d.t (id INT PRIMARY KEY, v VARCHAR(8))")
-	at := func(p uint32) Position { return Position{File: "bin.000001", Pos: p} }
-	ckpt := Checkpoint{Tables: map[TableName]Position{}}
+	at := func(p uint32) vocab.Position { return vocab.Position{File: "bin.000001", Pos: p} }
+	ckpt := meta.Checkpoint{Tables: map[vocab.TableName]vocab.Position{}}
 	a := applier{txnRows: 100, ckpt: &ckpt, task: "task", source: "s1", log: zap.NewNop()}
 	for i := 0; i < 2; i++ {
 		sink := NewSink(db, "meta", "task", "s1")
@@ -116,14 +116,14 @@ func TestApplierFlushPipeline(t *testing.T) {
 		a.parts = append(a.parts, &partition{idx: i, sink: sink})
 	}
 	a.resetBatch()
-	target := TableName{Schema: "d", Name: "t"}
-	add := func(p *partition, src TableName, id int64, end Position) {
+	target := vocab.TableName{Schema: "d", Name: "t"}
+	add := func(p *partition, src vocab.TableName, id int64, end vocab.Position) {
 		p.batch = append(p.batch, Change{Kind: Insert, Row: []any{id, "v"}, ChangeOrigin: &ChangeOrigin{Source: src, Target: target, Columns: []string{"id", "v"}, Pos: end}})
 		p.pos[src] = end
 		a.rows++
 	}
-	t1, t2 := TableName{Schema: "u", Name: "t_1"}, TableName{Schema: "u", Name: "t_2"}
-	flush := func(global Position) {
+	t1, t2 := vocab.TableName{Schema: "u", Name: "t_1"}, vocab.TableName{Schema: "u", Name: "t_2"}
+	flush := func(global vocab.Position) {
 		t.Helper()
 		if committed, err := a.start(ctx, flushExtras{global: global}); err != nil || committed {
 			t.Fatalf("start: committed %v, %v", committed, err)
@@ -171,14 +171,14 @@ func TestApplierFlushPipeline(t *testing.T) {
 // updates and deletes become changes with their images, rows applied before are left out, the shape
 // is kept while the table map is the same, and an event of another kind is no rows event.
 func TestRowDecoder(t *testing.T) {
-	src := TableName{Schema: "db_1", Name: "t_1"}
-	at := func(p uint32) Position { return Position{File: "bin.000001", Pos: p} }
-	d := rowDecoder{source: "s1", mariadb: true, schemas: newSchemaTracker(), shapes: map[TableName]cachedShape{}}
+	src := vocab.TableName{Schema: "db_1", Name: "t_1"}
+	at := func(p uint32) vocab.Position { return vocab.Position{File: "bin.000001", Pos: p} }
+	d := rowDecoder{source: "s1", mariadb: true, schemas: newSchemaTracker(), shapes: map[vocab.TableName]cachedShape{}}
 	tm := &replication.TableMapEvent{ColumnCount: 3, ColumnType: []byte{mysql.MYSQL_TYPE_LONG, mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_LONG}, ColumnMeta: []uint16{0, 32, 0}}
 	if _, err := d.shapeOf(src, tm, at(100)); err == nil || !strings.Contains(err.Error(), "binlog_row_metadata=FULL") {
 		t.Fatalf("no names and no tracked schema: %v", err)
 	}
-	d.schemas.set(src, at(4), []shardgroup.Column{{Name: "id"}, {Name: "v"}, {Name: "g", Generated: true}})
+	d.schemas.set(src, at(4), []vocab.Column{{Name: "id"}, {Name: "v"}, {Name: "g", Generated: true}})
 	shape, err := d.shapeOf(src, tm, at(100))
 	if err != nil || !slices.Equal(shape.cols, []string{"id", "v"}) {
 		t.Fatalf("shape: %v, %v; want id and v (g is generated)", shape, err)

@@ -11,11 +11,12 @@ import (
 
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // Status is a snapshot of a syncer for query-status, refreshed every flush interval.
 type Status struct {
-	SyncerBinlog Position // committed resume position
+	SyncerBinlog vocab.Position // committed resume position
 	SyncerGTID   string
 	TotalEvents  int64
 	BlockingDDLs []string // DDLs of the locks this source has put its info for and waits on
@@ -109,11 +110,11 @@ func (w *rateWindow) rates(now time.Time, rows, events int64) (totalRows, totalR
 
 func (s *Syncer) publishStatus() {
 	st := Status{SyncerBinlog: s.apply.persisted, SyncerGTID: s.apply.persistedGTID, PreparedXA: s.xa.list()}
-	targets := make([]TableName, 0, len(s.ddl.shard.groups))
+	targets := make([]vocab.TableName, 0, len(s.ddl.shard.groups))
 	for t := range s.ddl.shard.groups {
 		targets = append(targets, t)
 	}
-	slices.SortFunc(targets, func(a, b TableName) int { return strings.Compare(a.String(), b.String()) })
+	slices.SortFunc(targets, func(a, b vocab.TableName) int { return strings.Compare(a.String(), b.String()) })
 	for _, t := range targets {
 		u, ok := s.ddl.shard.groups[t].Unresolved()
 		if !ok {

@@ -14,14 +14,13 @@ import (
 
 	"github.com/tributary-db/tributary/eventclass"
 	"github.com/tributary-db/tributary/loader"
+	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/onlineddl"
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/router"
 	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
-
-// Position is a binlog position.
-type Position = shardgroup.Position
 
 // SyncerConfig configures the sync unit of one source of one task.
 type SyncerConfig struct {
@@ -30,15 +29,15 @@ type SyncerConfig struct {
 	Host         string
 	Port         uint16
 	User         string
-	Password     string      // in plain text (config.Database.PlainPassword)
-	TLS          *tls.Config // the source's from.security; nil: no TLS
-	ServerID     uint32      // replication server ID, unique per syncer
-	Start        Position    // where to start without a checkpoint (zero: the source's current position)
+	Password     string         // in plain text (config.Database.PlainPassword)
+	TLS          *tls.Config    // the source's from.security; nil: no TLS
+	ServerID     uint32         // replication server ID, unique per syncer
+	Start        vocab.Position // where to start without a checkpoint (zero: the source's current position)
 	// EnableGTID (source enable-gtid) resumes by GTID set; StartGTID (task meta binlog-gtid) is where
 	// to start without a checkpoint. MariaDB flavor only for now.
 	EnableGTID bool
 	StartGTID  string
-	Router     *Router
+	Router     *router.Router
 	Filter     *router.Filter // binlog event filters (task filters); nil: none
 	// Online recognises the ghost and trash tables of online schema change tools (task online-ddl;
 	// nil: off). The Router must skip them too (Router.SkipToolTables).
@@ -90,7 +89,7 @@ type Syncer struct {
 	sink     *Sink        // partition 0's, for checkpoint-only writes
 	exec     *DDLExecutor // DDL downstream, exactly once (over partition 0's sink)
 	upstream *sql.DB
-	ckpt     Checkpoint
+	ckpt     meta.Checkpoint
 	sessions eventSessions // the session settings of DDL events (eventsession.go)
 	fresh    bool          // no checkpoint yet: the task's first start on this source
 	rows     rowDecoder    // the rows stage: shapes, tracked schemas (rows.go)
@@ -255,7 +254,7 @@ func (s *Syncer) init(ctx context.Context) error {
 		}
 	}
 	s.cur.lastPos = s.ckpt.Global
-	s.ddl.runs, s.ddl.onlineDirty = onlineddl.Runs{}, map[TableName]bool{}
+	s.ddl.runs, s.ddl.onlineDirty = onlineddl.Runs{}, map[vocab.TableName]bool{}
 	for t, js := range s.ckpt.Online {
 		run, err := onlineddl.Decode(js)
 		if err != nil {
@@ -266,8 +265,8 @@ func (s *Syncer) init(ctx context.Context) error {
 		}
 	}
 	s.rows.schemas = newSchemaTracker()
-	s.rows.shapes = map[TableName]cachedShape{}
-	s.apply.targetKeys, s.apply.consolidate, s.apply.spreadLog = map[TableName]*targetKeys{}, map[TableName]Position{}, map[TableName]bool{}
+	s.rows.shapes = map[vocab.TableName]cachedShape{}
+	s.apply.targetKeys, s.apply.consolidate, s.apply.spreadLog = map[vocab.TableName]*targetKeys{}, map[vocab.TableName]vocab.Position{}, map[vocab.TableName]bool{}
 	for t := range s.ckpt.Lanes {
 		s.apply.pruneLanes(t)
 	}
@@ -276,13 +275,13 @@ func (s *Syncer) init(ctx context.Context) error {
 	}
 	s.ddl.schemas = s.rows.schemas
 	s.ddl.shard = newShardState() // renames after the resume position are read again
-	s.cur.gtidAt = map[Position]string{}
+	s.cur.gtidAt = map[vocab.Position]string{}
 	s.apply.resetBatch()
 	if err := s.discover(ctx); err != nil {
 		return err
 	}
 	// Save the start at once: a restart must resume here, not at a newer current position.
-	if err := s.sink.Flush(ctx, nil, CheckpointUpdate{Global: s.ckpt.Global, GlobalGTID: s.ckpt.GlobalGTID, Schemas: s.rows.schemas.takeDirty()}); err != nil {
+	if err := s.sink.Flush(ctx, nil, meta.CheckpointUpdate{Global: s.ckpt.Global, GlobalGTID: s.ckpt.GlobalGTID, Schemas: s.rows.schemas.takeDirty()}); err != nil {
 		return err
 	}
 	s.apply.persisted, s.apply.persistedGTID = s.ckpt.Global, s.ckpt.GlobalGTID
@@ -303,8 +302,8 @@ func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent, gtid *
 	if h.LogPos == 0 { // artificial events
 		return nil
 	}
-	end := Position{File: s.cur.file, Pos: h.LogPos}
-	start := Position{File: s.cur.file, Pos: h.LogPos - h.EventSize}
+	end := vocab.Position{File: s.cur.file, Pos: h.LogPos}
+	start := vocab.Position{File: s.cur.file, Pos: h.LogPos - h.EventSize}
 	s.cur.evStart = start
 	switch e := ev.Event.(type) {
 	case *replication.MariadbGTIDEvent, *replication.GTIDEvent, *replication.GtidTaggedLogEvent:
@@ -316,7 +315,7 @@ func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent, gtid *
 }
 
 // handleStatement runs a DDL statement (a query event) through the DDL path.
-func (s *Syncer) handleStatement(ctx context.Context, e *replication.QueryEvent, q string, start, end Position) error {
+func (s *Syncer) handleStatement(ctx context.Context, e *replication.QueryEvent, q string, start, end vocab.Position) error {
 	s.ddl.shard.ddlReadAt = time.Now()
 	if err := s.flush(ctx); err != nil {
 		return err
@@ -339,7 +338,7 @@ func (s *Syncer) handleStatement(ctx context.Context, e *replication.QueryEvent,
 		}
 		if err := s.handleDDL(ctx, q, string(e.Schema), s.cur.groupStart, end, in); err != nil {
 			if downstreamPermanent(err) && !IsPermanent(err) {
-				table := TableName{Schema: string(e.Schema)}
+				table := vocab.TableName{Schema: string(e.Schema)}
 				if ts, terr := shardgroup.TablesOf(q, string(e.Schema)); terr == nil && len(ts) > 0 {
 					table = ts[0]
 				}
@@ -357,7 +356,7 @@ func (s *Syncer) handleStatement(ctx context.Context, e *replication.QueryEvent,
 
 // safeGlobal is the position a restart may resume from: the last complete event group, but not past
 // the start of any pending sharding DDL (the rebuilt group must read it again).
-func (s *Syncer) safeGlobal() Position {
+func (s *Syncer) safeGlobal() vocab.Position {
 	g := s.cur.lastPos
 	if p, ok := s.xa.oldestPrepared(); ok && p.Compare(g) < 0 {
 		g = p // a prepared XA transaction's rows wait in memory: a restart reads them again

@@ -19,12 +19,16 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/tributary-db/tributary/config"
+	"github.com/tributary-db/tributary/dbutil"
 	"github.com/tributary-db/tributary/internal/e2e"
 	"github.com/tributary-db/tributary/internal/etcdtest"
 	"github.com/tributary-db/tributary/internal/mariadbtest"
 	"github.com/tributary-db/tributary/internal/netutil"
+	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/onlineddl"
 	"github.com/tributary-db/tributary/pessimist"
+	"github.com/tributary-db/tributary/router"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 func testLogger() *zap.Logger {
@@ -54,9 +58,9 @@ type cluster struct {
 	ddlDB  *sql.DB // and its pool for a lock's DDL with its marker (multi-statement queries)
 	cli    *clientv3.Client
 	layout pessimist.Layout
-	router *Router
+	router *router.Router
 	task   string
-	starts map[int]Position
+	starts map[int]vocab.Position
 	shards [][]string // per source, the shard tables routed to db.t
 	coord  *pessimist.Coordinator
 	log    *zap.Logger
@@ -93,12 +97,12 @@ func newClusterTB(t testing.TB, upstreamArgs ...string) *cluster {
 	}
 	c.down = mariadbtest.Start(t, upstreamArgs...) // same server settings downstream (charset variants)
 	c.downDB = c.down.DB(t)
-	c.syncDB = workerDB(t, c.down.Port, nil, multiStatements) // as a dm-worker's (GroupStatements)
-	c.ddlDB = workerDB(t, c.down.Port, nil, multiStatements)
+	c.syncDB = workerDB(t, c.down.Port, nil, dbutil.MultiStatements) // as a dm-worker's (GroupStatements)
+	c.ddlDB = workerDB(t, c.down.Port, nil, dbutil.MultiStatements)
 	c.cli = etcdtest.Client(t)
 	c.layout = pessimist.NewLayout(fmt.Sprintf("/test/%s/%d/", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano()))
 	var err error
-	c.router, err = NewRouter(&config.BAList{DoDBs: []string{"db_*"}}, []config.RouteRule{
+	c.router, err = router.NewRouter(&config.BAList{DoDBs: []string{"db_*"}}, []config.RouteRule{
 		{SchemaPattern: "db_*", TablePattern: "t_*", TargetSchema: "db", TargetTable: "t"},
 		{SchemaPattern: "db_*", TablePattern: "u_*", TargetSchema: "db", TargetTable: "u"},
 		{SchemaPattern: "db_*", TargetSchema: "db"},
@@ -127,8 +131,8 @@ func (c *cluster) remoteDownstream(rtt time.Duration) *sql.DB {
 		c.t.Fatal(err)
 	}
 	c.t.Cleanup(func() { p.Close() })
-	c.syncDB = workerDB(c.t, p.Port(), nil, multiStatements)
-	c.ddlDB = workerDB(c.t, p.Port(), nil, multiStatements)
+	c.syncDB = workerDB(c.t, p.Port(), nil, dbutil.MultiStatements)
+	c.ddlDB = workerDB(c.t, p.Port(), nil, dbutil.MultiStatements)
 	return workerDB(c.t, p.Port(), nil)
 }
 
@@ -136,7 +140,7 @@ func (c *cluster) remoteDownstream(rtt time.Duration) *sql.DB {
 // (session: the task's target-database.session), closed when the test ends.
 func workerDB(t testing.TB, port int, session map[string]any, opts ...func(*mysql.Config)) *sql.DB {
 	t.Helper()
-	db, err := OpenDB(config.Database{Host: "127.0.0.1", Port: port, User: "root", Session: DownstreamSession(session)}, opts...)
+	db, err := dbutil.OpenDB(config.Database{Host: "127.0.0.1", Port: port, User: "root", Session: DownstreamSession(session)}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,9 +157,9 @@ func (c *cluster) logger() *zap.Logger {
 
 // startPosition is like a task's meta: the position to start from when there is no checkpoint yet,
 // fixed at the first call.
-func (c *cluster) startPosition(i int) Position {
+func (c *cluster) startPosition(i int) vocab.Position {
 	if c.starts == nil {
-		c.starts = map[int]Position{}
+		c.starts = map[int]vocab.Position{}
 	}
 	start, ok := c.starts[i]
 	if !ok {
@@ -174,9 +178,9 @@ func (c *cluster) startPosition(i int) Position {
 }
 
 // binlogEnd is source i's current binlog position (SHOW MASTER STATUS).
-func (c *cluster) binlogEnd(i int) Position {
+func (c *cluster) binlogEnd(i int) vocab.Position {
 	c.t.Helper()
-	var p Position
+	var p vocab.Position
 	var doDB, ignoreDB any
 	if err := c.upDBs[i].QueryRow("SHOW MASTER STATUS").Scan(&p.File, &p.Pos, &doDB, &ignoreDB); err != nil {
 		c.t.Fatal(err)
@@ -185,9 +189,9 @@ func (c *cluster) binlogEnd(i int) Position {
 }
 
 // waitResumePosition waits until the committed resume position of source i's syncer reaches end.
-func (c *cluster) waitResumePosition(i int, end Position) {
+func (c *cluster) waitResumePosition(i int, end vocab.Position) {
 	for {
-		var p Position
+		var p vocab.Position
 		err := c.downDB.QueryRow("SELECT binlog_name, binlog_pos FROM dm_meta.test_checkpoint WHERE source = ? AND id = ''", fmt.Sprintf("s%d", i+1)).Scan(&p.File, &p.Pos)
 		if err == nil && p.Compare(end) >= 0 {
 			return
@@ -208,7 +212,7 @@ func (c *cluster) startSyncerGet(i int) (stop func() error, syncer *Syncer) {
 	start := c.startPosition(i)
 	var startGTID string
 	if c.gtid {
-		startGTID, start = c.gtids[i], Position{}
+		startGTID, start = c.gtids[i], vocab.Position{}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := NewSyncer(SyncerConfig{Start: start, EnableGTID: c.gtid, StartGTID: startGTID,
@@ -746,7 +750,7 @@ func TestStaleBindingIsFenced(t *testing.T) {
 	c.up(0, insert("db_1.t_1", 10, 20))
 	select {
 	case err := <-oldErr:
-		if !errors.Is(err, ErrFenced) {
+		if !errors.Is(err, meta.ErrFenced) {
 			t.Fatalf("old syncer stopped with %v, want ErrFenced", err)
 		}
 	case <-time.After(30 * time.Second):
@@ -760,10 +764,10 @@ func TestStaleBindingIsFenced(t *testing.T) {
 	// A sink of an old epoch can neither claim nor commit.
 	sink := NewSink(c.downDB, "dm_meta", c.task, "s1")
 	sink.SetEpoch(c.epoch - 1)
-	if err := sink.Init(context.Background()); !errors.Is(err, ErrFenced) {
+	if err := sink.Init(context.Background()); !errors.Is(err, meta.ErrFenced) {
 		t.Fatalf("claim of a stale epoch: %v", err)
 	}
-	if err := sink.Flush(context.Background(), nil, CheckpointUpdate{Global: Position{File: "mysql-bin.000001", Pos: 4}}); !errors.Is(err, ErrFenced) {
+	if err := sink.Flush(context.Background(), nil, meta.CheckpointUpdate{Global: vocab.Position{File: "mysql-bin.000001", Pos: 4}}); !errors.Is(err, meta.ErrFenced) {
 		t.Fatalf("flush of a stale epoch: %v", err)
 	}
 }
@@ -817,12 +821,12 @@ func TestResumePositionMovesUnderMultiTableTransactions(t *testing.T) {
 		END WHILE;
 	END`, fmt.Sprintf("CALL db_1.fill(%d)", txns))
 	_, s := c.startSyncerGet(0)
-	if s.apply.partitionOf(TableName{Schema: "db_1", Name: "t_1"}) == s.apply.partitionOf(TableName{Schema: "db_1", Name: "t_2"}) {
+	if s.apply.partitionOf(vocab.TableName{Schema: "db_1", Name: "t_1"}) == s.apply.partitionOf(vocab.TableName{Schema: "db_1", Name: "t_2"}) {
 		t.Fatal("db_1.t_1 and db_1.t_2 share a partition: pick tables of different partitions")
 	}
 	movedEarly := false
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		var p Position
+		var p vocab.Position
 		var n int
 		if err := c.downDB.QueryRow("SELECT binlog_name, binlog_pos FROM dm_meta.test_checkpoint WHERE source = 's1' AND id = ''").Scan(&p.File, &p.Pos); err != nil {
 			continue // not created yet

@@ -6,8 +6,7 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
-
-	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // conversion is what a binlog value needs before it is written downstream.
@@ -58,7 +57,7 @@ const binaryCollation = 63
 // newRowShape describes the rows of table map tm. names are the columns' names (from the binlog, or
 // tracked); tracked, when it fits the event, gives which columns are generated and unsigned. The
 // binlog's own signedness metadata (binlog_row_metadata MINIMAL or FULL) wins where it is present.
-func newRowShape(tm *replication.TableMapEvent, names []string, tracked []shardgroup.Column, mariadb bool) *rowShape {
+func newRowShape(tm *replication.TableMapEvent, names []string, tracked []vocab.Column, mariadb bool) *rowShape {
 	n := int(tm.ColumnCount)
 	if len(tracked) != n {
 		tracked = nil

@@ -1,4 +1,7 @@
-package shardgroup
+// Package vocab is the vocabulary every part of Tributary shares: a table's name, a binlog position and
+// what a replicator knows of a column. It imports nothing of the project and no parser, so a package can
+// name a table without pulling in the DDL toolkit.
+package vocab
 
 import (
 	"fmt"
@@ -15,12 +18,13 @@ type TableName struct {
 // String quotes the name as MySQL does: `db`.`tbl`, or `db` for a schema.
 func (t TableName) String() string {
 	if t.Name == "" {
-		return quoteName(t.Schema)
+		return Quote(t.Schema)
 	}
-	return quoteName(t.Schema) + "." + quoteName(t.Name)
+	return Quote(t.Schema) + "." + Quote(t.Name)
 }
 
-func quoteName(s string) string {
+// Quote quotes one identifier as MySQL does: `a“b`.
+func Quote(s string) string {
 	return "`" + strings.ReplaceAll(s, "`", "``") + "`"
 }
 
