@@ -59,7 +59,7 @@ bench:
 # Coverage-guided fuzzing of DDL splitting (FUZZTIME=1m by default).
 FUZZTIME ?= 1m
 fuzz:
-	$(GO) test -run XXX -fuzz FuzzSplit -fuzztime $(FUZZTIME) ./shardgroup/
+	$(GO) test -run XXX -fuzz FuzzSplit -fuzztime $(FUZZTIME) ./ddl/
 
 # Regenerates the committed gRPC code from proto/*.proto. Needs protoc (Debian: protobuf-compiler) and
 # the two plugins at the versions the committed code was made with.

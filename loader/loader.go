@@ -28,10 +28,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tributary-db/tributary/dbutil"
+	"github.com/tributary-db/tributary/ddl"
 	"github.com/tributary-db/tributary/internal/failpoint"
 	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/router"
-	"github.com/tributary-db/tributary/shardgroup"
 	"github.com/tributary-db/tributary/vocab"
 )
 
@@ -640,9 +640,9 @@ func (u *Unit) createHidden(ctx context.Context, h *header, tables map[vocab.Tab
 			}
 			return u.cfg.Router.Route(t)
 		}
-		stmt, err := shardgroup.TargetDefinition(tables[src].create, src, dest, route)
+		stmt, err := ddl.TargetDefinition(tables[src].create, src, dest, route)
 		if err == nil && m.Hidden != "" && h.LoadID != "" {
-			stmt, err = shardgroup.WithTableComment(stmt, hiddenMark(u.cfg.Task, h.LoadID))
+			stmt, err = ddl.WithTableComment(stmt, hiddenMark(u.cfg.Task, h.LoadID))
 		}
 		if err != nil {
 			return fmt.Errorf("definition of %s on source %s: %w", src, u.cfg.Source, err)

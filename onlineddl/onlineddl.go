@@ -15,7 +15,7 @@ import (
 	"regexp"
 	"slices"
 
-	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/ddl"
 	"github.com/tributary-db/tributary/vocab"
 )
 
@@ -211,7 +211,7 @@ func (r *Rules) Decide(runs Runs, sql, schema string, at vocab.Position) (Decisi
 		}
 		return t
 	}
-	parts, err := shardgroup.Split(sql, schema, route)
+	parts, err := ddl.Split(sql, schema, route)
 	if err != nil {
 		return Decision{Pass: true}, nil // the usual path reports or skips what it cannot read
 	}
@@ -238,7 +238,7 @@ func (r *Rules) Decide(runs Runs, sql, schema string, at vocab.Position) (Decisi
 	for _, p := range parts {
 		srcKind, srcReal := r.Classify(p.Source.Name)
 		switch p.Kind {
-		case shardgroup.KindCreateTable, shardgroup.KindCreateTableLike:
+		case ddl.KindCreateTable, ddl.KindCreateTableLike:
 			if srcKind != Ghost {
 				d.Note = "trash table created"
 				continue
@@ -259,7 +259,7 @@ func (r *Rules) Decide(runs Runs, sql, schema string, at vocab.Position) (Decisi
 			runs[rt] = next
 			d.Changed = append(d.Changed, rt)
 			d.Note = "ghost table created"
-		case shardgroup.KindAlterTable, shardgroup.KindCreateIndex, shardgroup.KindDropIndex:
+		case ddl.KindAlterTable, ddl.KindCreateIndex, ddl.KindDropIndex:
 			if srcKind != Ghost {
 				d.Note = "trash table altered"
 				continue
@@ -279,7 +279,7 @@ func (r *Rules) Decide(runs Runs, sql, schema string, at vocab.Position) (Decisi
 			run.DDLs = append(run.DDLs, Applied{At: at, SQL: p.SQL})
 			d.Changed = append(d.Changed, rt)
 			d.Note = "ALTER of the ghost table kept for the cut-over"
-		case shardgroup.KindDropTable, shardgroup.KindTruncateTable:
+		case ddl.KindDropTable, ddl.KindTruncateTable:
 			d.Note = "tool table dropped"
 			if srcKind == Ghost {
 				rt := vocab.TableName{Schema: p.Source.Schema, Name: srcReal}
@@ -294,7 +294,7 @@ func (r *Rules) Decide(runs Runs, sql, schema string, at vocab.Position) (Decisi
 					d.Note = "ghost table dropped before a cut-over: the tool's run is forgotten"
 				}
 			}
-		case shardgroup.KindRenameTable, shardgroup.KindAlterTableRename:
+		case ddl.KindRenameTable, ddl.KindAlterTableRename:
 			dstKind, _ := r.Classify(p.RenamedTo.Name)
 			switch {
 			case srcKind == Ghost && dstKind == Real && p.RenamedTo.Name == srcReal:

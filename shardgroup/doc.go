@@ -1,5 +1,6 @@
 // Package shardgroup tracks, for one source and one target table, which shard tables have reached which
-// sharding DDL. It is pure: no I/O, no clocks, no goroutines.
+// sharding DDL. It is pure: no I/O, no clocks, no goroutines, and no parser: it sees a DDL as the
+// statements package ddl made of it.
 //
 // The model, for one target table T on one source:
 //
@@ -16,10 +17,4 @@
 //     after ResolveActive the caller re-reads the binlog from the returned position.
 //   - AddItem is re-entrant by position: an item at or before the table's last known position is a
 //     duplicate and changes nothing; the result says whether it has been resolved.
-//
-// Split turns one DDL statement into single-table parts, each attributed to its own source table and
-// rewritten (through the AST, never by string editing) to its target name.
-//
-// CompareWithDownstream tells whether a downstream table already is what a DDL would make of it (a
-// DDL the downstream refused as "already applied" is taken as applied only then).
 package shardgroup

@@ -3,7 +3,6 @@ package shardgroup
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/tributary-db/tributary/vocab"
@@ -20,23 +19,6 @@ type DDLItem struct {
 
 func (it DDLItem) String() string {
 	return fmt.Sprintf("%s %s %q", it.Source, it.Pos, it.DDLs)
-}
-
-// Items groups the parts of one binlog event by source table, keeping statement order, so a
-// multi-table DDL gives one item per table, each attributed to its own table.
-func Items(parts []Part, pos vocab.Position) []DDLItem {
-	var items []DDLItem
-	index := map[vocab.TableName]int{}
-	for _, p := range parts {
-		i, ok := index[p.Source]
-		if !ok {
-			i = len(items)
-			index[p.Source] = i
-			items = append(items, DDLItem{Source: p.Source, Target: p.Target, Pos: pos})
-		}
-		items[i].DDLs = append(items[i].DDLs, p.SQL)
-	}
-	return items
 }
 
 // ShardingSequence is the DDL history of one source table within its group: the items not yet
@@ -118,7 +100,7 @@ func (g *ShardingGroup) Tables() []vocab.TableName {
 			out = append(out, t)
 		}
 	}
-	sortTables(out)
+	vocab.SortTables(out)
 	return out
 }
 
@@ -288,7 +270,7 @@ func (g *ShardingGroup) status() SyncResult {
 			res.Remaining = append(res.Remaining, t)
 		}
 	}
-	sortTables(res.Remaining)
+	vocab.SortTables(res.Remaining)
 	res.Synced = len(res.Remaining) == 0
 	return res
 }
@@ -331,7 +313,7 @@ func (g *ShardingGroup) ResolveActive() (Resolution, error) {
 		res.Tables = append(res.Tables, t)
 		g.oldNames(t, pos, res.Positions)
 	}
-	sortTables(res.Tables)
+	vocab.SortTables(res.Tables)
 	g.active++
 	for t, seq := range g.tables {
 		if seq.Gone && len(seq.Items) <= g.active {
@@ -401,13 +383,9 @@ func (g *ShardingGroup) Unresolved() (Unresolved, bool) {
 			u.Unsynced = append(u.Unsynced, t)
 		}
 	}
-	sortTables(u.Synced)
-	sortTables(u.Unsynced)
+	vocab.SortTables(u.Synced)
+	vocab.SortTables(u.Unsynced)
 	return u, true
-}
-
-func sortTables(ts []vocab.TableName) {
-	sort.Slice(ts, func(i, j int) bool { return ts[i].Less(ts[j]) })
 }
 
 func joinTables(ts []vocab.TableName) string {

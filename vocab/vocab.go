@@ -5,6 +5,7 @@ package vocab
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -106,4 +107,14 @@ func splitFile(f string) (base string, seq uint64, ok bool) {
 		return "", 0, false
 	}
 	return f[:i], n, true
+}
+
+// SortTables sorts ts by schema, then name.
+func SortTables(ts []TableName) {
+	slices.SortFunc(ts, func(a, b TableName) int {
+		if c := strings.Compare(a.Schema, b.Schema); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
 }

@@ -8,9 +8,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tributary-db/tributary/ddl"
 	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/session"
-	"github.com/tributary-db/tributary/shardgroup"
 	"github.com/tributary-db/tributary/vocab"
 )
 
@@ -49,7 +49,7 @@ func (s *Syncer) runDDL(ctx context.Context, r ddlRun, end vocab.Position) error
 	stmt := s.sessions.defaultCharset(ctx, r.part)
 	if r.ifNotExists {
 		var err error
-		if stmt, err = shardgroup.CreateIfNotExists(stmt); err != nil {
+		if stmt, err = ddl.CreateIfNotExists(stmt); err != nil {
 			if r.join {
 				return err
 			}
@@ -60,7 +60,7 @@ func (s *Syncer) runDDL(ctx context.Context, r ddlRun, end vocab.Position) error
 		return s.exec.ExecDDLOnce(ctx, r.marker, []string{stmt}, r.in, meta.CheckpointUpdate{Tables: r.tables})
 	}
 	ddls := []string{stmt}
-	if named, err := shardgroup.TablesOf(stmt, ""); err == nil && len(named) == 1 && r.part.Kind == shardgroup.KindCreateTableLike {
+	if named, err := ddl.TablesOf(stmt, ""); err == nil && len(named) == 1 && r.part.Kind == ddl.KindCreateTableLike {
 		ddls = nil // CREATE TABLE t_3 LIKE t_1 of two shards: the target is LIKE itself, and exists
 	}
 	return s.exec.ExecDDL(ctx, ddls, r.in, meta.CheckpointUpdate{Tables: r.tables})
@@ -74,9 +74,9 @@ type RefusedDDLError struct {
 	Source string
 	Pos    vocab.Position
 	DDL    string
-	Kind   shardgroup.Kind
+	Kind   ddl.Kind
 	Table  vocab.TableName
-	Scope  shardgroup.Scope
+	Scope  ddl.Scope
 	Why    string
 }
 
@@ -88,19 +88,19 @@ func (e *RefusedDDLError) stoppedAt() (vocab.Position, string, bool) {
 }
 
 func (e *RefusedDDLError) Error() string {
-	ddl := e.DDL
-	if len(ddl) > 256 {
-		ddl = ddl[:256] + "..."
+	stmt := e.DDL
+	if len(stmt) > 256 {
+		stmt = stmt[:256] + "..."
 	}
 	event := strings.ToLower(string(e.Kind))
-	if evs := shardgroup.FilterEvents(e.Kind); len(evs) > 0 {
+	if evs := ddl.FilterEvents(e.Kind); len(evs) > 0 {
 		event = evs[len(evs)-1]
 	}
 	return fmt.Sprintf("source %s at %s: %s of %s (%s) is refused: %s. Nothing ran downstream; the subtask stops before %q. "+
 		"To go on without it, ignore it with a binlog event filter (filters: {skip-it: {schema-pattern: %q, table-pattern: %q, events: [%q], action: Ignore}} "+
 		"and filter-rules: [skip-it] in this source's mysql-instances entry), then stop-task and start-task with the changed file: the checkpoint is kept; "+
 		"or skip this one statement with `binlog skip %s -b %s -s %s`, or put statements the table allows in its place with `binlog replace %s -b %s -s %s \"SQL;...\"`",
-		e.Source, e.Pos, e.Kind, e.Table, e.Scope, e.Why, ddl, e.Table.Schema, e.Table.Name, event,
+		e.Source, e.Pos, e.Kind, e.Table, e.Scope, e.Why, stmt, e.Table.Schema, e.Table.Name, event,
 		e.Task, e.Start.BinlogPos(), e.Source, e.Task, e.Start.BinlogPos(), e.Source)
 }
 

@@ -15,10 +15,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tributary-db/tributary/dbutil"
+	"github.com/tributary-db/tributary/ddl"
 	"github.com/tributary-db/tributary/internal/failpoint"
 	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/session"
-	"github.com/tributary-db/tributary/shardgroup"
 	"github.com/tributary-db/tributary/vocab"
 )
 
@@ -72,11 +72,11 @@ func (s *DDLExecutor) ExecDDL(ctx context.Context, ddls []string, in session.Set
 // done; otherwise it runs. This holds because only the lock's owner changes those tables while the
 // lock is held, with one exception: after a DDL the downstream refused, the user changes the table to
 // let it through. So a started marker whose tables changed counts as "took effect" only when they do
-// not show that the DDL did not (shardgroup.CompareWithDownstream). An "already applied" error is
+// not show that the DDL did not (ddl.CompareWithDownstream). An "already applied" error is
 // accepted only when the downstream already is what the DDL would make (checkApplied).
 //
 // A marker "running" (see ExecDDLFirst) holds no definition: its DDL ran if its tables are what it
-// makes of them (shardgroup.CompareWithDownstream), else it runs.
+// makes of them (ddl.CompareWithDownstream), else it runs.
 //
 // An empty lockID runs the DDLs without markers.
 func (s *DDLExecutor) ExecDDLOnce(ctx context.Context, lockID string, ddls []string, in session.Settings, up meta.CheckpointUpdate) error {
@@ -85,7 +85,7 @@ func (s *DDLExecutor) ExecDDLOnce(ctx context.Context, lockID string, ddls []str
 
 // ExecDDLFirst is ExecDDLOnce for DDLs that nobody can have run for lockID yet: the owner's exec was
 // written by the put of its own info that completed the lock, so no earlier exec of this lock exists.
-// Each DDL whose effect on its table can be read off the table (shardgroup.Effects: ADD or DROP
+// Each DDL whose effect on its table can be read off the table (ddl.Effects: ADD or DROP
 // COLUMN, a named index, with MODIFY beside them; the common case) then goes downstream behind a
 // marker "running" in one query (execRunning): no read before it, a round trip less on a lock's path
 // to a downstream that is usually idle when a lock resolves. The others go as in ExecDDLOnce.
@@ -107,7 +107,7 @@ func (s *DDLExecutor) execOnce(ctx context.Context, lockID, q string, first bool
 	var tables []vocab.TableName
 	if lockID != "" {
 		var err error
-		if tables, err = shardgroup.TablesOf(q, ""); err != nil {
+		if tables, err = ddl.TablesOf(q, ""); err != nil {
 			return fmt.Errorf("DDL %q: %w", q, err)
 		}
 	}
@@ -117,7 +117,7 @@ func (s *DDLExecutor) execOnce(ctx context.Context, lockID, q string, first bool
 	// then exactly these two statements. The same holds for the "running" marker of execRunning.
 	together := len(tables) > 0 && s.ddlDB != nil && !strings.Contains(q, ";")
 	if first && together && len(tables) == 1 {
-		if _, ok := shardgroup.Effects(q); ok {
+		if _, ok := ddl.Effects(q); ok {
 			decided, err := s.execRunning(ctx, lockID, q, tables, in)
 			if decided || err != nil {
 				return err
@@ -187,7 +187,7 @@ func (s *DDLExecutor) execOnce(ctx context.Context, lockID, q string, first bool
 	return s.markDone(ctx, lockID, q, cur.hash, tables)
 }
 
-// execRunning runs q (shardgroup.Effects), which nobody ran in this round of the lock, in one query
+// execRunning runs q (ddl.Effects), which nobody ran in this round of the lock, in one query
 // behind a marker in state "running" that the server writes only while the checkpoint belongs to this
 // binding (meta.Store.MarkRunningSQL; a marker of q from an earlier round is overwritten): the fence,
 // the marker and the DDL in one round trip, with no definition read before it. When that query fails,
@@ -256,7 +256,7 @@ func (s *DDLExecutor) checkApplied(ctx context.Context, lockID, q string, me *my
 // or cannot be compared with it: a column of the same name added by hand with another type.
 type NotAppliedError struct {
 	DDL        string
-	Comparison shardgroup.Comparison
+	Comparison ddl.Comparison
 	Cause      *mysql.MySQLError
 }
 
@@ -282,17 +282,17 @@ func (e *NotAppliedError) Error() string {
 }
 
 // compare reads the downstream objects q names (the tables' SHOW CREATE TABLE, the databases) and
-// compares them with what q would make (shardgroup.CompareWithDownstream).
-func (s *DDLExecutor) compare(ctx context.Context, q string) (shardgroup.Comparison, error) {
-	tables, err := shardgroup.TablesOf(q, "")
+// compares them with what q would make (ddl.CompareWithDownstream).
+func (s *DDLExecutor) compare(ctx context.Context, q string) (ddl.Comparison, error) {
+	tables, err := ddl.TablesOf(q, "")
 	if err != nil {
-		return shardgroup.Comparison{Reason: err.Error()}, nil // the comparison says it cannot read q
+		return ddl.Comparison{Reason: err.Error()}, nil // the comparison says it cannot read q
 	}
-	down := shardgroup.Downstream{Tables: map[vocab.TableName]string{}, Databases: map[string]bool{}}
+	down := ddl.Downstream{Tables: map[vocab.TableName]string{}, Databases: map[string]bool{}}
 	for _, t := range tables {
 		def, err := s.showCreate(ctx, s.db, t)
 		if err != nil {
-			return shardgroup.Comparison{}, err
+			return ddl.Comparison{}, err
 		}
 		if def != "absent" {
 			down.Tables[t] = def
@@ -300,20 +300,20 @@ func (s *DDLExecutor) compare(ctx context.Context, q string) (shardgroup.Compari
 	}
 	rows, err := s.db.QueryContext(ctx, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA")
 	if err != nil {
-		return shardgroup.Comparison{}, fmt.Errorf("databases downstream: %w", err)
+		return ddl.Comparison{}, fmt.Errorf("databases downstream: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var name string
 		if err := rows.Scan(&name); err != nil {
-			return shardgroup.Comparison{}, fmt.Errorf("databases downstream: %w", err)
+			return ddl.Comparison{}, fmt.Errorf("databases downstream: %w", err)
 		}
 		down.Databases[name] = true
 	}
 	if err := rows.Err(); err != nil {
-		return shardgroup.Comparison{}, fmt.Errorf("databases downstream: %w", err)
+		return ddl.Comparison{}, fmt.Errorf("databases downstream: %w", err)
 	}
-	return shardgroup.CompareWithDownstream(q, down), nil
+	return ddl.CompareWithDownstream(q, down), nil
 }
 
 // before reads what execOnce decides on before it runs q: the epoch fence, which stops a worker whose

@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/tributary-db/tributary/dbutil"
+	"github.com/tributary-db/tributary/ddl"
 	"github.com/tributary-db/tributary/internal/mariadbtest"
 	"github.com/tributary-db/tributary/meta"
-	"github.com/tributary-db/tributary/shardgroup"
 	"github.com/tributary-db/tributary/vocab"
 )
 
@@ -194,7 +194,7 @@ func TestBeforeInOneQuery(t *testing.T) {
 	// RENAME names four tables; the second and the fourth do not exist: the server stops at the
 	// second, and the rest are read one by one.
 	q := "RENAME TABLE `d`.`x` TO `d`.`y`, `d`.`a` TO `d`.`b`"
-	tables, err := shardgroup.TablesOf(q, "")
+	tables, err := ddl.TablesOf(q, "")
 	if err != nil || len(tables) != 4 {
 		t.Fatalf("tables of %s: %v %v", q, tables, err)
 	}

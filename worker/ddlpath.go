@@ -1,5 +1,5 @@
 // The DDL stage: what a query event's statement does, decided without I/O. The online-DDL rewrite,
-// the split, the binlog event filters, the safety table (shardgroup.Policy) and the shard groups
+// the split, the binlog event filters, the safety table (ddl.Policy) and the shard groups
 // decide; the unit carries out what comes back (ddlReady: statements for the DDLExecutor, infos for
 // the agent), as etcd raft's Ready is carried out by its node's loop.
 
@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/tributary-db/tributary/ddl"
 	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/onlineddl"
 	"github.com/tributary-db/tributary/pessimist"
@@ -66,7 +67,7 @@ type ddlReady struct {
 type ddlRun struct {
 	// part is a statement of the binlog (a CREATE TABLE gets the collation its table took upstream,
 	// eventSessions.defaultCharset); stmt is used when part has no SQL.
-	part shardgroup.Part
+	part ddl.Part
 	stmt string
 	// ifNotExists rewrites a CREATE to CREATE ... IF NOT EXISTS.
 	ifNotExists bool
@@ -149,8 +150,8 @@ func (d *ddlPath) decideInto(ready *ddlReady, q, schema string, at ddlEventAt) e
 		// Only binlogs without column names need it; those report a missing schema when they do.
 		d.log.Debug("schema not tracked for statement", zap.Error(err))
 	}
-	parts, err := shardgroup.Split(q, schema, d.router.Route)
-	if errors.Is(err, shardgroup.ErrNotDDL) {
+	parts, err := ddl.Split(q, schema, d.router.Route)
+	if errors.Is(err, ddl.ErrNotDDL) {
 		return nil
 	}
 	if err != nil && schema != "" && d.router.Skip(vocab.TableName{Schema: schema}) {
@@ -177,9 +178,9 @@ func (d *ddlPath) decideInto(ready *ddlReady, q, schema string, at ddlEventAt) e
 	}
 	// Every part is decided before any runs: a statement with one refused part runs no part at all.
 	type decided struct {
-		shardgroup.Part
-		scope shardgroup.Scope
-		shardgroup.Decision
+		ddl.Part
+		scope ddl.Scope
+		ddl.Decision
 	}
 	var plan []decided
 	renamed := false
@@ -187,7 +188,7 @@ func (d *ddlPath) decideInto(ready *ddlReady, q, schema string, at ddlEventAt) e
 		if d.router.Skip(p.Source) {
 			continue
 		}
-		switch act, rule := d.filter.Decide(p.Source, shardgroup.FilterEvents(p.Kind), q); act {
+		switch act, rule := d.filter.Decide(p.Source, ddl.FilterEvents(p.Kind), q); act {
 		case router.IgnoreEvent:
 			d.log.Info("DDL ignored by a binlog event filter", zap.String("rule", rule), zap.Stringer("table", p.Source), zap.String("ddl", p.SQL), zap.Stringer("pos", end))
 			continue
@@ -195,8 +196,8 @@ func (d *ddlPath) decideInto(ready *ddlReady, q, schema string, at ddlEventAt) e
 			return filterStop(d.task, d.source, at.start, rule, end, fmt.Sprintf("%q", q))
 		}
 		scope := d.scopeOf(p)
-		dec := shardgroup.Decide(p.Kind, scope)
-		if dec.Action == shardgroup.FollowRename {
+		dec := ddl.Decide(p.Kind, scope)
+		if dec.Action == ddl.FollowRename {
 			// Each part of a multi-table RENAME in order, on the groups as the parts before it left them.
 			if end.Compare(d.shard.renames.at) <= 0 {
 				continue // read again by a re-sync: the groups follow it already
@@ -206,13 +207,13 @@ func (d *ddlPath) decideInto(ready *ddlReady, q, schema string, at ddlEventAt) e
 				return err
 			}
 			if why != "" {
-				dec = shardgroup.Decision{Action: shardgroup.Refuse, Why: why}
+				dec = ddl.Decision{Action: ddl.Refuse, Why: why}
 			} else {
 				ready.forgetShapes = append(ready.forgetShapes, p.Source, p.RenamedTo)
 			}
 			renamed = true
 		}
-		if dec.Action == shardgroup.Refuse {
+		if dec.Action == ddl.Refuse {
 			return &RefusedDDLError{Task: d.task, Start: at.start, Source: d.source, Pos: end, DDL: q, Kind: p.Kind, Table: p.Source, Scope: scope, Why: dec.Why}
 		}
 		plan = append(plan, decided{p, scope, dec})
@@ -237,7 +238,7 @@ func (d *ddlPath) decideInto(ready *ddlReady, q, schema string, at ddlEventAt) e
 			ready.post = append(ready.post, target)
 		}
 	}
-	var sharded []shardgroup.Part
+	var sharded []ddl.Part
 	for _, x := range plan {
 		p, scope, dec := x.Part, x.scope, x.Decision
 		tables := map[vocab.TableName]vocab.Position{}
@@ -245,16 +246,16 @@ func (d *ddlPath) decideInto(ready *ddlReady, q, schema string, at ddlEventAt) e
 			tables[p.Source] = end
 		}
 		switch dec.Action {
-		case shardgroup.Ignore:
+		case ddl.Ignore:
 			d.log.Warn("DDL not replicated downstream", zap.String("kind", string(p.Kind)), zap.Stringer("table", p.Source),
 				zap.String("scope", scope.String()), zap.String("why", dec.Why), zap.String("ddl", p.SQL), zap.Stringer("pos", end))
-		case shardgroup.Run, shardgroup.RunIfNotExists:
+		case ddl.Run, ddl.RunIfNotExists:
 			if p.Source.Name != "" && applied(p.Source) {
 				continue // applied before a restart
 			}
-			run(ddlRun{part: p, ifNotExists: dec.Action == shardgroup.RunIfNotExists, marker: d.sourceMarker(end), in: at.in, tables: tables})
+			run(ddlRun{part: p, ifNotExists: dec.Action == ddl.RunIfNotExists, marker: d.sourceMarker(end), in: at.in, tables: tables})
 			ready.forgetKeys = true
-		case shardgroup.JoinGroup:
+		case ddl.JoinGroup:
 			g := d.shard.group(p.Target)
 			if err := g.AddTable(p.Source, vocab.Position{}); err != nil {
 				return fmt.Errorf("source %s: %w", d.source, err)
@@ -263,9 +264,9 @@ func (d *ddlPath) decideInto(ready *ddlReady, q, schema string, at ddlEventAt) e
 				continue // re-read after a restart: the table's rows after it are applied; keep its checkpoint
 			}
 			run(ddlRun{part: p, ifNotExists: true, join: true, in: at.in, tables: tables})
-		case shardgroup.LeaveGroup:
+		case ddl.LeaveGroup:
 			leaving := []vocab.TableName{p.Source}
-			if p.Kind == shardgroup.KindDropDatabase {
+			if p.Kind == ddl.KindDropDatabase {
 				leaving = d.shard.shardsIn(p.Source.Schema)
 			}
 			for _, t := range leaving {
@@ -277,21 +278,21 @@ func (d *ddlPath) decideInto(ready *ddlReady, q, schema string, at ddlEventAt) e
 					post(target)
 				}
 			}
-		case shardgroup.FollowRename:
+		case ddl.FollowRename:
 			continue // done while deciding (rename.go)
-		case shardgroup.DropTablesOnly:
+		case ddl.DropTablesOnly:
 			d.dropReplicatedTables(p.Source.Schema, end, applied, run)
 			ready.forgetKeys = true
-		case shardgroup.Lock:
+		case ddl.Lock:
 			sharded = append(sharded, p)
 		default:
 			return fmt.Errorf("source %s at %s: no action %s for %s", d.source, end, dec.Action, p.Kind)
 		}
-		if p.Kind == shardgroup.KindDropDatabase {
+		if p.Kind == ddl.KindDropDatabase {
 			d.schemas.dropSchema(p.Source.Schema, end)
 		}
 	}
-	for _, item := range shardgroup.Items(sharded, end) {
+	for _, item := range ddl.Items(sharded, end) {
 		g := d.shard.group(item.Target)
 		res, err := g.TrySync(item)
 		var ie *shardgroup.InconsistentError
@@ -335,30 +336,30 @@ func (d *ddlPath) sourceMarker(end vocab.Position) string {
 	return "source:" + d.source + "@" + end.String()
 }
 
-// scopeOf places a DDL part in the safety table's columns (shardgroup.Policy). A rename counts as the
+// scopeOf places a DDL part in the safety table's columns (ddl.Policy). A rename counts as the
 // more merged of its two names: renaming a table into a shard group or onto a shared target is as
 // dangerous as renaming a shard out of one. Each part of a multi-table RENAME is placed by its own
 // pair of names.
-func (d *ddlPath) scopeOf(p shardgroup.Part) shardgroup.Scope {
+func (d *ddlPath) scopeOf(p ddl.Part) ddl.Scope {
 	r := d.router
 	if p.Source.Name == "" {
 		if r.MergedSchema(p.Source.Schema) {
-			return shardgroup.MergedSchema
+			return ddl.MergedSchema
 		}
-		return shardgroup.Unsharded
+		return ddl.Unsharded
 	}
 	tables := []vocab.TableName{p.Source}
-	if (p.Kind == shardgroup.KindRenameTable || p.Kind == shardgroup.KindAlterTableRename) && p.RenamedTo.Name != "" {
+	if (p.Kind == ddl.KindRenameTable || p.Kind == ddl.KindAlterTableRename) && p.RenamedTo.Name != "" {
 		tables = append(tables, p.RenamedTo)
 	}
-	scope := shardgroup.Unsharded
+	scope := ddl.Unsharded
 	for _, t := range tables {
 		switch {
 		case r.Skip(t):
 		case r.Sharded(t):
-			return shardgroup.Shard
+			return ddl.Shard
 		case r.SharedTarget(t):
-			scope = shardgroup.MergedSchema
+			scope = ddl.MergedSchema
 		}
 	}
 	return scope

@@ -13,8 +13,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tributary-db/tributary/dbutil"
+	"github.com/tributary-db/tributary/ddl"
 	"github.com/tributary-db/tributary/meta"
-	"github.com/tributary-db/tributary/shardgroup"
 	"github.com/tributary-db/tributary/vocab"
 )
 
@@ -124,7 +124,7 @@ func (s *Syncer) discover(ctx context.Context) error {
 			}
 			return fmt.Errorf("read definition of %s on source %s: %w", t, s.cfg.Source, err)
 		}
-		stmt, err := shardgroup.TargetDefinition(create, t, target, s.cfg.Router.Route)
+		stmt, err := ddl.TargetDefinition(create, t, target, s.cfg.Router.Route)
 		if err != nil {
 			return fmt.Errorf("definition of %s on source %s: %w", t, s.cfg.Source, err)
 		}

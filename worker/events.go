@@ -14,9 +14,9 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 	"go.uber.org/zap"
 
+	"github.com/tributary-db/tributary/ddl"
 	"github.com/tributary-db/tributary/eventclass"
 	"github.com/tributary-db/tributary/router"
-	"github.com/tributary-db/tributary/shardgroup"
 	"github.com/tributary-db/tributary/vocab"
 )
 
@@ -359,7 +359,7 @@ func (s *Syncer) statementDML(e *replication.QueryEvent, st eventclass.Statement
 		s.log.Warn("statement-format DML skipped by an operator (binlog skip)", zap.String("statement", clip(st.Text, 256)), zap.Stringer("pos", start))
 		return nil
 	}
-	tables, err := shardgroup.DMLTables(st.Text, string(e.Schema))
+	tables, err := ddl.DMLTables(st.Text, string(e.Schema))
 	replicated := err != nil // tables unknown: it may write one of the task's
 	var first vocab.TableName
 	for _, t := range tables {

@@ -9,8 +9,8 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 	"go.uber.org/zap"
 
+	"github.com/tributary-db/tributary/ddl"
 	"github.com/tributary-db/tributary/session"
-	"github.com/tributary-db/tributary/shardgroup"
 	"github.com/tributary-db/tributary/vocab"
 )
 
@@ -57,8 +57,8 @@ func (e *eventSessions) of(ctx context.Context, q *replication.QueryEvent, at vo
 // the upstream's table as it is now (its database's default may have changed since; the table's
 // changes only by an ALTER TABLE of it); a table gone or renamed since, or a collation the downstream
 // does not have, leaves the statement as it is.
-func (e *eventSessions) defaultCharset(ctx context.Context, p shardgroup.Part) string {
-	if p.Kind != shardgroup.KindCreateTable || e.up == nil {
+func (e *eventSessions) defaultCharset(ctx context.Context, p ddl.Part) string {
+	if p.Kind != ddl.KindCreateTable || e.up == nil {
 		return p.SQL
 	}
 	var collation string
@@ -76,7 +76,7 @@ func (e *eventSessions) defaultCharset(ctx context.Context, p shardgroup.Part) s
 	}
 	if err == nil {
 		var out string
-		if out, err = shardgroup.WithDefaultCollation(p.SQL, collation); err == nil {
+		if out, err = ddl.WithDefaultCollation(p.SQL, collation); err == nil {
 			return out
 		}
 	}

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/tributary-db/tributary/config"
+	"github.com/tributary-db/tributary/ddl"
 	"github.com/tributary-db/tributary/internal/e2e"
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/router"
-	"github.com/tributary-db/tributary/shardgroup"
 )
 
 // policyRouter routes shard tables db_*.t_* to db.t and db_*.u_* to db.u, every other table of db_*
@@ -64,7 +64,7 @@ func (c *cluster) downScalar(q string) string {
 	return r[0]
 }
 
-// TestDDLSafetyTable drives every row of the DDL safety table (shardgroup.Policy) against real
+// TestDDLSafetyTable drives every row of the DDL safety table (ddl.Policy) against real
 // servers, in each of its scopes: an unsharded schema replicated one to one (solo), shard tables of
 // merged targets (db_*.t_* -> db.t, db_*.u_* -> db.u), and tables of schemas routed onto the merged
 // schema db (db_*.plain -> db.plain). Whatever would destroy or rewrite rows other shards wrote never
@@ -235,19 +235,19 @@ func TestDDLSafetyTable(t *testing.T) {
 	for n, r := range []struct {
 		source int
 		ddl    string
-		kind   shardgroup.Kind
-		scope  shardgroup.Scope
+		kind   ddl.Kind
+		scope  ddl.Scope
 	}{
 		// One statement, two tables: the unsharded one is not renamed either. A shard renamed to a
 		// name of another target leaves its merged table (a rename within it is followed:
 		// TestShardRenameFollowsGroup).
-		{1, "RENAME TABLE solo.z TO solo.z2, db_2.t_1 TO db_2.x_1", shardgroup.KindRenameTable, shardgroup.Shard},
-		{1, "ALTER TABLE db_2.t_2 RENAME TO db_2.u_9", shardgroup.KindAlterTableRename, shardgroup.Shard},
-		{1, "ALTER TABLE db_2.u_9 ADD COLUMN z INT, RENAME TO db_2.u_8", shardgroup.KindAlterTableRename, shardgroup.Shard},
-		{0, "ALTER TABLE db_1.u_1 EXCHANGE PARTITION p0 WITH TABLE db_1.swap", shardgroup.KindExchangePartition, shardgroup.Shard},
-		{0, "RENAME TABLE db_1.plain TO db_1.plain2", shardgroup.KindRenameTable, shardgroup.MergedSchema},
-		{0, "ALTER TABLE db_1.plain2 RENAME TO db_1.plain3", shardgroup.KindAlterTableRename, shardgroup.MergedSchema},
-		{0, "RENAME TABLE db_1.swap TO db_1.t_7", shardgroup.KindRenameTable, shardgroup.Shard}, // into a shard group
+		{1, "RENAME TABLE solo.z TO solo.z2, db_2.t_1 TO db_2.x_1", ddl.KindRenameTable, ddl.Shard},
+		{1, "ALTER TABLE db_2.t_2 RENAME TO db_2.u_9", ddl.KindAlterTableRename, ddl.Shard},
+		{1, "ALTER TABLE db_2.u_9 ADD COLUMN z INT, RENAME TO db_2.u_8", ddl.KindAlterTableRename, ddl.Shard},
+		{0, "ALTER TABLE db_1.u_1 EXCHANGE PARTITION p0 WITH TABLE db_1.swap", ddl.KindExchangePartition, ddl.Shard},
+		{0, "RENAME TABLE db_1.plain TO db_1.plain2", ddl.KindRenameTable, ddl.MergedSchema},
+		{0, "ALTER TABLE db_1.plain2 RENAME TO db_1.plain3", ddl.KindAlterTableRename, ddl.MergedSchema},
+		{0, "RENAME TABLE db_1.swap TO db_1.t_7", ddl.KindRenameTable, ddl.Shard}, // into a shard group
 	} {
 		errc := c.runTask(r.source, fmt.Sprintf("refuse%d", n))
 		defs := c.downDefinitions()

@@ -5,6 +5,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/tributary-db/tributary/ddl"
 	"github.com/tributary-db/tributary/shardgroup"
 	"github.com/tributary-db/tributary/vocab"
 )
@@ -31,7 +32,7 @@ type shardRenames struct {
 // rename carries out one RENAME part of a shard ending at end in the groups, or returns why it is
 // refused (nothing changed then but group state a refused statement's restart rebuilds). The row
 // shapes cached under either name are the unit's to forget (ddlReady.forgetShapes).
-func (d *ddlPath) rename(p shardgroup.Part, end vocab.Position) (why string, err error) {
+func (d *ddlPath) rename(p ddl.Part, end vocab.Position) (why string, err error) {
 	src, dst := p.Source, p.RenamedTo
 	r := d.router
 	target := r.Route(src)

@@ -12,14 +12,14 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/tributary-db/tributary/dbutil"
+	"github.com/tributary-db/tributary/ddl"
 	"github.com/tributary-db/tributary/internal/mariadbtest"
 	"github.com/tributary-db/tributary/meta"
-	"github.com/tributary-db/tributary/shardgroup"
 	"github.com/tributary-db/tributary/vocab"
 )
 
-// TestEffectsOnTheServer checks shardgroup.Effects' claims on MariaDB (utf8mb4, strict): for each DDL
-// it takes, the table says whether it ran (shardgroup.CompareWithDownstream, on the server's own SHOW
+// TestEffectsOnTheServer checks ddl.Effects' claims on MariaDB (utf8mb4, strict): for each DDL
+// it takes, the table says whether it ran (ddl.CompareWithDownstream, on the server's own SHOW
 // CREATE TABLE before and after), and a second
 // run fails with an error execOnce takes for "already applied", leaving the table and its rows as they
 // were; each DDL shown here that it leaves out would not be safe to run again.
@@ -66,7 +66,7 @@ func TestEffectsOnTheServer(t *testing.T) {
 		{"ALTER TABLE d.t RENAME COLUMN a TO a2", false},                     // 1054, not "already applied": the owner would stop
 		{"ALTER TABLE d.t DROP COLUMN IF EXISTS b, ADD COLUMN b INT", false}, // drops b's values again
 	} {
-		_, ok := shardgroup.Effects(c.ddl)
+		_, ok := ddl.Effects(c.ddl)
 		if ok != c.ok {
 			t.Errorf("Effects(%q) ok = %v, want %v", c.ddl, ok, c.ok)
 			continue

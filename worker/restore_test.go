@@ -7,15 +7,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tributary-db/tributary/ddl"
 	"github.com/tributary-db/tributary/internal/mariadbtest"
-	"github.com/tributary-db/tributary/shardgroup"
 	"github.com/tributary-db/tributary/vocab"
 )
 
 // The restore of DDL checked against real servers: every table form a user has is created on an
 // upstream MariaDB, its SHOW CREATE TABLE (what a syncer reads at start) and the statement itself (what
-// the binlog carries) go through shardgroup.Split with a route to other names, then
-// shardgroup.CreateIfNotExists, and run on a downstream MariaDB with a dm-worker's session. Both
+// the binlog carries) go through ddl.Split with a route to other names, then
+// ddl.CreateIfNotExists, and run on a downstream MariaDB with a dm-worker's session. Both
 // definitions must then be equal but for the names. ALTER TABLE forms run upstream, are split and run
 // downstream, and the definitions are compared after each. The forms the parser cannot read, or that
 // cannot be restored faithfully, must give an error from Split.
@@ -213,7 +213,7 @@ var restoreRefused = []struct{ name, sql, want, table, showWant string }{
 var autoIncrementOption = regexp.MustCompile(` AUTO_INCREMENT=\d+`)
 
 // restoreRoute routes src.x to <schema>.x_r.
-func restoreRoute(schema string) shardgroup.Route {
+func restoreRoute(schema string) ddl.Route {
 	return func(t vocab.TableName) vocab.TableName {
 		if t.Schema == "srcdb" {
 			t.Schema = "dstdb"
@@ -261,10 +261,10 @@ func (e *restoreEnv) definition(create string, routed bool) string {
 
 func quote(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
 
-// split runs shardgroup.Split and checks what no restored statement may contain.
-func (e *restoreEnv) split(t *testing.T, stmt, schema string) ([]shardgroup.Part, error) {
+// split runs ddl.Split and checks what no restored statement may contain.
+func (e *restoreEnv) split(t *testing.T, stmt, schema string) ([]ddl.Part, error) {
 	t.Helper()
-	parts, err := shardgroup.Split(stmt, "src", restoreRoute(schema))
+	parts, err := ddl.Split(stmt, "src", restoreRoute(schema))
 	if err != nil {
 		if strings.Contains(err.Error(), "panic") {
 			t.Fatalf("Split(%q) panicked: %v", stmt, err)
@@ -301,7 +301,7 @@ func (e *restoreEnv) create(t *testing.T, stmt, schema string) error {
 	if len(parts) != 1 {
 		t.Fatalf("Split(%q): %d parts", stmt, len(parts))
 	}
-	ddl, err := shardgroup.CreateIfNotExists(parts[0].SQL)
+	ddl, err := ddl.CreateIfNotExists(parts[0].SQL)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/tributary-db/tributary/dbutil"
-	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/ddl"
 	"github.com/tributary-db/tributary/vocab"
 )
 
@@ -72,7 +72,7 @@ func (s *schemaTracker) set(t vocab.TableName, pos vocab.Position, cols []vocab.
 
 // apply tracks a DDL event (upstream names) that ends at pos.
 func (s *schemaTracker) apply(q, schema string, pos vocab.Position) error {
-	changes, err := shardgroup.TrackColumns(q, schema, func(t vocab.TableName) ([]vocab.Column, bool) { return s.at(t, pos) })
+	changes, err := ddl.TrackColumns(q, schema, func(t vocab.TableName) ([]vocab.Column, bool) { return s.at(t, pos) })
 	if err != nil {
 		return err
 	}

@@ -12,13 +12,13 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 	"go.uber.org/zap"
 
+	"github.com/tributary-db/tributary/ddl"
 	"github.com/tributary-db/tributary/eventclass"
 	"github.com/tributary-db/tributary/loader"
 	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/onlineddl"
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/router"
-	"github.com/tributary-db/tributary/shardgroup"
 	"github.com/tributary-db/tributary/vocab"
 )
 
@@ -339,7 +339,7 @@ func (s *Syncer) handleStatement(ctx context.Context, e *replication.QueryEvent,
 		if err := s.handleDDL(ctx, q, string(e.Schema), s.cur.groupStart, end, in); err != nil {
 			if downstreamPermanent(err) && !IsPermanent(err) {
 				table := vocab.TableName{Schema: string(e.Schema)}
-				if ts, terr := shardgroup.TablesOf(q, string(e.Schema)); terr == nil && len(ts) > 0 {
+				if ts, terr := ddl.TablesOf(q, string(e.Schema)); terr == nil && len(ts) > 0 {
 					table = ts[0]
 				}
 				return &StatementError{Task: s.cfg.Task, Source: s.cfg.Source, Table: table, Stmt: q, Pos: start, Cause: err}

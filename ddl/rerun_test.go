@@ -1,4 +1,4 @@
-package shardgroup
+package ddl
 
 import (
 	"slices"

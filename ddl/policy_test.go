@@ -1,4 +1,4 @@
-package shardgroup
+package ddl
 
 import (
 	"errors"
@@ -103,6 +103,6 @@ func TestPolicyTableInREADME(t *testing.T) {
 		t.Fatalf("README.md has no %q ... %q block", begin, end)
 	}
 	if got, want := s[i+len(begin):j], PolicyMarkdown(); got != want {
-		t.Fatalf("README's DDL safety table differs from shardgroup.Policy; put this between the markers:\n%s", want)
+		t.Fatalf("README's DDL safety table differs from ddl.Policy; put this between the markers:\n%s", want)
 	}
 }

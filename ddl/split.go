@@ -1,4 +1,4 @@
-package shardgroup
+package ddl
 
 import (
 	"errors"
@@ -415,7 +415,7 @@ func TablesOf(sql, defaultSchema string) ([]vocab.TableName, error) {
 	for t := range c.seen {
 		out = append(out, t)
 	}
-	sortTables(out)
+	vocab.SortTables(out)
 	return out, nil
 }
 
