@@ -17,6 +17,7 @@ import (
 
 	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/onlineddl"
+	"github.com/tributary-db/tributary/sink"
 	"github.com/tributary-db/tributary/vocab"
 )
 
@@ -26,11 +27,11 @@ import (
 // by key (lanes.go).
 type partition struct {
 	idx   int
-	sink  *Sink
-	batch []Change
+	sink  *sink.Sink
+	batch []sink.Change
 	// spare is the batch slice of the partition's last committed flush, emptied, for its next batch
 	// (a flush in flight holds the other one).
-	spare []Change
+	spare []sink.Change
 	pos   map[vocab.TableName]vocab.Position
 	lanes map[vocab.TableName]laneClaim
 }
@@ -52,7 +53,7 @@ func (a *applier) partitionOf(t vocab.TableName) *partition {
 
 // place adds the changes of one rows event of src (ending at end) to the batch: by key lane with a
 // plan, else on the table's own connection (lanes.go).
-func (s *Syncer) place(ctx context.Context, src vocab.TableName, plan *keyPlan, changes []Change, end vocab.Position) error {
+func (s *Syncer) place(ctx context.Context, src vocab.TableName, plan *keyPlan, changes []sink.Change, end vocab.Position) error {
 	home := s.apply.partitionOf(src)
 	lanes := s.apply.scratch.evLanes[:0]
 	keys := s.apply.scratch.evKeys[:0]
@@ -134,7 +135,7 @@ func (s *Syncer) place(ctx context.Context, src vocab.TableName, plan *keyPlan, 
 		}
 		p.batch = append(p.batch, changes[i])
 		s.apply.rows++
-		s.apply.batchBytes += rowBytes(changes[i].Row) + rowBytes(changes[i].Old)
+		s.apply.batchBytes += changes[i].Size()
 		if spread {
 			for _, k := range keys[offs[i]:offs[i+1]] {
 				s.apply.keyConn[k] = lanes[i]
@@ -387,7 +388,7 @@ func (a *applier) start(ctx context.Context, ex flushExtras) (committed bool, er
 		f.busy = append(f.busy, &partition{idx: p.idx, sink: p.sink, batch: p.batch})
 		next := p.spare
 		if next == nil {
-			next = make([]Change, 0, cap(p.batch))
+			next = make([]sink.Change, 0, cap(p.batch))
 		}
 		p.batch, p.spare, p.pos, p.lanes = next, nil, map[vocab.TableName]vocab.Position{}, map[vocab.TableName]laneClaim{}
 	}
@@ -441,7 +442,7 @@ func (a *applier) wait(ctx context.Context) (committed bool, err error) {
 	}
 	a.flushing = nil
 	for i, err := range f.errs {
-		if err != nil && downstreamPermanent(err) {
+		if err != nil && sink.DownstreamPermanent(err) {
 			return false, a.refused(ctx, f.busy[i], err)
 		}
 	}
@@ -554,18 +555,18 @@ func (s *Syncer) afterCommit(ctx context.Context) {
 // for good, found by applying the batch's changes one by one in a transaction rolled back. Other
 // errors are returned as they are (retried).
 func (a *applier) refused(ctx context.Context, p *partition, err error) error {
-	if !downstreamPermanent(err) || len(p.batch) == 0 {
+	if !sink.DownstreamPermanent(err) || len(p.batch) == 0 {
 		return err
 	}
 	i, cause := p.sink.Locate(ctx, p.batch)
-	if i < 0 || !downstreamPermanent(cause) {
+	if i < 0 || !sink.DownstreamPermanent(cause) {
 		c := p.batch[0]
 		return &StatementError{Task: a.task, Source: a.source, Table: c.Source, Pos: c.Pos,
-			Stmt: fmt.Sprintf("a transaction of %d row changes starting with %s", len(p.batch), describe(c)), DML: true, Cause: err}
+			Stmt: fmt.Sprintf("a transaction of %d row changes starting with %s", len(p.batch), c.Describe()), DML: true, Cause: err}
 	}
 	c := p.batch[i]
 	a.log.Error("the downstream refuses a row change", zap.Stringer("table", c.Source), zap.Stringer("pos", c.Pos), zap.Error(cause))
-	return &StatementError{Task: a.task, Source: a.source, Table: c.Source, Pos: c.Pos, Stmt: describe(c), DML: true, Cause: cause}
+	return &StatementError{Task: a.task, Source: a.source, Table: c.Source, Pos: c.Pos, Stmt: c.Describe(), DML: true, Cause: cause}
 }
 
 // applier is the applier stage's state: the batch over the partitions (one per downstream

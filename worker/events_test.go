@@ -11,6 +11,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/tributary-db/tributary/pessimist"
+	"github.com/tributary-db/tributary/sink"
 	"github.com/tributary-db/tributary/vocab"
 )
 
@@ -115,7 +116,7 @@ func TestStatementFormatDMLStops(t *testing.T) {
 	conn("INSERT INTO db_1.t_1 VALUES (5, 'stmt')")
 	err := c.failure(0)
 	var ee *EventError
-	if !errors.As(err, &ee) || !IsPermanent(err) {
+	if !errors.As(err, &ee) || !sink.IsPermanent(err) {
 		t.Fatalf("statement-format DML: %v, want a permanent EventError", err)
 	}
 	for _, want := range []string{"INSERT INTO db_1.t_1 VALUES (5, 'stmt')", "STATEMENT", "binlog skip test -b", "db_1.t_1"} {

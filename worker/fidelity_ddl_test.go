@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // ddl is a random ALTER TABLE of s: its specs (without the table) and the schema after it.
@@ -29,7 +31,7 @@ func (g *fgen) position(s *fschema, added map[string]bool) (string, int) {
 	case 1:
 		if j := g.pick(len(s.cols)); !added[s.cols[j].name] {
 			added[s.cols[j].name] = true // named here: no other spec of this ALTER renames it
-			return " AFTER " + quoteName(s.cols[j].name), j + 1
+			return " AFTER " + vocab.Quote(s.cols[j].name), j + 1
 		}
 	}
 	return "", len(s.cols)
@@ -65,7 +67,7 @@ func (g *fgen) alterSpec(s *fschema, added map[string]bool) string {
 		}
 		c := free[g.pick(len(free))]
 		s.cols = slices.DeleteFunc(s.cols, func(x *fcol) bool { return x == c })
-		return "DROP COLUMN " + quoteName(c.name)
+		return "DROP COLUMN " + vocab.Quote(c.name)
 	case 4: // MODIFY COLUMN
 		if len(free) == 0 {
 			return ""
@@ -97,10 +99,10 @@ func (g *fgen) alterSpec(s *fschema, added map[string]bool) string {
 		c.name = g.newName("r_")
 		added[old], added[c.name] = true, true
 		if g.chance(2) || c.t.isSpatial() && !g.o.spatial {
-			return "RENAME COLUMN " + quoteName(old) + " TO " + quoteName(c.name)
+			return "RENAME COLUMN " + vocab.Quote(old) + " TO " + vocab.Quote(c.name)
 		}
 		g.widen(c)
-		return "CHANGE COLUMN " + quoteName(old) + " " + c.ddl() + g.move(s, c, added)
+		return "CHANGE COLUMN " + vocab.Quote(old) + " " + c.ddl() + g.move(s, c, added)
 	case 5, 6: // ADD INDEX
 		ix, ok := g.newIndex(s)
 		if !ok || len(s.indexes) > 6 {
@@ -122,7 +124,7 @@ func (g *fgen) alterSpec(s *fschema, added map[string]bool) string {
 		j := plain[g.pick(len(plain))]
 		name := s.indexes[j].name
 		s.indexes = slices.Delete(s.indexes, j, j+1)
-		return "DROP INDEX " + quoteName(name)
+		return "DROP INDEX " + vocab.Quote(name)
 	}
 }
 
@@ -135,7 +137,7 @@ func (g *fgen) move(s *fschema, c *fcol, added map[string]bool) string {
 	pos, at := g.position(s, added)
 	if pos == "" {
 		last := s.cols[len(s.cols)-1].name
-		pos = " AFTER " + quoteName(last)
+		pos = " AFTER " + vocab.Quote(last)
 		if added[last] {
 			pos = " FIRST"
 			at = 0

@@ -18,6 +18,7 @@ import (
 	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/router"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // fidEnv is the servers every seed shares: two upstream sources, one downstream, etcd with a
@@ -171,11 +172,11 @@ func (e *fidEnv) cleanup(t testing.TB, task string, upDBs []string, downDB strin
 		t.Errorf("remove checkpoint of %s: %v", task, err)
 	}
 	for i, db := range upDBs {
-		if _, err := e.upDBs[i%len(e.upDBs)].Exec("DROP DATABASE IF EXISTS " + quoteName(db)); err != nil {
+		if _, err := e.upDBs[i%len(e.upDBs)].Exec("DROP DATABASE IF EXISTS " + vocab.Quote(db)); err != nil {
 			t.Errorf("drop %s: %v", db, err)
 		}
 	}
-	if _, err := e.downDB.Exec("DROP DATABASE IF EXISTS " + quoteName(downDB)); err != nil {
+	if _, err := e.downDB.Exec("DROP DATABASE IF EXISTS " + vocab.Quote(downDB)); err != nil {
 		t.Errorf("drop %s: %v", downDB, err)
 	}
 }

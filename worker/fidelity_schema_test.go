@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/tributary-db/tributary/vocab"
 )
 
 type fcol struct {
@@ -19,7 +21,7 @@ type fcol struct {
 }
 
 func (c *fcol) ddl() string {
-	s := quoteName(c.name) + " " + c.t.sql()
+	s := vocab.Quote(c.name) + " " + c.t.sql()
 	if c.gen != "" {
 		return s + " AS (" + c.gen + ") " + c.stored
 	}
@@ -44,7 +46,7 @@ type findex struct {
 func (ix findex) ddl() string {
 	parts := make([]string, len(ix.cols))
 	for i, c := range ix.cols {
-		parts[i] = quoteName(c)
+		parts[i] = vocab.Quote(c)
 		if ix.prefix[i] > 0 {
 			parts[i] += fmt.Sprintf("(%d)", ix.prefix[i])
 		}
@@ -53,7 +55,7 @@ func (ix findex) ddl() string {
 	if ix.unique {
 		kw = "UNIQUE KEY "
 	}
-	return kw + quoteName(ix.name) + " (" + strings.Join(parts, ", ") + ")"
+	return kw + vocab.Quote(ix.name) + " (" + strings.Join(parts, ", ") + ")"
 }
 
 type fschema struct {
@@ -88,7 +90,7 @@ func (s *fschema) create(table string) string {
 	if len(s.pk) > 0 {
 		q := make([]string, len(s.pk))
 		for i, c := range s.pk {
-			q[i] = quoteName(c)
+			q[i] = vocab.Quote(c)
 		}
 		defs = append(defs, "PRIMARY KEY ("+strings.Join(q, ", ")+")")
 	}

@@ -39,6 +39,7 @@ import (
 	"github.com/tributary-db/tributary/config"
 	"github.com/tributary-db/tributary/internal/e2e"
 	"github.com/tributary-db/tributary/router"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 // fidOptions turns on cases the generator avoids by default because of known bugs outside
@@ -217,7 +218,7 @@ type genExpr struct {
 
 // genExprs are generation expressions over column c, with a type that holds every result.
 func genExprs(c *fcol) []genExpr {
-	q := quoteName(c.name)
+	q := vocab.Quote(c.name)
 	out := []genExpr{{"(" + q + " IS NULL)", ftype{kind: kTinyInt}}}
 	t := c.t
 	if !t.isSpatial() {
@@ -429,7 +430,7 @@ func (g *fgen) insert(i, n int) {
 	}
 	names := make([]string, len(cols))
 	for j, c := range cols {
-		names[j] = quoteName(c.name)
+		names[j] = vocab.Quote(c.name)
 	}
 	var rows []string
 	for ; n > 0; n-- {
@@ -455,7 +456,7 @@ func (g *fgen) keyTuples(i int, k findex) [][]string {
 	conds := make([]string, len(k.cols))
 	for j, c := range k.cols {
 		exprs[j] = sh.sch.col(c).t.literalExpr(c)
-		conds[j] = quoteName(c) + " IS NOT NULL"
+		conds[j] = vocab.Quote(c) + " IS NOT NULL"
 	}
 	return g.query(sh.src, "SELECT "+strings.Join(exprs, ", ")+" FROM "+sh.table+" WHERE "+strings.Join(conds, " AND ")+" ORDER BY "+strings.Join(exprs, ", "))
 }
@@ -463,7 +464,7 @@ func (g *fgen) keyTuples(i int, k findex) [][]string {
 func keyCond(k findex, tuple []string) string {
 	conds := make([]string, len(k.cols))
 	for j, c := range k.cols {
-		conds[j] = quoteName(c) + " = " + tuple[j]
+		conds[j] = vocab.Quote(c) + " = " + tuple[j]
 	}
 	return strings.Join(conds, " AND ")
 }
@@ -493,16 +494,16 @@ func (g *fgen) target(i int, limit int) (string, bool) {
 	c := cands[g.pick(len(cands))]
 	if c.t.isString() && g.chance(2) {
 		// The exact bytes, whatever the collation says.
-		vals := g.query(sh.src, "SELECT DISTINCT HEX("+quoteName(c.name)+") FROM "+sh.table+" WHERE "+quoteName(c.name)+" IS NOT NULL ORDER BY 1")
+		vals := g.query(sh.src, "SELECT DISTINCT HEX("+vocab.Quote(c.name)+") FROM "+sh.table+" WHERE "+vocab.Quote(c.name)+" IS NOT NULL ORDER BY 1")
 		if len(vals) > 0 {
-			return " WHERE HEX(" + quoteName(c.name) + ") = '" + vals[g.pick(len(vals))][0] + "'" + lim, true
+			return " WHERE HEX(" + vocab.Quote(c.name) + ") = '" + vals[g.pick(len(vals))][0] + "'" + lim, true
 		}
 	}
-	vals := g.query(sh.src, "SELECT DISTINCT "+c.t.literalExpr(c.name)+" FROM "+sh.table+" WHERE "+quoteName(c.name)+" IS NOT NULL ORDER BY 1")
+	vals := g.query(sh.src, "SELECT DISTINCT "+c.t.literalExpr(c.name)+" FROM "+sh.table+" WHERE "+vocab.Quote(c.name)+" IS NOT NULL ORDER BY 1")
 	if len(vals) == 0 {
-		return " WHERE " + quoteName(c.name) + " IS NULL" + lim, true
+		return " WHERE " + vocab.Quote(c.name) + " IS NULL" + lim, true
 	}
-	return " WHERE " + quoteName(c.name) + " = " + vals[g.pick(len(vals))][0] + lim, true
+	return " WHERE " + vocab.Quote(c.name) + " = " + vals[g.pick(len(vals))][0] + lim, true
 }
 
 // update changes random columns of rows of shard i: sometimes a key (a new tuple the shard owns).
@@ -544,7 +545,7 @@ func (g *fgen) update(i int) {
 	var sets []string
 	for _, c := range sh.sch.cols {
 		if v, ok := set[c.name]; ok {
-			sets = append(sets, quoteName(c.name)+" = "+v)
+			sets = append(sets, vocab.Quote(c.name)+" = "+v)
 		}
 	}
 	g.exec(sh.src, "UPDATE "+sh.table+" SET "+strings.Join(sets, ", ")+where)
@@ -565,7 +566,7 @@ func (g *fgen) duplicate(i int) {
 	}
 	var names []string
 	for _, c := range sh.sch.baseCols() {
-		names = append(names, quoteName(c.name))
+		names = append(names, vocab.Quote(c.name))
 	}
 	cols := strings.Join(names, ", ")
 	if g.chance(2) {
@@ -586,7 +587,7 @@ func (g *fgen) duplicate(i int) {
 	}
 	j := strs[g.pick(len(strs))]
 	c := sh.sch.baseCols()[j]
-	q := quoteName(c.name)
+	q := vocab.Quote(c.name)
 	chars, bytes := c.t.maxChars()
 	variant := []string{"UPPER(" + q + ")", "LOWER(" + q + ")",
 		fmt.Sprintf("IF(CHAR_LENGTH(%s) < %d AND LENGTH(%s) < %d, CONCAT(%s, ' '), %s)", q, chars, q, bytes, q, q)}[g.pick(3)]
@@ -627,7 +628,7 @@ func (g *fgen) swap(i int, inTxn bool) {
 	set := func(to []string) string {
 		s := make([]string, len(k.cols))
 		for j, c := range k.cols {
-			s[j] = quoteName(c) + " = " + to[j]
+			s[j] = vocab.Quote(c) + " = " + to[j]
 		}
 		return strings.Join(s, ", ")
 	}
@@ -657,7 +658,7 @@ func (g *fgen) updateMany(i int) {
 	}
 	c := cands[g.pick(len(cands))]
 	other := cands[g.pick(len(cands))]
-	g.exec(sh.src, fmt.Sprintf("UPDATE %s SET %s = %s WHERE %s IS NOT NULL", sh.table, quoteName(c.name), c.t.random(g.rng, g.o), quoteName(other.name)))
+	g.exec(sh.src, fmt.Sprintf("UPDATE %s SET %s = %s WHERE %s IS NOT NULL", sh.table, vocab.Quote(c.name), c.t.random(g.rng, g.o), vocab.Quote(other.name)))
 }
 
 // dml is one random statement on shard i (or a transaction: keyswap, or many rows of the source's
@@ -693,7 +694,7 @@ func (g *fgen) enumError(i int) {
 		if c.t.kind == kEnum && !sh.sch.keyCol(c.name) {
 			if where, ok := g.target(i, 2); ok {
 				g.exec(sh.src, "SET SESSION sql_mode = ''")
-				g.exec(sh.src, "UPDATE "+sh.table+" SET "+quoteName(c.name)+" = 'no such member'"+where)
+				g.exec(sh.src, "UPDATE "+sh.table+" SET "+vocab.Quote(c.name)+" = 'no such member'"+where)
 				g.exec(sh.src, "SET SESSION sql_mode = DEFAULT")
 				g.kinds["enum error value"]++
 			}
@@ -890,7 +891,7 @@ func fidelityRun(t *testing.T, e *fidEnv, seed int64, o *fidOptions) {
 	}
 	createTables := func() {
 		for i := range e.ups {
-			g.exec(i, "CREATE DATABASE "+quoteName(srcDBs[i]))
+			g.exec(i, "CREATE DATABASE "+vocab.Quote(srcDBs[i]))
 		}
 		for _, sh := range g.shards {
 			g.exec(sh.src, sch.create(sh.table))

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/tributary-db/tributary/vocab"
 )
 
 type fkind int
@@ -204,7 +206,7 @@ func quoteString(s string) string {
 // compareExpr is an exact text form of column c's value: what the comparison of upstream and
 // downstream reads (NULL stays NULL).
 func (t ftype) compareExpr(c string) string {
-	q := quoteName(c)
+	q := vocab.Quote(c)
 	switch {
 	case t.kind == kFloat:
 		return "CAST(" + q + " AS DOUBLE)"
@@ -218,7 +220,7 @@ func (t ftype) compareExpr(c string) string {
 
 // literalExpr reads a keyable column's value back as an SQL literal of the same value.
 func (t ftype) literalExpr(c string) string {
-	q := quoteName(c)
+	q := vocab.Quote(c)
 	switch {
 	case t.isInt() || t.kind == kDecimal:
 		return "CAST(" + q + " AS CHAR)"

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	pb "github.com/tributary-db/tributary/proto"
+	"github.com/tributary-db/tributary/sink"
 	"github.com/tributary-db/tributary/vocab"
 )
 
@@ -125,7 +126,7 @@ func splitStatements(args []string) ([]string, error) {
 
 // processError is an error as query-status shows it (DM's fields).
 func processError(err error) *pb.ProcessError {
-	if IsPermanent(err) {
+	if sink.IsPermanent(err) {
 		pe := &pb.ProcessError{ErrCode: 36067, ErrClass: "sync-unit", ErrScope: "downstream", ErrLevel: "high",
 			Message:    "the subtask is paused on a statement a retry cannot fix; it waits for the user",
 			RawCause:   err.Error(),

@@ -13,6 +13,7 @@ import (
 	"github.com/tributary-db/tributary/ha"
 	"github.com/tributary-db/tributary/internal/etcdtest"
 	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/sink"
 	"github.com/tributary-db/tributary/vocab"
 )
 
@@ -32,16 +33,16 @@ func TestErrorClasses(t *testing.T) {
 		{errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), false},
 		{nil, false},
 	} {
-		if got := downstreamPermanent(c.err); got != c.permanent {
+		if got := sink.DownstreamPermanent(c.err); got != c.permanent {
 			t.Errorf("%v: permanent %v, want %v", c.err, got, c.permanent)
 		}
 	}
 	se := &StatementError{Task: "task", Source: "s1", DML: true, Pos: vocab.Position{File: "mysql-bin.000001", Pos: 1234}, Cause: &mysql.MySQLError{Number: 1062}}
-	if !IsPermanent(fmt.Errorf("wrapped: %w", se)) || !strings.Contains(se.Error(), "binlog skip task -b mysql-bin.000001:1234 -s s1") ||
+	if !sink.IsPermanent(fmt.Errorf("wrapped: %w", se)) || !strings.Contains(se.Error(), "binlog skip task -b mysql-bin.000001:1234 -s s1") ||
 		!strings.Contains(se.Error(), "safe-mode") {
 		t.Fatalf("statement error: %v", se)
 	}
-	if IsPermanent(errors.New("connection lost")) {
+	if sink.IsPermanent(errors.New("connection lost")) {
 		t.Fatal("a plain error is not permanent")
 	}
 }
@@ -166,7 +167,7 @@ func TestDuplicateKeyPausesThenSkip(t *testing.T) {
 	c.up(1, insert("db_2.t_1", 2001, 2006))
 	err := c.failure(1)
 	var se *StatementError
-	if !errors.As(err, &se) || !IsPermanent(err) {
+	if !errors.As(err, &se) || !sink.IsPermanent(err) {
 		t.Fatalf("stopped on %v, want a StatementError", err)
 	}
 	var me *mysql.MySQLError
@@ -288,7 +289,7 @@ func TestInconsistentSequencePausesThenSkip(t *testing.T) {
 	c.up(0, "ALTER TABLE db_1.t_1 ADD COLUMN a INT", "ALTER TABLE db_1.t_2 ADD COLUMN b INT")
 	err := c.failure(0)
 	var qe *sequenceError
-	if !errors.As(err, &qe) || !IsPermanent(err) {
+	if !errors.As(err, &qe) || !sink.IsPermanent(err) {
 		t.Fatalf("stopped on %v, want a permanent sequenceError", err)
 	}
 	for _, want := range []string{"detect inconsistent DDL sequence", "`db_1`.`t_1`", "`db_1`.`t_2`", "ADD COLUMN `b`",

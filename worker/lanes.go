@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tributary-db/tributary/meta"
+	"github.com/tributary-db/tributary/sink"
 	"github.com/tributary-db/tributary/vocab"
 )
 
@@ -311,8 +312,8 @@ func intKeyBits(v any) (uint64, bool) {
 }
 
 // keyImage is the image that locates a change's row: the old one of an update or delete.
-func keyImage(c *Change) []any {
-	if c.Kind == Insert {
+func keyImage(c *sink.Change) []any {
+	if c.Kind == sink.Insert {
 		return c.Row
 	}
 	return c.Old
@@ -320,7 +321,7 @@ func keyImage(c *Change) []any {
 
 // appendKeys appends the hashes of every unique key value of c (both images of an update); a key with
 // a NULL value is not one (NULLs do not collide in unique keys).
-func (p *keyPlan) appendKeys(keys []uint64, buf []byte, c *Change) ([]uint64, []byte) {
+func (p *keyPlan) appendKeys(keys []uint64, buf []byte, c *sink.Change) ([]uint64, []byte) {
 	for _, image := range [][]any{c.Row, c.Old} {
 		if image == nil {
 			continue

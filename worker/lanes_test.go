@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tributary-db/tributary/sink"
 	"github.com/tributary-db/tributary/vocab"
 )
 
@@ -112,11 +113,11 @@ func TestLanesChunkIntegerKeys(t *testing.T) {
 
 func TestKeysSkipNullsAndCoverBothImages(t *testing.T) {
 	p := &keyPlan{target: "`db`.`t`", laneIdx: []int{0}, keys: [][]int{{0}, {1}}, names: []string{"PRIMARY", "u"}}
-	keys, _ := p.appendKeys(nil, nil, &Change{Kind: Insert, Row: []any{int64(1), nil}})
+	keys, _ := p.appendKeys(nil, nil, &sink.Change{Kind: sink.Insert, Row: []any{int64(1), nil}})
 	if len(keys) != 1 {
 		t.Fatalf("insert with a NULL unique value: %d keys, want 1 (the primary key)", len(keys))
 	}
-	keys, _ = p.appendKeys(nil, nil, &Change{Kind: Update, Row: []any{int64(2), int64(7)}, Old: []any{int64(1), int64(7)}})
+	keys, _ = p.appendKeys(nil, nil, &sink.Change{Kind: sink.Update, Row: []any{int64(2), int64(7)}, Old: []any{int64(1), int64(7)}})
 	if len(keys) != 4 {
 		t.Fatalf("update: %d keys, want 4 (both images' primary and unique keys)", len(keys))
 	}
@@ -124,7 +125,7 @@ func TestKeysSkipNullsAndCoverBothImages(t *testing.T) {
 		t.Fatal("the same unique value in both images hashes apart")
 	}
 	other := &keyPlan{target: "`db`.`t2`", laneIdx: []int{0}, keys: [][]int{{0}}, names: []string{"PRIMARY"}}
-	k2, _ := other.appendKeys(nil, nil, &Change{Kind: Insert, Row: []any{int64(1)}})
+	k2, _ := other.appendKeys(nil, nil, &sink.Change{Kind: sink.Insert, Row: []any{int64(1)}})
 	if k2[0] == keys[2] {
 		t.Fatal("the same key value of two targets is one key")
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/session"
 	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/sink"
 	"github.com/tributary-db/tributary/vocab"
 )
 
@@ -107,7 +108,7 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 	lock := res.info.LockID()
 	s.trace(lock, "op received", res.at)
 	s.trace(lock, "op applying", time.Now())
-	ctx = withTrace(ctx, func(step string) { s.trace(lock, step, time.Now()) })
+	ctx = sink.WithTrace(ctx, func(step string) { s.trace(lock, step, time.Now()) })
 	removed := errors.Is(res.err, pessimist.ErrLockRemoved)
 	if removed {
 		// Only a lock force-removed from a task that still runs means "skip"; keys removed by
@@ -173,7 +174,7 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 		} else {
 			err = s.exec.ExecDDLOnce(ctx, res.info.LockID(), ddls, in, up)
 		}
-		if err != nil && downstreamPermanent(err) && len(starts) > 0 {
+		if err != nil && sink.DownstreamPermanent(err) && len(starts) > 0 {
 			err = &StatementError{Task: s.cfg.Task, Source: s.cfg.Source, Table: first, Pos: starts[0],
 				Stmt: strings.Join(ddls, "; "), Lock: res.info.LockID(), Cause: err}
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tributary-db/tributary/dbutil"
 	"github.com/tributary-db/tributary/pessimist"
+	"github.com/tributary-db/tributary/sink"
 )
 
 // TestReadErrorsPause: a binlog read a retry cannot fix pauses the syncer with a ReadError that says
@@ -59,7 +60,7 @@ func TestReadErrorsPause(t *testing.T) {
 	}
 	c.startSyncer(0)
 	err = c.failure(0)
-	if !errors.As(err, &re) || re.Class != readPosition || re.Code != 1236 || !IsPermanent(err) {
+	if !errors.As(err, &re) || re.Class != readPosition || re.Code != 1236 || !sink.IsPermanent(err) {
 		t.Fatalf("resume from a purged binlog: %v", err)
 	}
 	for _, want := range []string{"(mysql-bin.000001, ", "binlog files " + first + " to " + last, "gtid_binlog_pos 0-", "start-task --remove-meta", "purged"} {

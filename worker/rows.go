@@ -13,6 +13,7 @@ import (
 	"github.com/tributary-db/tributary/eventclass"
 	"github.com/tributary-db/tributary/loader"
 	"github.com/tributary-db/tributary/router"
+	"github.com/tributary-db/tributary/sink"
 	"github.com/tributary-db/tributary/vocab"
 )
 
@@ -73,7 +74,7 @@ func (s *Syncer) rowsAt(ctx context.Context, typ replication.EventType, e *repli
 		part := s.apply.partitionOf(src)
 		s.log.Warn("binlog event handled by an operator (binlog "+op.Op+")", zap.Stringer("table", src), zap.Stringer("pos", start), zap.Strings("sqls", op.SQLs))
 		for _, q := range op.SQLs {
-			part.batch = append(part.batch, Change{Kind: Raw, ChangeOrigin: &ChangeOrigin{Source: src, Target: target, SQL: q, Pos: start}})
+			part.batch = append(part.batch, sink.Change{Kind: sink.Raw, ChangeOrigin: &sink.ChangeOrigin{Source: src, Target: target, SQL: q, Pos: start}})
 			s.apply.rows++
 		}
 		part.pos[src] = end // handled: a re-read (re-sync) must not run the replacement again
@@ -97,13 +98,13 @@ func (s *Syncer) rowsAt(ctx context.Context, typ replication.EventType, e *repli
 		}
 	}
 	// A row of a lane whose position is at or past this event was applied before a restart.
-	var applied func(c *Change) bool
+	var applied func(c *sink.Change) bool
 	if s.apply.lanesAfter(src, end) {
-		applied = func(c *Change) bool { return s.apply.laneApplied(src, cols, keyImage(c), end) }
+		applied = func(c *sink.Change) bool { return s.apply.laneApplied(src, cols, keyImage(c), end) }
 	}
 	changes := s.rows.evChanges[:0]
 	if n := len(e.Rows); cap(changes) < n {
-		changes = make([]Change, 0, n)
+		changes = make([]sink.Change, 0, n)
 	}
 	defer func() {
 		clear(changes) // the rows are in the batch now; the scratch slice keeps none alive
@@ -111,7 +112,7 @@ func (s *Syncer) rowsAt(ctx context.Context, typ replication.EventType, e *repli
 	}()
 	defer s.apply.notePeak()
 	var ok bool
-	if changes, ok = s.rows.decode(changes, typ, e, shape, &ChangeOrigin{Source: src, Target: target, Columns: cols, Pos: start}, end, applied); !ok {
+	if changes, ok = s.rows.decode(changes, typ, e, shape, &sink.ChangeOrigin{Source: src, Target: target, Columns: cols, Pos: start}, end, applied); !ok {
 		return nil
 	}
 	if err := s.place(ctx, src, plan, changes, end); err != nil {
@@ -171,16 +172,16 @@ func filterStop(task, source string, start vocab.Position, rule string, end voca
 // origin: the rows a load's copy taken after the event holds are left out (a table loaded from more
 // than one snapshot, between them), and those applied reports applied before (nil: none). ok is false
 // for an event that is not an insert, update or delete.
-func (d *rowDecoder) decode(changes []Change, typ replication.EventType, e *replication.RowsEvent, shape *rowShape, origin *ChangeOrigin, end vocab.Position, applied func(c *Change) bool) (_ []Change, ok bool) {
+func (d *rowDecoder) decode(changes []sink.Change, typ replication.EventType, e *replication.RowsEvent, shape *rowShape, origin *sink.ChangeOrigin, end vocab.Position, applied func(c *sink.Change) bool) (_ []sink.Change, ok bool) {
 	src := origin.Source
-	add := func(kind ChangeKind, row, old []any) {
+	add := func(kind sink.ChangeKind, row, old []any) {
 		if row != nil {
 			row = shape.apply(row)
 		}
 		if old != nil {
 			old = shape.apply(old)
 		}
-		c := Change{Kind: kind, Row: row, Old: old, ChangeOrigin: origin}
+		c := sink.Change{Kind: kind, Row: row, Old: old, ChangeOrigin: origin}
 		if applied != nil && applied(&c) {
 			return
 		}
@@ -196,7 +197,7 @@ func (d *rowDecoder) decode(changes []Change, typ replication.EventType, e *repl
 	case replication.WRITE_ROWS_EVENTv0, replication.WRITE_ROWS_EVENTv1, replication.WRITE_ROWS_EVENTv2:
 		for _, r := range e.Rows {
 			if !copied(r) {
-				add(Insert, r, nil)
+				add(sink.Insert, r, nil)
 			}
 		}
 	case replication.UPDATE_ROWS_EVENTv0, replication.UPDATE_ROWS_EVENTv1, replication.UPDATE_ROWS_EVENTv2:
@@ -205,17 +206,17 @@ func (d *rowDecoder) decode(changes []Change, typ replication.EventType, e *repl
 			switch {
 			case oldIn && newIn:
 			case oldIn: // the old row had left the copy; the new one was not in it yet
-				add(Insert, e.Rows[i+1], nil)
+				add(sink.Insert, e.Rows[i+1], nil)
 			case newIn: // the old row is in the copy, the new one too
-				add(Delete, nil, e.Rows[i])
+				add(sink.Delete, nil, e.Rows[i])
 			default:
-				add(Update, e.Rows[i+1], e.Rows[i])
+				add(sink.Update, e.Rows[i+1], e.Rows[i])
 			}
 		}
 	case replication.DELETE_ROWS_EVENTv0, replication.DELETE_ROWS_EVENTv1, replication.DELETE_ROWS_EVENTv2:
 		for _, r := range e.Rows {
 			if !copied(r) {
-				add(Delete, nil, r)
+				add(sink.Delete, nil, r)
 			}
 		}
 	default:
@@ -236,5 +237,5 @@ type rowDecoder struct {
 	// which snapshot holds which key, for the events between the snapshots.
 	loadKeys map[vocab.TableName]*loader.KeyRanges
 	// evChanges is the changes of the rows event being handled (reused from event to event).
-	evChanges []Change
+	evChanges []sink.Change
 }

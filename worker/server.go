@@ -26,6 +26,7 @@ import (
 	pb "github.com/tributary-db/tributary/proto"
 	"github.com/tributary-db/tributary/router"
 	routepkg "github.com/tributary-db/tributary/router"
+	"github.com/tributary-db/tributary/sink"
 	"github.com/tributary-db/tributary/vocab"
 )
 
@@ -332,7 +333,7 @@ func (t *subtask) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if IsPermanent(err) {
+		if sink.IsPermanent(err) {
 			// A retry meets the same refusal: wait for the user (binlog skip|replace wakes it,
 			// resume-task restarts it).
 			t.log.Error("subtask paused on an error a retry cannot fix; waiting for binlog skip|replace or resume-task", zap.Error(err))
@@ -392,7 +393,7 @@ func (t *subtask) runOnce(ctx context.Context) error {
 		router.SkipToolTables(online.Tool)
 	}
 	target := sp.task.TargetDatabase
-	target.Session = DownstreamSession(target.Session)
+	target.Session = sink.DownstreamSession(target.Session)
 	// Both pools take several statements a query (one round trip for many): every query on them is
 	// built by Tributary, or is a statement of the binlog or of the user's `binlog replace`.
 	down, err := dbutil.OpenDB(target, dbutil.MultiStatements)
@@ -562,7 +563,7 @@ func (t *subtask) status(ctx context.Context) *pb.SubTaskStatus {
 	if pos, gtid, err := t.masterStatus(ctx); err == nil {
 		sync.MasterBinlog, sync.MasterBinlogGtid = pos.String(), gtid
 		sync.Synced = len(st.Unresolved) == 0 && pos.Compare(st.SyncerBinlog) == 0
-		sync.SecondsBehindMaster = int64(replicationLag(t.spec.task.Name, t.spec.inst.SourceID, pos.Compare(st.SyncerBinlog) != 0))
+		sync.SecondsBehindMaster = int64(sink.ReplicationLag(t.spec.task.Name, t.spec.inst.SourceID, pos.Compare(st.SyncerBinlog) != 0))
 	} else {
 		t.log.Warn("read source position for status", zap.Error(err))
 	}

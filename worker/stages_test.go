@@ -12,6 +12,7 @@ import (
 
 	"github.com/tributary-db/tributary/internal/mariadbtest"
 	"github.com/tributary-db/tributary/meta"
+	"github.com/tributary-db/tributary/sink"
 	"github.com/tributary-db/tributary/vocab"
 )
 
@@ -109,16 +110,16 @@ func TestApplierFlushPipeline(t *testing.T) {
 	ckpt := meta.Checkpoint{Tables: map[vocab.TableName]vocab.Position{}}
 	a := applier{txnRows: 100, ckpt: &ckpt, task: "task", source: "s1", log: zap.NewNop()}
 	for i := 0; i < 2; i++ {
-		sink := NewSink(db, "meta", "task", "s1")
-		if err := sink.Init(ctx); err != nil {
+		sk := sink.NewSink(db, "meta", "task", "s1")
+		if err := sk.Init(ctx); err != nil {
 			t.Fatal(err)
 		}
-		a.parts = append(a.parts, &partition{idx: i, sink: sink})
+		a.parts = append(a.parts, &partition{idx: i, sink: sk})
 	}
 	a.resetBatch()
 	target := vocab.TableName{Schema: "d", Name: "t"}
 	add := func(p *partition, src vocab.TableName, id int64, end vocab.Position) {
-		p.batch = append(p.batch, Change{Kind: Insert, Row: []any{id, "v"}, ChangeOrigin: &ChangeOrigin{Source: src, Target: target, Columns: []string{"id", "v"}, Pos: end}})
+		p.batch = append(p.batch, sink.Change{Kind: sink.Insert, Row: []any{id, "v"}, ChangeOrigin: &sink.ChangeOrigin{Source: src, Target: target, Columns: []string{"id", "v"}, Pos: end}})
 		p.pos[src] = end
 		a.rows++
 	}
@@ -186,21 +187,21 @@ func TestRowDecoder(t *testing.T) {
 	if again, _ := d.shapeOf(src, tm, at(200)); again != shape {
 		t.Fatal("the shape of the same table map was not kept")
 	}
-	origin := &ChangeOrigin{Source: src, Columns: shape.cols, Pos: at(100)}
+	origin := &sink.ChangeOrigin{Source: src, Columns: shape.cols, Pos: at(100)}
 	row := func(id int32, v string) []any { return []any{id, []byte(v), id * 2} }
 	ins := &replication.RowsEvent{Table: tm, Rows: [][]any{row(1, "a"), row(2, "b"), row(3, "c")}}
-	skip2 := func(c *Change) bool { return c.Row[0] == int32(2) }
+	skip2 := func(c *sink.Change) bool { return c.Row[0] == int32(2) }
 	changes, ok := d.decode(nil, replication.WRITE_ROWS_EVENTv2, ins, shape, origin, at(150), skip2)
-	if !ok || len(changes) != 2 || changes[0].Kind != Insert || len(changes[0].Row) != 2 || string(changes[1].Row[1].([]byte)) != "c" {
+	if !ok || len(changes) != 2 || changes[0].Kind != sink.Insert || len(changes[0].Row) != 2 || string(changes[1].Row[1].([]byte)) != "c" {
 		t.Fatalf("inserts: %v %+v", ok, changes)
 	}
 	upd := &replication.RowsEvent{Table: tm, Rows: [][]any{row(1, "a"), row(1, "z")}}
 	changes, ok = d.decode(changes[:0], replication.UPDATE_ROWS_EVENTv1, upd, shape, origin, at(160), nil)
-	if !ok || len(changes) != 1 || changes[0].Kind != Update || string(changes[0].Old[1].([]byte)) != "a" || string(changes[0].Row[1].([]byte)) != "z" {
+	if !ok || len(changes) != 1 || changes[0].Kind != sink.Update || string(changes[0].Old[1].([]byte)) != "a" || string(changes[0].Row[1].([]byte)) != "z" {
 		t.Fatalf("update: %v %+v", ok, changes)
 	}
 	changes, ok = d.decode(changes[:0], replication.DELETE_ROWS_EVENTv2, ins, shape, origin, at(170), nil)
-	if !ok || len(changes) != 3 || changes[2].Kind != Delete || changes[2].Row != nil || len(changes[2].Old) != 2 {
+	if !ok || len(changes) != 3 || changes[2].Kind != sink.Delete || changes[2].Row != nil || len(changes[2].Old) != 2 {
 		t.Fatalf("deletes: %v %+v", ok, changes)
 	}
 	if _, ok := d.decode(nil, replication.TABLE_MAP_EVENT, ins, shape, origin, at(180), nil); ok {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/shardgroup"
+	"github.com/tributary-db/tributary/sink"
 	"github.com/tributary-db/tributary/vocab"
 )
 
@@ -47,7 +48,7 @@ func (s *Syncer) Status() Status {
 	defer s.board.statusMu.Unlock()
 	st := s.board.status
 	st.TotalEvents = s.board.events.Load()
-	st.TotalRows, st.TotalRps, st.RecentRps, st.TotalTps, st.RecentTps = s.board.rates.rates(time.Now(), appliedRows(s.cfg.Task, s.cfg.Source), st.TotalEvents)
+	st.TotalRows, st.TotalRps, st.RecentRps, st.TotalTps, st.RecentTps = s.board.rates.rates(time.Now(), sink.AppliedRows(s.cfg.Task, s.cfg.Source), st.TotalEvents)
 	if attempt, err, at, ok := s.cur.retry.failing(); ok {
 		st.ReadErr, st.ReadAttempt, st.ReadErrAt = err, attempt, at
 	}
@@ -129,7 +130,7 @@ func (s *Syncer) publishStatus() {
 	s.board.statusMu.Lock()
 	s.board.status = st
 	s.board.statusMu.Unlock()
-	s.board.rates.note(time.Now(), appliedRows(s.cfg.Task, s.cfg.Source), s.board.events.Load())
+	s.board.rates.note(time.Now(), sink.AppliedRows(s.cfg.Task, s.cfg.Source), s.board.events.Load())
 }
 
 // statusBoard is what query-status reads: the last snapshot and the counters and rates beside it.

@@ -19,6 +19,7 @@ import (
 	"github.com/tributary-db/tributary/onlineddl"
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/router"
+	"github.com/tributary-db/tributary/sink"
 	"github.com/tributary-db/tributary/vocab"
 )
 
@@ -86,8 +87,8 @@ type SyncerConfig struct {
 type Syncer struct {
 	cfg      SyncerConfig
 	log      *zap.Logger
-	sink     *Sink        // partition 0's, for checkpoint-only writes
-	exec     *DDLExecutor // DDL downstream, exactly once (over partition 0's sink)
+	sink     *sink.Sink        // partition 0's, for checkpoint-only writes
+	exec     *sink.DDLExecutor // DDL downstream, exactly once (over partition 0's sink)
 	upstream *sql.DB
 	ckpt     meta.Checkpoint
 	sessions eventSessions // the session settings of DDL events (eventsession.go)
@@ -124,17 +125,17 @@ func NewSyncer(cfg SyncerConfig) *Syncer {
 	}
 	s := &Syncer{cfg: cfg, log: cfg.Log.With(zap.String("task", cfg.Task), zap.String("source", cfg.Source)), board: statusBoard{started: make(chan struct{})}}
 	for i := 0; i < cfg.WorkerCount; i++ {
-		sink := NewSink(cfg.Downstream, cfg.MetaSchema, cfg.Task, cfg.Source)
-		sink.maxRows = max(cfg.BatchRows, 256) // at least the 256-row statements of the INSERT limit we measure against
-		sink.SetEpoch(cfg.Epoch)
-		sink.SetGroupStatements(cfg.GroupStatements)
-		s.apply.parts = append(s.apply.parts, &partition{idx: i, sink: sink})
+		sk := sink.NewSink(cfg.Downstream, cfg.MetaSchema, cfg.Task, cfg.Source)
+		sk.SetMaxRows(max(cfg.BatchRows, 256)) // at least the 256-row statements of the INSERT limit we measure against
+		sk.SetEpoch(cfg.Epoch)
+		sk.SetGroupStatements(cfg.GroupStatements)
+		s.apply.parts = append(s.apply.parts, &partition{idx: i, sink: sk})
 	}
 	s.sink = s.apply.parts[0].sink
 	s.apply.txnRows, s.cur.gtidMode = cfg.TxnRows, cfg.EnableGTID
 	s.rows.source, s.rows.mariadb = cfg.Source, cfg.Flavor == mysql.MariaDBFlavor
 	s.apply.ckpt, s.apply.task, s.apply.source, s.apply.log = &s.ckpt, cfg.Task, cfg.Source, s.log
-	s.exec = NewDDLExecutor(s.sink, cfg.DDLDownstream, s.log)
+	s.exec = sink.NewDDLExecutor(s.sink, cfg.DDLDownstream, s.log)
 	s.ddl = ddlPath{task: cfg.Task, source: cfg.Source, router: cfg.Router, filter: cfg.Filter, online: cfg.Online, log: s.log, ckpt: &s.ckpt}
 	return s
 }
@@ -232,7 +233,7 @@ func (s *Syncer) init(ctx context.Context) error {
 	if s.ckpt, err = s.sink.Load(ctx); err != nil {
 		return err
 	}
-	loadRows, err := s.sink.meta.LoadRows(ctx)
+	loadRows, err := s.sink.Meta().LoadRows(ctx)
 	if err != nil {
 		return err
 	}
@@ -291,7 +292,7 @@ func (s *Syncer) init(ctx context.Context) error {
 func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent, gtid *mysql.MariadbGTID) error {
 	h := ev.Header
 	s.board.events.Add(1)
-	noteEvent(s.cfg.Task, s.cfg.Source, h.Timestamp) // metrics.go: the replication lag
+	sink.NoteEvent(s.cfg.Task, s.cfg.Source, h.Timestamp) // metrics.go: the replication lag
 	if e, ok := ev.Event.(*replication.RotateEvent); ok {
 		s.cur.file = string(e.NextLogName)
 		return nil
@@ -337,7 +338,7 @@ func (s *Syncer) handleStatement(ctx context.Context, e *replication.QueryEvent,
 			return err
 		}
 		if err := s.handleDDL(ctx, q, string(e.Schema), s.cur.groupStart, end, in); err != nil {
-			if downstreamPermanent(err) && !IsPermanent(err) {
+			if sink.DownstreamPermanent(err) && !sink.IsPermanent(err) {
 				table := vocab.TableName{Schema: string(e.Schema)}
 				if ts, terr := ddl.TablesOf(q, string(e.Schema)); terr == nil && len(ts) > 0 {
 					table = ts[0]

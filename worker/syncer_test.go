@@ -28,6 +28,7 @@ import (
 	"github.com/tributary-db/tributary/onlineddl"
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/router"
+	"github.com/tributary-db/tributary/sink"
 	"github.com/tributary-db/tributary/vocab"
 )
 
@@ -140,7 +141,7 @@ func (c *cluster) remoteDownstream(rtt time.Duration) *sql.DB {
 // (session: the task's target-database.session), closed when the test ends.
 func workerDB(t testing.TB, port int, session map[string]any, opts ...func(*mysql.Config)) *sql.DB {
 	t.Helper()
-	db, err := dbutil.OpenDB(config.Database{Host: "127.0.0.1", Port: port, User: "root", Session: DownstreamSession(session)}, opts...)
+	db, err := dbutil.OpenDB(config.Database{Host: "127.0.0.1", Port: port, User: "root", Session: sink.DownstreamSession(session)}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -762,12 +763,12 @@ func TestStaleBindingIsFenced(t *testing.T) {
 		t.Fatalf("checkpoint owner %d (%v), want %d", owner, err, c.epoch)
 	}
 	// A sink of an old epoch can neither claim nor commit.
-	sink := NewSink(c.downDB, "dm_meta", c.task, "s1")
-	sink.SetEpoch(c.epoch - 1)
-	if err := sink.Init(context.Background()); !errors.Is(err, meta.ErrFenced) {
+	sk := sink.NewSink(c.downDB, "dm_meta", c.task, "s1")
+	sk.SetEpoch(c.epoch - 1)
+	if err := sk.Init(context.Background()); !errors.Is(err, meta.ErrFenced) {
 		t.Fatalf("claim of a stale epoch: %v", err)
 	}
-	if err := sink.Flush(context.Background(), nil, meta.CheckpointUpdate{Global: vocab.Position{File: "mysql-bin.000001", Pos: 4}}); !errors.Is(err, meta.ErrFenced) {
+	if err := sk.Flush(context.Background(), nil, meta.CheckpointUpdate{Global: vocab.Position{File: "mysql-bin.000001", Pos: 4}}); !errors.Is(err, meta.ErrFenced) {
 		t.Fatalf("flush of a stale epoch: %v", err)
 	}
 }

@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"context"
 	"time"
 
 	"go.uber.org/zap"
@@ -29,19 +28,5 @@ import (
 func (s *Syncer) trace(lock, step string, at time.Time) {
 	if ce := s.log.Check(zap.DebugLevel, "lock trace"); ce != nil {
 		ce.Write(zap.String("lock", lock), zap.String("step", step), zap.Int64("at_us", at.UnixMicro()))
-	}
-}
-
-type traceKey struct{}
-
-// withTrace returns a context whose sink calls report their steps to step (the sink has no logger).
-func withTrace(ctx context.Context, step func(string)) context.Context {
-	return context.WithValue(ctx, traceKey{}, step)
-}
-
-// traceStep reports a step to the context's tracer, if any.
-func traceStep(ctx context.Context, step string) {
-	if f, ok := ctx.Value(traceKey{}).(func(string)); ok {
-		f(step)
 	}
 }

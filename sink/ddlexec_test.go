@@ -1,4 +1,4 @@
-package worker
+package sink
 
 import (
 	"context"
@@ -305,7 +305,7 @@ func TestHandMadeColumnIsComparedNotAssumed(t *testing.T) {
 			before := alters(t)
 			err := exec()
 			var na *NotAppliedError
-			if !errors.As(err, &na) || !downstreamPermanent(err) || IsPermanent(err) {
+			if !errors.As(err, &na) || !DownstreamPermanent(err) || IsPermanent(err) {
 				t.Fatalf("DDL over a different hand-made column: %v; want a NotAppliedError the caller pauses on", err)
 			}
 			for _, want := range []string{add, "Error 1060", "column `c` differs (type varchar(5) downstream, int in the statement)",

@@ -1,4 +1,4 @@
-package worker
+package sink
 
 import (
 	"cmp"
@@ -457,4 +457,11 @@ func definitionOf(tables []vocab.TableName, defs []string) definition {
 		sb.WriteString(t.String() + ": " + autoIncrement.ReplaceAllString(defs[i], "") + "\n")
 	}
 	return definition{text: sb.String(), hash: fmt.Sprintf("sha256:%x", sha256.Sum256([]byte(sb.String())))}
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }

@@ -1,4 +1,4 @@
-package worker
+package sink
 
 import (
 	"cmp"
@@ -70,6 +70,12 @@ type Sink struct {
 	// is already there (another shard's with the same key, or one written before) is overwritten.
 	safe atomic.Bool
 }
+
+// SetMaxRows is the most rows one multi-row INSERT takes (256 by default).
+func (s *Sink) SetMaxRows(n int) { s.maxRows = n }
+
+// Meta is the store of the source's meta tables that this sink's transactions write.
+func (s *Sink) Meta() *meta.Store { return s.meta }
 
 // SetSafeMode turns DM's safe mode on or off for the following transactions.
 func (s *Sink) SetSafeMode(on bool) { s.safe.Store(on) }
@@ -506,7 +512,7 @@ func (s *Sink) apply(ctx context.Context, tx *sql.Tx, cs []Change, group bool) (
 		case c.Kind == Update:
 			sets := make([]string, len(c.Columns))
 			for i, col := range c.Columns {
-				sets[i] = quoteName(col) + " = ?"
+				sets[i] = vocab.Quote(col) + " = ?"
 			}
 			stmts = []statement{{"UPDATE " + c.Target.String() + " SET " + strings.Join(sets, ", ") + " WHERE " + where + " LIMIT 1",
 				append(slices.Clip(c.Row), wargs...)}}
@@ -572,10 +578,10 @@ func (s *Sink) where(ctx context.Context, c Change) (string, []any, error) {
 	}
 	for _, k := range use {
 		v := c.Old[idx[strings.ToLower(k)]]
-		conds = append(conds, quoteName(k)+" <=> ?")
+		conds = append(conds, vocab.Quote(k)+" <=> ?")
 		args = append(args, v)
 		if b, ok := v.([]byte); ok && exact {
-			conds = append(conds, "CAST("+quoteName(k)+" AS BINARY) <=> ?")
+			conds = append(conds, "CAST("+vocab.Quote(k)+" AS BINARY) <=> ?")
 			args = append(args, b)
 		}
 	}
@@ -607,12 +613,44 @@ func (s *Sink) keyColumns(ctx context.Context, t vocab.TableName) ([]string, err
 // ForgetKeys drops cached key columns (after a DDL).
 func (s *Sink) ForgetKeys() { s.keys = map[vocab.TableName][]string{} }
 
-func quoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
-
 func quoteCols(cols []string) string {
 	q := make([]string, len(cols))
 	for i, c := range cols {
-		q[i] = quoteName(c)
+		q[i] = vocab.Quote(c)
 	}
 	return strings.Join(q, ", ")
 }
+
+// Describe renders the change as the statement it becomes downstream, with its values, for an error.
+func (c Change) Describe() string {
+	vals := func(v []any) string {
+		parts := make([]string, len(v))
+		for i, x := range v {
+			switch y := x.(type) {
+			case nil:
+				parts[i] = "NULL"
+			case []byte:
+				parts[i] = fmt.Sprintf("%q", clip(string(y), 40))
+			case string:
+				parts[i] = fmt.Sprintf("%q", clip(y, 40))
+			default:
+				parts[i] = fmt.Sprint(y)
+			}
+		}
+		return "(" + strings.Join(parts, ", ") + ")"
+	}
+	switch c.Kind {
+	case Insert:
+		return "INSERT INTO " + c.Target.String() + " (" + quoteCols(c.Columns) + ") VALUES " + vals(c.Row)
+	case Update:
+		return "UPDATE " + c.Target.String() + " row " + vals(c.Old) + " to " + vals(c.Row)
+	case Delete:
+		return "DELETE FROM " + c.Target.String() + " row " + vals(c.Old)
+	case Raw:
+		return c.SQL
+	}
+	return fmt.Sprintf("change %d", c.Kind)
+}
+
+// Size is the bytes of c's values, the measure of a batch.
+func (c Change) Size() int { return rowBytes(c.Row) + rowBytes(c.Old) }
