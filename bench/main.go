@@ -30,7 +30,7 @@ func main() {
 	}
 	runs := []run{
 		{"./pessimist/", ".", *lockTime, nil},
-		{"./worker/", "CatchUp|HotTable|RemoteUpdates|ThroughputWhileLockWaits", "1x", []string{fmt.Sprintf("TRIBUTARY_BENCH_ROWS=%d", *rows)}},
+		{"./syncer/", "CatchUp|HotTable|RemoteUpdates|ThroughputWhileLockWaits", "1x", []string{fmt.Sprintf("TRIBUTARY_BENCH_ROWS=%d", *rows)}},
 	}
 	if *rounds > 0 {
 		runs = append(runs, run{"./integration/", "LockLatency", "1x", []string{fmt.Sprintf("TRIBUTARY_LATENCY_ROUNDS=%d", *rounds)}})

@@ -608,7 +608,7 @@ func TestOnlineDDLWorkerKilledBeforeCutOver(t *testing.T) {
 	c.converge("id, v")
 	// One written table per source, so each flush of its syncer commits one partition: the checkpoint
 	// wait below is about the online DDL run, not about how the resume position moves while every
-	// flush spans several partitions (a separate matter of worker/syncer.go's flush).
+	// flush spans several partitions (a separate matter of syncer/syncer.go's flush).
 	w1 := c.startWriters(0, 3, []string{"db_1.t_1"}, []int{110000}, [][]int{seq(100000, 2000)})
 	w2 := c.startWriters(1, 4, []string{"db_2.t_2"}, []int{410000}, [][]int{seq(400000, 50)})
 	w1.progress(100)

@@ -11,6 +11,7 @@ import (
 
 	pb "github.com/tributary-db/tributary/proto"
 	"github.com/tributary-db/tributary/sink"
+	"github.com/tributary-db/tributary/syncer"
 	"github.com/tributary-db/tributary/vocab"
 )
 
@@ -21,7 +22,7 @@ import (
 func (s *Server) HandleError(ctx context.Context, req *pb.HandleWorkerErrorRequest) (*pb.CommonWorkerResponse, error) {
 	s.mu.Lock()
 	sub := s.subtasks[req.Task]
-	var ops *Operators
+	var ops *syncer.Operators
 	if sub != nil {
 		ops = sub.ops
 	}
@@ -51,7 +52,7 @@ func (s *Server) HandleError(ctx context.Context, req *pb.HandleWorkerErrorReque
 	} else if !paused {
 		return fail("task %s on source %s is not paused on a statement; give the event's position with -b FILE:POS", req.Task, req.Source)
 	}
-	op := Operator{Pos: pos, Lock: lock}
+	op := syncer.Operator{Pos: pos, Lock: lock}
 	switch req.Op {
 	case pb.ErrorOp_Revert:
 		ok, err := ops.Revert(ctx, pos)
@@ -95,12 +96,8 @@ func (s *Server) HandleError(ctx context.Context, req *pb.HandleWorkerErrorReque
 // pausedAt is the event a subtask's error names, and whether the error is about a lock's DDLs this
 // source ran as owner.
 func pausedAt(err error) (pos vocab.Position, lock, ok bool) {
-	var st atStatement
-	if errors.As(err, &st) {
-		pos, _, lock = st.stoppedAt()
-		return pos, lock, true
-	}
-	return vocab.Position{}, false, false
+	pos, _, lock, ok = syncer.StoppedAt(err)
+	return pos, lock, ok
 }
 
 // splitStatements splits the statements of binlog replace (each argument may hold several,
@@ -131,15 +128,14 @@ func processError(err error) *pb.ProcessError {
 			Message:    "the subtask is paused on a statement a retry cannot fix; it waits for the user",
 			RawCause:   err.Error(),
 			Workaround: "fix the cause and run resume-task, or binlog skip / binlog replace the statement (see the error for the command)"}
-		var rd *ReadError
+		var rd *syncer.ReadError
 		if errors.As(err, &rd) {
 			pe.ErrScope, pe.Message = "upstream", "the subtask is paused: the source's binlog cannot be read from where it resumes, and a retry cannot fix that"
 			pe.Workaround = "see the error for the ways out; then resume-task (or start-task --remove-meta with a new meta)"
 			return pe
 		}
-		var st atStatement
-		if errors.As(err, &st) {
-			_, pe.ErrScope, _ = st.stoppedAt()
+		if _, scope, _, ok := syncer.StoppedAt(err); ok {
+			pe.ErrScope = scope
 		}
 		return pe
 	}

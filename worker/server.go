@@ -27,6 +27,7 @@ import (
 	"github.com/tributary-db/tributary/router"
 	routepkg "github.com/tributary-db/tributary/router"
 	"github.com/tributary-db/tributary/sink"
+	"github.com/tributary-db/tributary/syncer"
 	"github.com/tributary-db/tributary/vocab"
 )
 
@@ -250,19 +251,19 @@ type subtask struct {
 	mu      sync.Mutex
 	stage   string
 	lastErr error
-	syncer  *Syncer
+	syncer  *syncer.Syncer
 	loader  *loader.Unit // while a task-mode all or full subtask loads
 	// loaded: the load unit has finished in this subtask's life; a pause after it is the sync unit's.
 	loaded bool
 	cancel context.CancelFunc
 	done   chan struct{}
-	upDB   *sql.DB       // for the source's own position in status
-	ops    *Operators    // binlog skip|replace decisions, kept in etcd
-	wake   chan struct{} // a binlog skip or replace for the statement the subtask paused on
+	upDB   *sql.DB           // for the source's own position in status
+	ops    *syncer.Operators // binlog skip|replace decisions, kept in etcd
+	wake   chan struct{}     // a binlog skip or replace for the statement the subtask paused on
 }
 
 func newSubtask(sp spec, cfg ServerConfig, log *zap.Logger) *subtask {
-	return &subtask{wake: make(chan struct{}, 1), spec: sp, cfg: cfg, ops: NewOperators(cfg.Client, sp.task.Name, sp.inst.SourceID, sp.epoch), log: log.With(zap.String("task", sp.task.Name), zap.String("source", sp.inst.SourceID), zap.Int64("epoch", sp.epoch))}
+	return &subtask{wake: make(chan struct{}, 1), spec: sp, cfg: cfg, ops: syncer.NewOperators(cfg.Client, sp.task.Name, sp.inst.SourceID, sp.epoch), log: log.With(zap.String("task", sp.task.Name), zap.String("source", sp.inst.SourceID), zap.Int64("epoch", sp.epoch))}
 }
 
 // setStage starts or pauses the subtask.
@@ -432,7 +433,7 @@ func (t *subtask) runOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg := SyncerConfig{
+	cfg := syncer.SyncerConfig{
 		Task: sp.task.Name, Source: sp.inst.SourceID, Flavor: flavor,
 		Host: sp.source.From.Host, Port: uint16(sp.source.From.Port), User: sp.source.From.User, Password: sp.source.From.PlainPassword(), TLS: upTLS,
 		ServerID: sp.source.ServerID, EnableGTID: sp.source.EnableGTID, Router: router, Filter: filter, Online: online, Downstream: down, DDLDownstream: ddlDown, GroupStatements: true,
@@ -464,7 +465,7 @@ func (t *subtask) runOnce(ctx context.Context) error {
 	if err := t.ops.Load(ctx); err != nil {
 		return err
 	}
-	syncer := NewSyncer(cfg)
+	syncer := syncer.NewSyncer(cfg)
 	t.mu.Lock()
 	t.syncer = syncer
 	t.mu.Unlock()
