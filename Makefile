@@ -39,8 +39,8 @@ test-faults:
 		| grep -E '^(=== RUN|--- |\s+--- |PASS|FAIL|ok)'
 
 # The chaos soak: 3 masters, 3 workers, 3 upstreams and a downstream under a steady workload and
-# continuous shard DDL while faults overlap; the checkers judge the run (package chaos, README "Chaos
-# soak"). DURATION and SEED choose the run; a failing seed replays the same schedule.
+# continuous shard DDL while faults overlap; the checkers judge the run (package chaos, docs/testing.md
+# "Chaos soak"). DURATION and SEED choose the run; a failing seed replays the same schedule.
 DURATION ?= 3m
 SEED ?= 1
 chaos:

@@ -18,7 +18,7 @@ func TestMain(m *testing.M) { mariadbtest.Main(m) }
 // make chaos SEED=4 DURATION=90s.
 const ciSeed = 4
 
-// TestSoakShort is the chaos soak CI runs (README "Chaos soak"): the whole cluster under overlapping
+// TestSoakShort is the chaos soak CI runs (docs/testing.md "Chaos soak"): the whole cluster under overlapping
 // faults for 90 s (TRIBUTARY_CHAOS_DURATION changes it), judged by every checker. -short skips it.
 func TestSoakShort(t *testing.T) {
 	if testing.Short() {

@@ -8,8 +8,8 @@ import (
 // The DDL safety table: for every kind of DDL the parser yields, what reaches the downstream when the
 // table or schema it names is (a) unsharded, (b) one shard of a merged target, or (c) in a schema that
 // routes onto a merged schema. It is the only place this is decided (invariant 9: no upstream
-// statement makes the system destroy rows it did not write). README's table is generated from it
-// (TestPolicyTableInREADME keeps them equal).
+// statement makes the system destroy rows it did not write). docs/ddl.md's table is generated from it
+// (TestPolicyTableInDocs keeps them equal).
 
 // Scope is how the table or schema a DDL part names takes part in the merge.
 type Scope uint8
@@ -98,7 +98,7 @@ var (
 	views = Decision{Ignore, "views are not replicated: their definition names upstream tables and definers"}
 )
 
-// Policy is the safety table, in README's order.
+// Policy is the safety table, in docs/ddl.md's order.
 var Policy = []PolicyRow{
 	{KindCreateDatabase, Decision{RunIfNotExists, ""}, ifNot, ifNot},
 	{KindAlterDatabase, run, Decision{Ignore, "the merged schema's defaults are shared by every shard"}, Decision{Ignore, "the merged schema's defaults are shared by every shard"}},
@@ -174,7 +174,7 @@ func FilterEvents(kind Kind) []string {
 	return nil
 }
 
-// PolicyMarkdown renders the safety table for README.
+// PolicyMarkdown renders the safety table for docs/ddl.md.
 func PolicyMarkdown() string {
 	cell := func(d Decision) string {
 		if d.Why == "" {

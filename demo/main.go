@@ -93,7 +93,7 @@ func (s *shard) ddl(c *e2e.Cluster, stmt string, cols int) error {
 // preload is the rows each shard holds before the task starts.
 const preload = 10000
 
-// task is the name of the demo's task, as in examples/task.yaml (README's walkthrough shows its output).
+// task is the name of the demo's task, as in examples/task.yaml (docs/walkthrough.md shows its output).
 const task = "shard-merge"
 
 func run(bin string) error {

@@ -116,7 +116,7 @@ func TestOutcomesOfClasses(t *testing.T) {
 		}
 	}
 	if len(classOrder) != len(classRules) {
-		t.Errorf("README order lists %d classes, the table has %d", len(classOrder), len(classRules))
+		t.Errorf("the statement table's order lists %d classes, the table has %d", len(classOrder), len(classRules))
 	}
 	if got := ClassRule("no-such").Outcome; got != Stop {
 		t.Errorf("an unnamed class: %s, want stop", got)
@@ -237,9 +237,9 @@ func TestEventTable(t *testing.T) {
 	}
 }
 
-// README shows the event table as the code has it.
-func TestEventTableInREADME(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "README.md"))
+// docs/ddl.md shows the event table as the code has it.
+func TestEventTableInDocs(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "docs", "ddl.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,9 +247,9 @@ func TestEventTableInREADME(t *testing.T) {
 	s := string(data)
 	i, j := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || j < i {
-		t.Fatalf("README.md has no %q ... %q block; put this there:\n%s", begin, end, Markdown())
+		t.Fatalf("docs/ddl.md has no %q ... %q block; put this there:\n%s", begin, end, Markdown())
 	}
 	if got, want := s[i+len(begin):j], Markdown(); got != want {
-		t.Fatalf("README's event table differs from eventclass; put this between the markers:\n%s", want)
+		t.Fatalf("docs/ddl.md's event table differs from eventclass; put this between the markers:\n%s", want)
 	}
 }

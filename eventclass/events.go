@@ -120,7 +120,7 @@ func Event(t replication.EventType) Rule {
 		Why: "an event type Tributary has no decision for; its meaning for the downstream is unknown"}
 }
 
-// EventRules lists the event table, in type order (for README and tests).
+// EventRules lists the event table, in type order (for docs/ddl.md and tests).
 func EventRules() []Rule {
 	types := make([]int, 0, len(eventRules))
 	for t := range eventRules {
@@ -134,7 +134,7 @@ func EventRules() []Rule {
 	return out
 }
 
-// Markdown is README's event table: the event types, then the statement classes.
+// Markdown is docs/ddl.md's event table: the event types, then the statement classes.
 func Markdown() string {
 	var b strings.Builder
 	b.WriteString("| binlog event | what Tributary does | why |\n|---|---|---|\n")

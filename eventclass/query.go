@@ -69,7 +69,7 @@ var classRules = map[Class]Rule{
 	Unknown:       {"any other statement", Stop, "a statement Tributary has no decision for: it may change data in ways the rows do not show"},
 }
 
-// classOrder is README's order of the statement table.
+// classOrder is docs/ddl.md's order of the statement table.
 var classOrder = []Class{DDL, Begin, Commit, XAStart, XAEnd, XAPrepare, XACommit, XACommitOnePhase, XARollback,
 	Savepoint, RollbackToSavepoint, ReleaseSavepoint, Maintenance, Flush, Account, StoredProgram, View, Temporary,
 	Tablespace, Plugin, Server, Dummy, Empty, Rollback, DML, Unknown}

@@ -436,12 +436,12 @@ func TestLoadHiddenTargetUntilCutover(t *testing.T) {
 	c.checkCutover()
 }
 
-// sampleFile is a query-status of a load in progress, quoted by README; TRIBUTARY_UPDATE_TESTDATA=1
+// sampleFile is a query-status of a load in progress, quoted by docs/operating.md; TRIBUTARY_UPDATE_TESTDATA=1
 // rewrites it from TestLoadHiddenTargetUntilCutover.
 var sampleFile = filepath.Join("testdata", "query-status-load.json")
 
 // checkSample saves out as the sample when asked to, and otherwise checks that the saved sample has
-// the shape of out (the same fields), so that what README quotes stays true.
+// the shape of out (the same fields), so that what docs/operating.md quotes stays true.
 func checkSample(t *testing.T, out string) {
 	t.Helper()
 	if os.Getenv("TRIBUTARY_UPDATE_TESTDATA") != "" {

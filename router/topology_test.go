@@ -67,7 +67,7 @@ func TestTopologyAcrossSources(t *testing.T) {
 		{s2, tn("Shop", "ORDERS"), true, true},
 		{s1, tn("inv", "stock"), true, true},
 		{s1, tn("crm", "people"), true, true},
-		{s1, tn("logs_1", "entries"), false, true}, // wildcard schema route: README's rule (c)
+		{s1, tn("logs_1", "entries"), false, true}, // wildcard schema route: docs/ddl.md's rule (c)
 		{s1, tn("app", "only1"), false, false},     // only s1 has it: its own DDL, its own TRUNCATE
 		{s1, tn("solo", "accounts"), false, false},
 	}
