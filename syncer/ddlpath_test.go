@@ -77,10 +77,10 @@ func TestDDLPathDecides(t *testing.T) {
 	res := opResult{target: target, info: pessimist.Info{Task: "task", Source: "s1", Target: target.String(), DDLs: ddls}, op: pessimist.Operation{DDLs: ddls, Exec: true}}
 	bad := res
 	bad.op.DDLs = []string{"ALTER TABLE `db`.`t` DROP COLUMN x"}
-	if _, err := d.resolve(bad, at.end); err == nil || !strings.Contains(err.Error(), "answered DDLs") {
+	if _, err := d.resolve(bad, lockView{lastPos: at.end}); err == nil || !strings.Contains(err.Error(), "answered DDLs") {
 		t.Fatalf("an operation for other DDLs: %v, want refused", err)
 	}
-	lr, err := d.resolve(res, at.end)
+	lr, err := d.resolve(res, lockView{lastPos: at.end})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestDDLPathDecides(t *testing.T) {
 	d.shard.heldBack[target] = true
 	ddls, _ = d.infoOf(target)
 	res.op.DDLs, res.info.DDLs = ddls, ddls
-	lr, err = d.resolve(res, evAt(2500).end)
+	lr, err = d.resolve(res, lockView{lastPos: evAt(2500).end})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +289,7 @@ func TestNextStepWaitsForTheReaderWithNothingHeldBack(t *testing.T) {
 	res := opResult{target: target, info: pessimist.Info{Task: "task", Source: "s1", Target: target.String(), DDLs: ddls},
 		op: pessimist.Operation{DDLs: ddls}}
 	// The reader is at 1500 (re-reading): past t_1's first DDL, before t_2's DDLs of both steps.
-	lr, err := d.resolve(res, evAt(1500).end)
+	lr, err := d.resolve(res, lockView{lastPos: evAt(1500).end})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +305,7 @@ func TestNextStepWaitsForTheReaderWithNothingHeldBack(t *testing.T) {
 
 	// With the reader past the next step already, its info goes at once, as before.
 	d = twoSteps()
-	if lr, err = d.resolve(res, evAt(4000).end); err != nil || !lr.post || lr.reread {
+	if lr, err = d.resolve(res, lockView{lastPos: evAt(4000).end}); err != nil || !lr.post || lr.reread {
 		t.Fatalf("resolved with the reader past the next step: %+v %v, want its info posted now", lr, err)
 	}
 }

@@ -29,6 +29,10 @@ type opResult struct {
 	op     pessimist.Operation
 	err    error
 	at     time.Time // when the operation arrived (for the trace)
+	// wroteExec: the put of info completed the lock and wrote this source's exec (Info.WroteExec).
+	wroteExec bool
+	// removed: the lock was force-removed from a task that still runs (checkRemoved); op is empty.
+	removed bool
 }
 
 // postInfo tells the master the group of target is synced and waits for the operation in the
@@ -47,7 +51,7 @@ func (s *Syncer) postInfo(ctx context.Context, target vocab.TableName) error {
 	go func() {
 		op, err := s.cfg.Agent.WaitOperation(ctx, info)
 		select {
-		case s.ddl.shard.opCh <- opResult{target: target, info: info, op: op, err: err, at: time.Now()}:
+		case s.ddl.shard.opCh <- opResult{target: target, info: info, wroteExec: info.WroteExec(), op: op, err: err, at: time.Now()}:
 		case <-ctx.Done():
 		}
 	}()
@@ -102,118 +106,165 @@ func (d *ddlPath) deferredDue(lastPos vocab.Position) []vocab.TableName {
 	return due
 }
 
-// applyOperation executes or skips the DDLs of a resolved lock, saves the checkpoint past them, marks
-// the operation done, and re-reads the DML held back behind them.
+// applyOperation carries out the operation of a lock of this source: the rows read before the DDLs
+// go downstream first, the DDL path decides the rest (resolve: a lockReady), and this runs it: the
+// re-read, the DDLs or the skip with the checkpoint past them, done in etcd, the next info.
 func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 	lock := res.info.LockID()
 	s.trace(lock, "op received", res.at)
 	s.trace(lock, "op applying", time.Now())
 	ctx = sink.WithTrace(ctx, func(step string) { s.trace(lock, step, time.Now()) })
-	removed := errors.Is(res.err, pessimist.ErrLockRemoved)
-	if removed {
-		// Only a lock force-removed from a task that still runs means "skip"; keys removed by
-		// stop-task (which also removes the task's key) stop this syncer, which should be stopped.
-		started, err := s.cfg.Agent.TaskStarted(ctx)
-		if err != nil {
-			return fmt.Errorf("source %s: lock %s removed; read its task: %w", s.cfg.Source, res.info.LockID(), err)
-		}
-		if !started {
-			return fmt.Errorf("source %s: lock %s removed with its task (stop-task): %w", s.cfg.Source, res.info.LockID(), res.err)
-		}
-	}
-	switch {
-	case removed:
-		// shard-ddl-lock unlock --force-remove: the user takes the DDLs over. They are skipped here
-		// (recorded as resolved, so a restart does not post them again) and the held-back DML
-		// follows; the downstream schema is the user's to fix by hand.
-		s.log.Warn("lock was force-removed: its DDLs are skipped on this source; apply the right schema downstream by hand",
-			zap.String("lock", res.info.LockID()), zap.Strings("ddls", res.info.DDLs))
-		res.op = pessimist.Operation{Task: s.cfg.Task, Source: s.cfg.Source, Target: res.info.Target, DDLs: res.info.DDLs}
-	case res.err != nil:
-		return fmt.Errorf("source %s waiting for lock %s: %w", s.cfg.Source, res.info.LockID(), res.err)
+	if err := s.checkRemoved(ctx, &res); err != nil {
+		return err
 	}
 	// The DML read before the DDLs goes downstream first; a checkpoint alone (a position, tracked
 	// schemas) need not: the checkpoint past the lock then keeps the resume position where it was
-	// persisted, with the schemas that go with it, and the next flush moves both. The owner whose
-	// info completed the lock has just read its own DDL, so it always has such a checkpoint to write,
-	// a commit downstream (2 ms on a VM) before the DDL.
+	// persisted (resolve). The owner whose info completed the lock has just read its own DDL, so it
+	// always has such a checkpoint to write, a commit downstream (2 ms on a VM) before the DDL.
 	rows, err := s.flushRows(ctx)
 	if err != nil {
 		return err
 	}
 	s.trace(lock, "flushed", time.Now())
-	lr, err := s.ddl.resolve(res, s.cur.lastPos)
+	lr, err := s.ddl.resolve(res, s.lockView(rows))
 	if err != nil {
 		return err
 	}
-	resolution, starts, first, in, held := lr.resolution, lr.starts, lr.first, lr.in, lr.reread
 	var from resumePoint
-	if held {
+	if lr.reread {
 		if from, err = s.cur.rewind(lr.rereadFrom); err != nil {
 			return err
 		}
 		s.apply.committed, s.apply.committedGTID = vocab.Position{}, ""
 	}
-	target := res.target
-	global := s.safeGlobal()
-	globalGTID := s.cur.gtidFor(global)
-	if !rows && s.apply.persisted.Compare(global) < 0 {
-		global, globalGTID = s.apply.persisted, s.apply.persistedGTID // see flushRows above
-	}
-	up := meta.CheckpointUpdate{Global: global, GlobalGTID: globalGTID, Resolved: resolution.Positions, ResolvedTarget: &target, ResolvedDDLs: res.op.DDLs}
-	if res.op.Exec {
-		failpoint.Inject("worker-before-exec") // the owner has its exec operation, nothing ran yet
-		ddls := res.op.DDLs
-		if op, ok := s.cfg.Operators.find(true, starts...); ok {
-			s.log.Warn("lock DDLs handled by an operator (binlog "+op.Op+")", zap.String("lock", res.info.LockID()),
-				zap.Strings("ddls", ddls), zap.Strings("instead", op.SQLs))
-			ddls = op.SQLs // skip: none
-		}
-		if res.info.WroteExec() {
-			err = s.exec.ExecDDLFirst(ctx, res.info.LockID(), ddls, in, up) // nobody can have run them yet
-		} else {
-			err = s.exec.ExecDDLOnce(ctx, res.info.LockID(), ddls, in, up)
-		}
-		if err != nil && sink.DownstreamPermanent(err) && len(starts) > 0 {
-			err = &StatementError{Task: s.cfg.Task, Source: s.cfg.Source, Table: first, Pos: starts[0],
-				Stmt: strings.Join(ddls, "; "), Lock: res.info.LockID(), Cause: err}
-		}
-	} else {
-		failpoint.Inject("worker-before-skip") // a non-owner has its skip, nothing re-synced yet
-		err = s.sink.Flush(ctx, nil, up)
-	}
-	if err != nil {
+	if err := s.runLockDDLs(ctx, res, lr); err != nil {
 		return err
 	}
 	s.trace(lock, "checkpoint", time.Now())
-	if res.op.Exec {
+	if lr.mode != lockSkip {
 		failpoint.Inject("worker-before-done") // DDL and checkpoint committed downstream, done not yet in etcd
 	}
-	for t, p := range resolution.Positions {
-		s.ckpt.Resolved[t] = p
-	}
-	s.ckpt.Global, s.apply.persisted, s.apply.persistedGTID = up.Global, up.Global, up.GlobalGTID
-	if !removed {
-		if err := s.cfg.Agent.DoneOperationDeleteInfo(ctx, res.op, res.info); err != nil {
+	maps.Copy(s.ckpt.Resolved, lr.up.Resolved)
+	s.ckpt.Global, s.apply.persisted, s.apply.persistedGTID = lr.up.Global, lr.up.Global, lr.up.GlobalGTID
+	if lr.done {
+		if err := s.cfg.Agent.DoneOperationDeleteInfo(ctx, lr.op, res.info); err != nil {
 			return err
 		}
 		s.trace(lock, "done", time.Now())
 	}
 	s.forgetKeys()
-	s.log.Info("sharding DDL resolved", zap.String("lock", res.info.LockID()), zap.Bool("exec", res.op.Exec))
-	if held && (s.ddl.shard.resync == nil || from.pos.Compare(s.ddl.shard.resync.pos) < 0) {
+	s.log.Info("sharding DDL resolved", zap.String("lock", lock), zap.Bool("exec", lr.op.Exec))
+	if lr.resync {
 		s.ddl.shard.resync, s.ddl.shard.resyncLock = &from, lock
 	}
 	if lr.post {
-		return s.postInfo(ctx, target)
+		return s.postInfo(ctx, res.target)
 	}
 	return nil
 }
+
+// checkRemoved tells a lock force-removed from a task that still runs (shard-ddl-lock unlock
+// --force-remove: its DDLs are skipped here) from one removed with its task by stop-task (this syncer
+// stops), and stops on any other error of the wait.
+func (s *Syncer) checkRemoved(ctx context.Context, res *opResult) error {
+	if !errors.Is(res.err, pessimist.ErrLockRemoved) {
+		if res.err != nil {
+			return fmt.Errorf("source %s waiting for lock %s: %w", s.cfg.Source, res.info.LockID(), res.err)
+		}
+		return nil
+	}
+	started, err := s.cfg.Agent.TaskStarted(ctx)
+	if err != nil {
+		return fmt.Errorf("source %s: lock %s removed; read its task: %w", s.cfg.Source, res.info.LockID(), err)
+	}
+	if !started {
+		return fmt.Errorf("source %s: lock %s removed with its task (stop-task): %w", s.cfg.Source, res.info.LockID(), res.err)
+	}
+	// The user takes the DDLs over. They are skipped here (recorded as resolved, so a restart does not
+	// post them again) and the held-back DML follows; the downstream schema is the user's to fix.
+	s.log.Warn("lock was force-removed: its DDLs are skipped on this source; apply the right schema downstream by hand",
+		zap.String("lock", res.info.LockID()), zap.Strings("ddls", res.info.DDLs))
+	res.removed, res.err = true, nil
+	return nil
+}
+
+// lockView is what the DDL path reads of the other stages to decide a lock's operation.
+func (s *Syncer) lockView(flushedRows bool) lockView {
+	v := lockView{lastPos: s.cur.lastPos, persisted: s.apply.persisted, persistedGTID: s.apply.persistedGTID,
+		flushedRows: flushedRows, gtidFor: s.cur.gtidFor, operator: s.cfg.Operators.find}
+	v.oldestXA, _ = s.xa.oldestPrepared()
+	return v
+}
+
+// runLockDDLs runs what lr decided downstream: the DDLs (exactly once, with the checkpoint past them)
+// on the owner, the checkpoint alone elsewhere.
+func (s *Syncer) runLockDDLs(ctx context.Context, res opResult, lr lockReady) error {
+	if lr.operator != nil {
+		s.log.Warn("lock DDLs handled by an operator (binlog "+lr.operator.Op+")", zap.String("lock", res.info.LockID()),
+			zap.Strings("ddls", lr.op.DDLs), zap.Strings("instead", lr.ddls))
+	}
+	var err error
+	switch lr.mode {
+	case lockSkip:
+		failpoint.Inject("worker-before-skip") // a non-owner has its skip, nothing re-synced yet
+		return s.sink.Flush(ctx, nil, lr.up)
+	case lockExecFirst:
+		failpoint.Inject("worker-before-exec")                                   // the owner has its exec operation, nothing ran yet
+		err = s.exec.ExecDDLFirst(ctx, res.info.LockID(), lr.ddls, lr.in, lr.up) // nobody can have run them yet
+	case lockExecOnce:
+		failpoint.Inject("worker-before-exec")
+		err = s.exec.ExecDDLOnce(ctx, res.info.LockID(), lr.ddls, lr.in, lr.up)
+	}
+	if err != nil && sink.DownstreamPermanent(err) && len(lr.starts) > 0 {
+		err = &StatementError{Task: s.cfg.Task, Source: s.cfg.Source, Table: lr.first, Pos: lr.starts[0],
+			Stmt: strings.Join(lr.ddls, "; "), Lock: res.info.LockID(), Cause: err}
+	}
+	return err
+}
+
+// lockView is what the DDL path reads of the other stages, read only, to decide a lock's operation:
+// where the reader is, the start of the oldest prepared XA transaction (zero: none), the checkpoint the
+// applier persisted, whether the flush before the lock wrote rows, the cursor's GTID sets at positions
+// and the operators (binlog skip/replace) the user put at positions.
+type lockView struct {
+	lastPos       vocab.Position
+	oldestXA      vocab.Position
+	persisted     vocab.Position
+	persistedGTID string
+	flushedRows   bool
+	gtidFor       func(vocab.Position) string
+	operator      func(lock bool, at ...vocab.Position) (Operator, bool)
+}
+
+// lockMode is how the owner or a non-owner carries out a lock's DDLs.
+type lockMode uint8
+
+const (
+	// lockSkip: a non-owner's skip (or a force-removed lock): the checkpoint past the DDLs alone.
+	lockSkip lockMode = iota
+	// lockExecOnce: the owner runs the DDLs exactly once, reading the markers first (an earlier
+	// owner may have run some).
+	lockExecOnce
+	// lockExecFirst: the owner runs the DDLs of an info it wrote with exec: nobody can have run them.
+	lockExecFirst
+)
 
 // lockReady is what the DDL path decided for a resolved lock of this source, for the unit to carry out:
 // the DDLs to execute or skip with the checkpoint past them, the DML held back behind them to read
 // again, and the group's next step.
 type lockReady struct {
+	// op is the operation carried out (a force-removed lock's: its info's DDLs, skipped); mode how;
+	// ddls what runs downstream in mode exec (the operation's, or an operator's instead, whose
+	// operator is then set); up the checkpoint that commits with them (or alone).
+	op       pessimist.Operation
+	mode     lockMode
+	ddls     []string
+	operator *Operator
+	up       meta.CheckpointUpdate
+	// done: mark the operation done in etcd (not for a force-removed lock, which is gone).
+	done bool
+	// resync: the re-read starts before any re-read under way; the unit's re-sync point moves there.
+	resync     bool
 	resolution shardgroup.Resolution
 	// starts are where this source's DDLs of the lock start in the binlog, the first's first (an
 	// operator for the lock's DDLs names one of them); first is its table and in its session settings,
@@ -231,20 +282,29 @@ type lockReady struct {
 	post bool
 }
 
-// resolve marks the step res answers as resolved in its group: the reader is at lastPos.
-func (d *ddlPath) resolve(res opResult, lastPos vocab.Position) (lockReady, error) {
+// resolve marks the step res answers as resolved in its group and decides the whole of what the unit
+// carries out (lockReady), from what it reads of the other stages (v). It does no I/O.
+func (d *ddlPath) resolve(res opResult, v lockView) (lockReady, error) {
 	lock := res.info.LockID()
-	delete(d.shard.pending, res.target)
+	lastPos := v.lastPos
+	op := res.op
+	if res.removed {
+		op = pessimist.Operation{Task: d.task, Source: d.source, Target: res.info.Target, DDLs: res.info.DDLs}
+	}
 	g := d.shard.groups[res.target]
-	if st := g.Status(); !slices.Equal(st.ActiveDDLs, res.op.DDLs) {
-		return lockReady{}, fmt.Errorf("source %s: lock %s answered DDLs %q, but the group waits on %q", d.source, lock, res.op.DDLs, st.ActiveDDLs)
+	if g == nil {
+		return lockReady{}, fmt.Errorf("source %s: lock %s answered for %s, which has no shard group here", d.source, lock, res.target)
+	}
+	delete(d.shard.pending, res.target)
+	if st := g.Status(); !slices.Equal(st.ActiveDDLs, op.DDLs) {
+		return lockReady{}, fmt.Errorf("source %s: lock %s answered DDLs %q, but the group waits on %q", d.source, lock, op.DDLs, st.ActiveDDLs)
 	}
 	resolution, err := g.ResolveActive()
 	if err != nil {
 		return lockReady{}, err
 	}
 	d.renameSettled(res.target, g)
-	lr := lockReady{resolution: resolution}
+	lr := lockReady{op: op, resolution: resolution, done: !res.removed}
 	// The DDLs run in the session of the first of them (their event's); one that ran in another is
 	// logged.
 	for _, t := range resolution.Tables {
@@ -292,5 +352,60 @@ func (d *ddlPath) resolve(res opResult, lastPos vocab.Position) (lockReady, erro
 			lr.post = true
 		}
 	}
+	lr.resync = lr.reread && (d.shard.resync == nil || lr.rereadFrom.Compare(d.shard.resync.pos) < 0)
+
+	// The checkpoint past the lock: where a restart may resume once the step is resolved (the reader's
+	// position, back at the re-read's start if there is one, and never past a prepared XA transaction
+	// or a group's unresolved step). When the flush before the lock wrote no rows, the position stays
+	// where it was persisted, with the schemas that go with it, and the next flush moves both.
+	global := lastPos
+	if lr.reread {
+		global = lr.rereadFrom
+	}
+	if !v.oldestXA.IsZero() && v.oldestXA.Compare(global) < 0 {
+		global = v.oldestXA
+	}
+	global = d.safeBefore(global)
+	globalGTID := ""
+	if v.gtidFor != nil {
+		globalGTID = v.gtidFor(global)
+	}
+	if !v.flushedRows && v.persisted.Compare(global) < 0 {
+		global, globalGTID = v.persisted, v.persistedGTID
+	}
+	target := res.target
+	lr.up = meta.CheckpointUpdate{Global: global, GlobalGTID: globalGTID, Resolved: resolution.Positions, ResolvedTarget: &target, ResolvedDDLs: op.DDLs}
+
+	// The owner runs the DDLs, or what an operator (binlog skip/replace at one of their events) put in
+	// their place; exactly once, and without reading the markers when its info carried exec (nobody
+	// can have run them). A non-owner and a force-removed lock write the checkpoint alone.
+	if op.Exec {
+		lr.mode, lr.ddls = lockExecOnce, op.DDLs
+		if res.wroteExec {
+			lr.mode = lockExecFirst
+		}
+		if v.operator != nil {
+			if o, ok := v.operator(true, lr.starts...); ok {
+				lr.operator, lr.ddls = &o, o.SQLs // skip: none
+			}
+		}
+	}
 	return lr, nil
+}
+
+// safeBefore is g, or the start of the event of a group's unresolved step if that is earlier: a
+// restart must read that DDL again.
+func (d *ddlPath) safeBefore(g vocab.Position) vocab.Position {
+	for target, grp := range d.shard.groups {
+		if u, ok := grp.Unresolved(); ok {
+			p := u.FirstPosition
+			if st, ok := d.shard.ddlStart[target][p]; ok {
+				p = st.start
+			}
+			if p.Compare(g) < 0 {
+				g = p
+			}
+		}
+	}
+	return g
 }

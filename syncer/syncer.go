@@ -362,16 +362,5 @@ func (s *Syncer) safeGlobal() vocab.Position {
 	if p, ok := s.xa.oldestPrepared(); ok && p.Compare(g) < 0 {
 		g = p // a prepared XA transaction's rows wait in memory: a restart reads them again
 	}
-	for target, grp := range s.ddl.shard.groups {
-		if u, ok := grp.Unresolved(); ok {
-			p := u.FirstPosition
-			if st, ok := s.ddl.shard.ddlStart[target][p]; ok {
-				p = st.start
-			}
-			if p.Compare(g) < 0 {
-				g = p
-			}
-		}
-	}
-	return g
+	return s.ddl.safeBefore(g)
 }
