@@ -35,6 +35,18 @@ func TrackColumns(sql, defaultSchema string, lookup func(vocab.TableName) ([]voc
 	if err != nil {
 		return nil, fmt.Errorf("track columns of %q: %w", truncate(sql), err)
 	}
+	return trackColumns(stmts, defaultSchema, lookup)
+}
+
+// TrackColumns is TrackColumns of the parsed statements (before Split).
+func (p *Parsed) TrackColumns(defaultSchema string, lookup func(vocab.TableName) ([]vocab.Column, bool)) (map[vocab.TableName][]vocab.Column, error) {
+	if p.spent {
+		return nil, errSpent
+	}
+	return trackColumns(p.stmts, defaultSchema, lookup)
+}
+
+func trackColumns(stmts []ast.StmtNode, defaultSchema string, lookup func(vocab.TableName) ([]vocab.Column, bool)) (map[vocab.TableName][]vocab.Column, error) {
 	changes := map[vocab.TableName][]vocab.Column{}
 	current := func(t vocab.TableName) ([]vocab.Column, bool) {
 		if c, ok := changes[t]; ok {

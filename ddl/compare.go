@@ -75,12 +75,6 @@ func unknown(format string, args ...any) Comparison {
 // CompareWithDownstream reports whether down already is what ddl, one statement with qualified
 // table names, would have made of it (see above). It does no I/O.
 func CompareWithDownstream(ddl string, down Downstream) (c Comparison) {
-	defer func() {
-		// An AST of a shape this code did not expect is "cannot tell", never "applied".
-		if r := recover(); r != nil {
-			c = unknown("comparing it failed: %v", r)
-		}
-	}()
 	stmts, err := parse(ddl)
 	if err != nil {
 		return unknown("the statement cannot be read: %v", err)
@@ -88,12 +82,22 @@ func CompareWithDownstream(ddl string, down Downstream) (c Comparison) {
 	if len(stmts) != 1 {
 		return unknown("%d statements, not one", len(stmts))
 	}
+	return compareWithDownstream(stmts[0], down)
+}
+
+func compareWithDownstream(node ast.StmtNode, down Downstream) (c Comparison) {
+	defer func() {
+		// An AST of a shape this code did not expect is "cannot tell", never "applied".
+		if r := recover(); r != nil {
+			c = unknown("comparing it failed: %v", r)
+		}
+	}()
 	exists := func(tn *ast.TableName) (vocab.TableName, bool) {
 		t := vocab.TableName{Schema: tn.Schema.O, Name: tn.Name.O}
 		_, ok := down.Tables[t]
 		return t, ok
 	}
-	switch s := stmts[0].(type) {
+	switch s := node.(type) {
 	case *ast.CreateDatabaseStmt:
 		if down.Databases[s.Name.O] {
 			return sameAs("database `%s` is there (its options are not compared)", s.Name.O)
@@ -157,7 +161,7 @@ func CompareWithDownstream(ddl string, down Downstream) (c Comparison) {
 		}
 		return w.compare(d)
 	}
-	return unknown("%T is not compared", stmts[0])
+	return unknown("%T is not compared", node)
 }
 
 // tableOf reads the downstream definition of the table tn names: nil with a known difference when the

@@ -31,7 +31,11 @@ func Effects(sql string) (effects []Effect, ok bool) {
 	if err != nil || len(stmts) != 1 {
 		return nil, false
 	}
-	alter, ok := stmts[0].(*ast.AlterTableStmt)
+	return effectsOf(stmts[0])
+}
+
+func effectsOf(node ast.StmtNode) (effects []Effect, ok bool) {
+	alter, ok := node.(*ast.AlterTableStmt)
 	if !ok {
 		return nil, false
 	}

@@ -40,8 +40,9 @@ type Part struct {
 	Source vocab.TableName
 	// Target is Source after routing.
 	Target vocab.TableName
-	// SQL is the single-table statement with every table name routed, restored from the AST.
-	SQL string
+	// Statement is the single-table statement with every table name routed, restored from the AST,
+	// with the tree its text parsed into.
+	Statement
 	// RenamedTo is, for RENAME TABLE and ALTER TABLE RENAME, the upstream table's new name.
 	RenamedTo vocab.TableName
 	// AlsoAlters: an ALTER TABLE RENAME that changes the table besides its name.
@@ -60,6 +61,7 @@ var parsers = sync.Pool{New: func() any { return parser.New() }}
 // parse parses with a pooled parser. The parser is third-party code fed with user input: a panic in
 // it becomes an error (and that parser is not reused).
 func parse(sql string) (stmts []ast.StmtNode, err error) {
+	parses.Add(1)
 	p := parsers.Get().(*parser.Parser)
 	defer func() {
 		if r := recover(); r != nil {
@@ -82,7 +84,22 @@ func parse(sql string) (stmts []ast.StmtNode, err error) {
 // Split parses a DDL statement (one binlog query event) and returns one Part per affected table, in
 // statement order. Unqualified table names take defaultSchema. route may be nil (names are kept).
 // Statements that are not DDL, or DDL that Split does not handle, give an error naming the statement.
-func Split(sql, defaultSchema string, route Route) (parts []Part, err error) {
+func Split(sql, defaultSchema string, route Route) ([]Part, error) {
+	p, err := Parse(sql)
+	if err != nil {
+		return nil, err
+	}
+	return p.Split(defaultSchema, route)
+}
+
+// Split is Split of the parsed statements. It routes the names in the tree itself, so p is spent:
+// read it (TrackColumns, Pieces) before.
+func (p *Parsed) Split(defaultSchema string, route Route) (parts []Part, err error) {
+	if p.spent {
+		return nil, errSpent
+	}
+	p.spent = true
+	sql := p.SQL
 	// The parser is third-party code fed with user input; a panic in it must become an error, not
 	// a dead worker.
 	defer func() {
@@ -93,21 +110,10 @@ func Split(sql, defaultSchema string, route Route) (parts []Part, err error) {
 	if route == nil {
 		route = func(t vocab.TableName) vocab.TableName { return t }
 	}
-	// The parser silently turns invalid UTF-8 into '?', which would rename tables.
-	if !utf8.ValidString(sql) || !utf8.ValidString(defaultSchema) {
+	if !utf8.ValidString(defaultSchema) {
 		return nil, fmt.Errorf("DDL %q (default database %q) is not valid UTF-8", truncate(sql), defaultSchema)
 	}
-	stmts, err := parse(sql)
-	if err != nil && storedProgram.MatchString(sql) {
-		return nil, fmt.Errorf("%w: stored program %q", ErrNotDDL, truncate(sql))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("parse DDL %q: %w", truncate(sql), err)
-	}
-	if len(stmts) == 0 {
-		return nil, fmt.Errorf("parse DDL %q: no statement", truncate(sql))
-	}
-	for _, stmt := range stmts {
+	for _, stmt := range p.stmts {
 		pieces, err := splitStmt(stmt, defaultSchema)
 		if err != nil {
 			return nil, fmt.Errorf("split DDL %q: %w", truncate(sql), err)
@@ -272,24 +278,19 @@ func qualify(tn *ast.TableName, defaultSchema string) (vocab.TableName, error) {
 	return vocab.TableName{Schema: schema, Name: tn.Name.O}, nil
 }
 
-// rewrite restores a piece, parses it again (so the piece owns its AST) and routes every table name.
+// rewrite routes every table name of a piece, in its tree, and restores it. The restored text is
+// parsed once more: the downstream must never receive a statement that does not parse (routed names
+// or the default schema may not be valid identifiers), and that tree travels with the part.
 func rewrite(pc piece, defaultSchema string, route Route) (Part, error) {
-	orig, err := restore(pc.node)
+	orig, err := restore(pc.node) // refuses what the parser reads without keeping; drops TiDB-only options
 	if err != nil {
 		return Part{}, err
 	}
 	if pc.kind == KindView || pc.kind == KindSequence {
 		// Never run downstream (the safety table ignores them): named, not rewritten.
-		return Part{Kind: pc.kind, Source: pc.source, Target: route(pc.source), SQL: orig}, nil
+		return Part{Kind: pc.kind, Source: pc.source, Target: route(pc.source), Statement: Statement{SQL: orig}}, nil
 	}
-	stmts, err := parse(orig)
-	if err != nil {
-		return Part{}, fmt.Errorf("re-parse %q: %w", orig, err)
-	}
-	if len(stmts) != 1 {
-		return Part{}, fmt.Errorf("re-parse %q: %d statements", orig, len(stmts))
-	}
-	stmt := stmts[0]
+	stmt := pc.node
 	v := &renamer{defaultSchema: defaultSchema, route: route}
 	stmt.Accept(v)
 	if v.err != nil {
@@ -308,12 +309,15 @@ func rewrite(pc piece, defaultSchema string, route Route) (Part, error) {
 	if err != nil {
 		return Part{}, err
 	}
-	// Routed names (or the default schema) may not be valid identifiers; the downstream must never
-	// receive a statement that does not parse.
-	if _, err := parse(sql); err != nil {
+	parsed, err := parse(sql)
+	if err != nil {
 		return Part{}, fmt.Errorf("rewritten DDL %q is not valid: %w", sql, err)
 	}
-	return Part{Kind: pc.kind, Source: pc.source, Target: target, SQL: sql, RenamedTo: pc.renamedTo, AlsoAlters: pc.alsoAlters}, nil
+	if len(parsed) != 1 {
+		return Part{}, fmt.Errorf("rewritten DDL %q: %d statements", sql, len(parsed))
+	}
+	return Part{Kind: pc.kind, Source: pc.source, Target: target, Statement: Statement{SQL: sql, node: parsed[0]},
+		RenamedTo: pc.renamedTo, AlsoAlters: pc.alsoAlters}, nil
 }
 
 // renamer routes every table name of a statement.
@@ -389,15 +393,21 @@ func CreateIfNotExists(sql string) (string, error) {
 	if len(stmts) != 1 {
 		return "", fmt.Errorf("%q: want one statement, got %d", truncate(sql), len(stmts))
 	}
-	switch ct := stmts[0].(type) {
+	st, err := ifNotExists(stmts[0], sql)
+	return st.SQL, err
+}
+
+func ifNotExists(node ast.StmtNode, sql string) (Statement, error) {
+	switch ct := node.(type) {
 	case *ast.CreateTableStmt:
 		ct.IfNotExists = true
 	case *ast.CreateDatabaseStmt:
 		ct.IfNotExists = true
 	default:
-		return "", fmt.Errorf("%q is not CREATE TABLE or CREATE DATABASE", truncate(sql))
+		return Statement{}, fmt.Errorf("%q is not CREATE TABLE or CREATE DATABASE", truncate(sql))
 	}
-	return restore(stmts[0])
+	out, err := restore(node)
+	return Statement{SQL: out, node: node}, err
 }
 
 // TablesOf returns the tables a statement names (qualified with defaultSchema where it names none),
@@ -407,6 +417,10 @@ func TablesOf(sql, defaultSchema string) ([]vocab.TableName, error) {
 	if err != nil {
 		return nil, err
 	}
+	return tablesOf(stmts, defaultSchema), nil
+}
+
+func tablesOf(stmts []ast.StmtNode, defaultSchema string) []vocab.TableName {
 	c := &tableCollector{schema: defaultSchema, seen: map[vocab.TableName]bool{}}
 	for _, st := range stmts {
 		st.Accept(c)
@@ -416,7 +430,7 @@ func TablesOf(sql, defaultSchema string) ([]vocab.TableName, error) {
 		out = append(out, t)
 	}
 	vocab.SortTables(out)
-	return out, nil
+	return out
 }
 
 type tableCollector struct {
@@ -458,7 +472,8 @@ func RetargetShowCreate(create string, target vocab.TableName) (string, error) {
 func TargetDefinition(create string, t, target vocab.TableName, route Route) (string, error) {
 	parts, err := Split(create, t.Schema, route)
 	if err == nil && len(parts) == 1 {
-		return CreateIfNotExists(parts[0].SQL)
+		st, err := parts[0].IfNotExists()
+		return st.SQL, err
 	}
 	stmt, rerr := RetargetShowCreate(create, target)
 	if rerr != nil {
@@ -479,17 +494,23 @@ func WithDefaultCollation(sql, collation string) (string, error) {
 	if len(stmts) != 1 {
 		return "", fmt.Errorf("%q: want one statement, got %d", truncate(sql), len(stmts))
 	}
-	ct, ok := stmts[0].(*ast.CreateTableStmt)
+	st, err := withDefaultCollation(Statement{SQL: sql, node: stmts[0]}, collation)
+	return st.SQL, err
+}
+
+func withDefaultCollation(s Statement, collation string) (Statement, error) {
+	ct, ok := s.node.(*ast.CreateTableStmt)
 	if !ok || ct.ReferTable != nil {
-		return sql, nil
+		return s, nil
 	}
 	for _, o := range ct.Options {
 		if o.Tp == ast.TableOptionCharset || o.Tp == ast.TableOptionCollate {
-			return sql, nil
+			return s, nil
 		}
 	}
 	ct.Options = append(ct.Options, &ast.TableOption{Tp: ast.TableOptionCollate, StrValue: collation})
-	return restore(ct)
+	out, err := restore(ct)
+	return Statement{SQL: out, node: ct}, err
 }
 
 // WithTableComment is a CREATE TABLE statement (TargetDefinition's) with its table comment replaced by

@@ -204,19 +204,14 @@ type Decision struct {
 
 // Decide reads a DDL statement (its default schema, the end position of its event) against the runs,
 // updates them, and says what to do with it.
-func (r *Rules) Decide(runs Runs, sql, schema string, at vocab.Position) (Decision, error) {
-	route := func(t vocab.TableName) vocab.TableName { // a ghost table's name becomes its real table's
-		if k, real := r.Classify(t.Name); k == Ghost && t.Name != "" {
-			return vocab.TableName{Schema: t.Schema, Name: real}
-		}
-		return t
-	}
-	parts, err := ddl.Split(sql, schema, route)
+func (r *Rules) Decide(runs Runs, parsed *ddl.Parsed, schema string, at vocab.Position) (Decision, error) {
+	sql := parsed.SQL
+	pieces, err := parsed.Pieces(schema)
 	if err != nil {
 		return Decision{Pass: true}, nil // the usual path reports or skips what it cannot read
 	}
 	tool, real := 0, 0
-	for _, p := range parts {
+	for _, p := range pieces {
 		if p.Source.Name == "" {
 			real++
 			continue
@@ -228,6 +223,18 @@ func (r *Rules) Decide(runs Runs, sql, schema string, at vocab.Position) (Decisi
 		}
 	}
 	if tool == 0 {
+		return Decision{Pass: true}, nil
+	}
+	// A statement of the tool's: its ghost table's names become the real table's. It is parsed again
+	// here (the usual path's tree is the binlog's names); it never runs downstream as it is.
+	route := func(t vocab.TableName) vocab.TableName {
+		if k, real := r.Classify(t.Name); k == Ghost && t.Name != "" {
+			return vocab.TableName{Schema: t.Schema, Name: real}
+		}
+		return t
+	}
+	parts, err := ddl.Split(sql, schema, route)
+	if err != nil {
 		return Decision{Pass: true}, nil
 	}
 	if real > 0 {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tributary-db/tributary/ddl"
 	"github.com/tributary-db/tributary/vocab"
 )
 
@@ -44,7 +45,7 @@ var ptRun = []step{
 func play(t *testing.T, r *Rules, runs Runs, steps []step, from uint32) {
 	t.Helper()
 	for i, s := range steps {
-		d, err := r.Decide(runs, s.sql, "db", pos(from+uint32(i)*100))
+		d, err := r.Decide(runs, mustParse(s.sql), "db", pos(from+uint32(i)*100))
 		if err != nil {
 			t.Fatalf("step %d %q: %v", i, s.sql, err)
 		}
@@ -63,7 +64,7 @@ func TestToolRunsBecomeTheirALTER(t *testing.T) {
 	play(t, r, runs, ghostRun, 1000)
 	play(t, r, runs, ptRun, 5000)
 	// a plain ALTER and the real tables' DML pass
-	if d, _ := r.Decide(runs, "ALTER TABLE t_1 ADD COLUMN c INT", "db_3", pos(9000)); !d.Pass {
+	if d, _ := r.Decide(runs, mustParse("ALTER TABLE t_1 ADD COLUMN c INT"), "db_3", pos(9000)); !d.Pass {
 		t.Fatal("a plain ALTER must pass")
 	}
 }
@@ -137,10 +138,10 @@ func TestCustomRulesAndRefusals(t *testing.T) {
 	if k, _ := r.Classify("_t_1_gho"); k != Real {
 		t.Fatal("custom rules replace the defaults")
 	}
-	if _, err := r.Decide(runs, "rename table t_1_shadow to other", "db", pos(900)); err == nil {
+	if _, err := r.Decide(runs, mustParse("rename table t_1_shadow to other"), "db", pos(900)); err == nil {
 		t.Fatal("renaming a ghost table to another table is no cut-over: refused")
 	}
-	if _, err := r.Decide(runs, "drop table t_1_trash, t_2", "db", pos(901)); err == nil {
+	if _, err := r.Decide(runs, mustParse("drop table t_1_trash, t_2"), "db", pos(901)); err == nil {
 		t.Fatal("a statement mixing tool and user tables is refused")
 	}
 }
@@ -201,4 +202,14 @@ func TestReadAgainFromBeforeAnEarlierRun(t *testing.T) {
 	if !run.Prune(pos(1301)) || len(run.Past) != 0 || len(runs[rt].Past) != 1 {
 		t.Fatalf("prune after the first cut-over: %+v (the original: %+v)", run, runs[rt])
 	}
+}
+
+// mustParse parses a statement of a test, as the usual path does before the rules read it. One the
+// parser cannot read (a stored program) has no statements for the rules: the usual path decides it.
+func mustParse(sql string) *ddl.Parsed {
+	p, err := ddl.Parse(sql)
+	if err != nil {
+		return &ddl.Parsed{SQL: sql}
+	}
+	return p
 }

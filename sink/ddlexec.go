@@ -60,7 +60,7 @@ var alreadyApplied = map[uint16]bool{1060: true, 1061: true, 1050: true, 1091: t
 //
 // Each of the ExecDDL functions runs the DDLs in the session settings in, those of the binlog event
 // they come from (nil: the sink's own; ddlsession.go).
-func (s *DDLExecutor) ExecDDL(ctx context.Context, ddls []string, in session.Settings, up meta.CheckpointUpdate) error {
+func (s *DDLExecutor) ExecDDL(ctx context.Context, ddls []ddl.Statement, in session.Settings, up meta.CheckpointUpdate) error {
 	return s.ExecDDLOnce(ctx, "", ddls, in, up)
 }
 
@@ -79,7 +79,7 @@ func (s *DDLExecutor) ExecDDL(ctx context.Context, ddls []string, in session.Set
 // makes of them (ddl.CompareWithDownstream), else it runs.
 //
 // An empty lockID runs the DDLs without markers.
-func (s *DDLExecutor) ExecDDLOnce(ctx context.Context, lockID string, ddls []string, in session.Settings, up meta.CheckpointUpdate) error {
+func (s *DDLExecutor) ExecDDLOnce(ctx context.Context, lockID string, ddls []ddl.Statement, in session.Settings, up meta.CheckpointUpdate) error {
 	return s.execDDLs(ctx, lockID, false, ddls, in, up)
 }
 
@@ -89,13 +89,13 @@ func (s *DDLExecutor) ExecDDLOnce(ctx context.Context, lockID string, ddls []str
 // COLUMN, a named index, with MODIFY beside them; the common case) then goes downstream behind a
 // marker "running" in one query (execRunning): no read before it, a round trip less on a lock's path
 // to a downstream that is usually idle when a lock resolves. The others go as in ExecDDLOnce.
-func (s *DDLExecutor) ExecDDLFirst(ctx context.Context, lockID string, ddls []string, in session.Settings, up meta.CheckpointUpdate) error {
+func (s *DDLExecutor) ExecDDLFirst(ctx context.Context, lockID string, ddls []ddl.Statement, in session.Settings, up meta.CheckpointUpdate) error {
 	return s.execDDLs(ctx, lockID, true, ddls, in, up)
 }
 
-func (s *DDLExecutor) execDDLs(ctx context.Context, lockID string, first bool, ddls []string, in session.Settings, up meta.CheckpointUpdate) error {
-	for _, q := range ddls {
-		if err := s.execOnce(ctx, lockID, q, first && lockID != "", in); err != nil {
+func (s *DDLExecutor) execDDLs(ctx context.Context, lockID string, first bool, ddls []ddl.Statement, in session.Settings, up meta.CheckpointUpdate) error {
+	for _, st := range ddls {
+		if err := s.execOnce(ctx, lockID, st, first && lockID != "", in); err != nil {
 			return err
 		}
 	}
@@ -103,11 +103,12 @@ func (s *DDLExecutor) execDDLs(ctx context.Context, lockID string, first bool, d
 	return s.sink.Flush(ctx, nil, up)
 }
 
-func (s *DDLExecutor) execOnce(ctx context.Context, lockID, q string, first bool, in session.Settings) error {
+func (s *DDLExecutor) execOnce(ctx context.Context, lockID string, st ddl.Statement, first bool, in session.Settings) error {
+	q := st.SQL
 	var tables []vocab.TableName
 	if lockID != "" {
 		var err error
-		if tables, err = ddl.TablesOf(q, ""); err != nil {
+		if tables, err = st.Tables(""); err != nil {
 			return fmt.Errorf("DDL %q: %w", q, err)
 		}
 	}
@@ -117,8 +118,8 @@ func (s *DDLExecutor) execOnce(ctx context.Context, lockID, q string, first bool
 	// then exactly these two statements. The same holds for the "running" marker of execRunning.
 	together := len(tables) > 0 && s.ddlDB != nil && !strings.Contains(q, ";")
 	if first && together && len(tables) == 1 {
-		if _, ok := ddl.Effects(q); ok {
-			decided, err := s.execRunning(ctx, lockID, q, tables, in)
+		if _, ok := st.Effects(); ok {
+			decided, err := s.execRunning(ctx, lockID, st, tables, in)
 			if decided || err != nil {
 				return err
 			}
@@ -134,7 +135,7 @@ func (s *DDLExecutor) execOnce(ctx context.Context, lockID, q string, first bool
 		case m.State == "done" && cur.is(m.After):
 			return nil // ran before a restart; its tables are as it left them
 		case m.State == "started" && !cur.is(m.Before):
-			c, err := s.compare(ctx, q)
+			c, err := s.compare(ctx, st)
 			if err != nil {
 				return err
 			}
@@ -146,7 +147,7 @@ func (s *DDLExecutor) execOnce(ctx context.Context, lockID, q string, first bool
 			s.log.Info("DDL marked started did not take effect (its tables changed otherwise since): it runs",
 				zap.String("lock", lockID), zap.String("ddl", q), zap.String("found", c.Reason))
 		case m.State == meta.MarkerRunning && len(tables) == 1:
-			c, err := s.compare(ctx, q)
+			c, err := s.compare(ctx, st)
 			if err != nil {
 				return err
 			}
@@ -176,7 +177,7 @@ func (s *DDLExecutor) execOnce(ctx context.Context, lockID, q string, first bool
 			}
 			return fmt.Errorf("execute DDL %q downstream: %w", q, err)
 		}
-		if err := s.checkApplied(ctx, lockID, q, me); err != nil {
+		if err := s.checkApplied(ctx, lockID, st, me); err != nil {
 			return err
 		}
 	}
@@ -196,7 +197,8 @@ func (s *DDLExecutor) execOnce(ctx context.Context, lockID, q string, first bool
 // unless the table shows it ran, and the same error, if it lasts, is reported from there. An "already
 // applied" error is q's (the marker's INSERT has none of those), so q did not run: it is decided on
 // here (checkApplied): decided, with the error that refuses it or marked done.
-func (s *DDLExecutor) execRunning(ctx context.Context, lockID, q string, tables []vocab.TableName, in session.Settings) (decided bool, err error) {
+func (s *DDLExecutor) execRunning(ctx context.Context, lockID string, st ddl.Statement, tables []vocab.TableName, in session.Settings) (decided bool, err error) {
+	q := st.SQL
 	traceStep(ctx, "ddl prepared")
 	if err := s.runDDL(ctx, s.ddlDB, s.meta.MarkRunningSQL(lockID, q), q, in); err != nil {
 		if ctx.Err() != nil {
@@ -206,7 +208,7 @@ func (s *DDLExecutor) execRunning(ctx context.Context, lockID, q string, tables 
 		if !errors.As(err, &me) || !alreadyApplied[me.Number] {
 			return false, nil // the reading way meets the same error again, if it lasts, and reports it
 		}
-		if err := s.checkApplied(ctx, lockID, q, me); err != nil {
+		if err := s.checkApplied(ctx, lockID, st, me); err != nil {
 			return true, err
 		}
 	}
@@ -235,8 +237,9 @@ func (s *DDLExecutor) markDone(ctx context.Context, lockID, q, before string, ta
 // not run, and it is taken as applied (nil, logged) only when the downstream already is what q would
 // make of it. Otherwise the error says what is there and what q would make; it wraps me, so the
 // subtask pauses on it (downstreamPermanent). The downstream's object is left as it is.
-func (s *DDLExecutor) checkApplied(ctx context.Context, lockID, q string, me *mysql.MySQLError) error {
-	c, err := s.compare(ctx, q)
+func (s *DDLExecutor) checkApplied(ctx context.Context, lockID string, st ddl.Statement, me *mysql.MySQLError) error {
+	q := st.SQL
+	c, err := s.compare(ctx, st)
 	if err != nil {
 		return err
 	}
@@ -283,8 +286,8 @@ func (e *NotAppliedError) Error() string {
 
 // compare reads the downstream objects q names (the tables' SHOW CREATE TABLE, the databases) and
 // compares them with what q would make (ddl.CompareWithDownstream).
-func (s *DDLExecutor) compare(ctx context.Context, q string) (ddl.Comparison, error) {
-	tables, err := ddl.TablesOf(q, "")
+func (s *DDLExecutor) compare(ctx context.Context, st ddl.Statement) (ddl.Comparison, error) {
+	tables, err := st.Tables("")
 	if err != nil {
 		return ddl.Comparison{Reason: err.Error()}, nil // the comparison says it cannot read q
 	}
@@ -313,7 +316,7 @@ func (s *DDLExecutor) compare(ctx context.Context, q string) (ddl.Comparison, er
 	if err := rows.Err(); err != nil {
 		return ddl.Comparison{}, fmt.Errorf("databases downstream: %w", err)
 	}
-	return ddl.CompareWithDownstream(q, down), nil
+	return st.CompareWithDownstream(down), nil
 }
 
 // before reads what execOnce decides on before it runs q: the epoch fence, which stops a worker whose

@@ -36,13 +36,13 @@ func TestExecDDLTwiceIsIdempotent(t *testing.T) {
 	pos := vocab.Position{File: "bin.000001", Pos: 4}
 	for _, q := range ddls {
 		for run := 0; run < 2; run++ {
-			if err := ex.ExecDDL(ctx, []string{q}, nil, meta.CheckpointUpdate{Global: pos}); err != nil {
+			if err := ex.ExecDDL(ctx, stmts(q), nil, meta.CheckpointUpdate{Global: pos}); err != nil {
 				t.Fatalf("%s (run %d): %v", q, run+1, err)
 			}
 		}
 	}
 	// A real error is still an error.
-	if err := ex.ExecDDL(ctx, []string{"ALTER TABLE nowhere.t ADD COLUMN c INT"}, nil, meta.CheckpointUpdate{}); err == nil {
+	if err := ex.ExecDDL(ctx, stmts("ALTER TABLE nowhere.t ADD COLUMN c INT"), nil, meta.CheckpointUpdate{}); err == nil {
 		t.Fatal("ALTER of a missing table succeeded")
 	}
 	cp, err := sink.Load(ctx)
@@ -83,7 +83,7 @@ func execDDLOnceAcrossCrashes(t *testing.T, together bool) {
 	once := func(want int, why string) {
 		t.Helper()
 		before := alters()
-		if err := ex.ExecDDLOnce(ctx, "L", []string{add}, nil, meta.CheckpointUpdate{}); err != nil {
+		if err := ex.ExecDDLOnce(ctx, "L", stmts(add), nil, meta.CheckpointUpdate{}); err != nil {
 			t.Fatalf("%s: %v", why, err)
 		}
 		if got := alters() - before; got != want {
@@ -149,7 +149,7 @@ func TestDDLRunsOnlyAfterItsMarker(t *testing.T) {
 	s.Exec(t, db, "CREATE DATABASE d", "CREATE TABLE d.t (id INT PRIMARY KEY)",
 		"CREATE TRIGGER meta.no_marker BEFORE INSERT ON meta.task_ddl_marker FOR EACH ROW SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'no marker today'")
 	add := "ALTER TABLE `d`.`t` ADD COLUMN `c` INT COMMENT 'a ? and a '' quote'"
-	err := ex.ExecDDLOnce(ctx, "L", []string{add}, nil, meta.CheckpointUpdate{})
+	err := ex.ExecDDLOnce(ctx, "L", stmts(add), nil, meta.CheckpointUpdate{})
 	// (The message is the one-query path's.)
 	if err == nil || !strings.Contains(err.Error(), "no marker today") || !strings.Contains(err.Error(), "write the started marker of lock L and execute DDL") {
 		t.Fatalf("ExecDDLOnce with the marker refused: %v", err)
@@ -166,7 +166,7 @@ func TestDDLRunsOnlyAfterItsMarker(t *testing.T) {
 	}
 	// Once the marker can be written, the DDL runs, and the marker holds the statement as it was.
 	s.Exec(t, db, "DROP TRIGGER meta.no_marker")
-	if err := ex.ExecDDLOnce(ctx, "L", []string{add}, nil, meta.CheckpointUpdate{}); err != nil {
+	if err := ex.ExecDDLOnce(ctx, "L", stmts(add), nil, meta.CheckpointUpdate{}); err != nil {
 		t.Fatal(err)
 	}
 	if n := columns(); n != 1 {
@@ -297,9 +297,9 @@ func TestHandMadeColumnIsComparedNotAssumed(t *testing.T) {
 			}
 			exec := func() error {
 				if c.first {
-					return ex.ExecDDLFirst(ctx, "L", []string{add}, nil, meta.CheckpointUpdate{})
+					return ex.ExecDDLFirst(ctx, "L", stmts(add), nil, meta.CheckpointUpdate{})
 				}
-				return ex.ExecDDLOnce(ctx, "L", []string{add}, nil, meta.CheckpointUpdate{})
+				return ex.ExecDDLOnce(ctx, "L", stmts(add), nil, meta.CheckpointUpdate{})
 			}
 			s.Exec(t, db, "DROP TABLE IF EXISTS d.t", "CREATE TABLE d.t (id INT PRIMARY KEY, c VARCHAR(5))")
 			before := alters(t)
@@ -326,7 +326,7 @@ func TestHandMadeColumnIsComparedNotAssumed(t *testing.T) {
 			if err := exec(); err != nil {
 				t.Fatal(err)
 			}
-			if err := ex.ExecDDLOnce(ctx, "L", []string{add}, nil, meta.CheckpointUpdate{}); err != nil {
+			if err := ex.ExecDDLOnce(ctx, "L", stmts(add), nil, meta.CheckpointUpdate{}); err != nil {
 				t.Fatal(err)
 			}
 			if columnType(t) != "int(11)" || alters(t)-before != 1 {
@@ -336,7 +336,7 @@ func TestHandMadeColumnIsComparedNotAssumed(t *testing.T) {
 			// The hand-made column is the DDL's: taken as applied.
 			s.Exec(t, db, "DROP TABLE d.t", "CREATE TABLE d.t (id INT PRIMARY KEY, c INT)")
 			before = alters(t)
-			if err := ex.ExecDDLOnce(ctx, "L2", []string{add}, nil, meta.CheckpointUpdate{}); err != nil {
+			if err := ex.ExecDDLOnce(ctx, "L2", stmts(add), nil, meta.CheckpointUpdate{}); err != nil {
 				t.Fatalf("DDL over the same hand-made column: %v", err)
 			}
 			if alters(t) != before {

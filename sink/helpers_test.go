@@ -8,6 +8,7 @@ import (
 
 	"github.com/tributary-db/tributary/config"
 	"github.com/tributary-db/tributary/dbutil"
+	"github.com/tributary-db/tributary/ddl"
 	"github.com/tributary-db/tributary/internal/e2e"
 )
 
@@ -31,4 +32,13 @@ func body(t testing.TB, db *sql.DB, table string) string {
 		t.Fatal(err)
 	}
 	return body
+}
+
+// stmts parses the statements a test runs through the executor (they are the test's own, and parse).
+func stmts(qs ...string) []ddl.Statement {
+	out, err := ddl.ParseStatements(qs)
+	if err != nil {
+		panic(err)
+	}
+	return out
 }

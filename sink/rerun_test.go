@@ -34,7 +34,7 @@ func TestEffectsOnTheServer(t *testing.T) {
 		"j JSON, d DECIMAL(20,6), PRIMARY KEY (id), KEY i (c), KEY k (a)) DEFAULT CHARSET utf8mb4"
 	applied := func(q string) (same, known bool) {
 		t.Helper()
-		c, err := ex.compare(ctx, q)
+		c, err := ex.compare(ctx, stmts(q)[0])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +204,7 @@ func TestRunningMarker(t *testing.T) {
 
 	// One query: the marker and the DDL, nothing before it.
 	add := "ALTER TABLE `d`.`t` ADD COLUMN `c` INT"
-	queries := sent(func() error { return ex.ExecDDLFirst(ctx, "L", []string{add}, nil, meta.CheckpointUpdate{}) })
+	queries := sent(func() error { return ex.ExecDDLFirst(ctx, "L", stmts(add), nil, meta.CheckpointUpdate{}) })
 	if len(queries) < 2 || !strings.HasPrefix(queries[0], "INSERT INTO `meta`.`task_ddl_marker`") || !strings.HasSuffix(queries[0], ";\n"+add) || sending(queries, add) != 1 {
 		t.Fatalf("queries of ExecDDLFirst: %q; want the running marker and the DDL first, in one query, and the DDL once", queries)
 	}
@@ -214,7 +214,7 @@ func TestRunningMarker(t *testing.T) {
 	doneNow(add, "")
 
 	// Run again after it is done (a crash before the checkpoint): nothing is sent.
-	if queries := sent(func() error { return ex.ExecDDLOnce(ctx, "L", []string{add}, nil, meta.CheckpointUpdate{}) }); sending(queries, add) != 0 {
+	if queries := sent(func() error { return ex.ExecDDLOnce(ctx, "L", stmts(add), nil, meta.CheckpointUpdate{}) }); sending(queries, add) != 0 {
 		t.Fatalf("a DDL marked done was sent again: %q", queries)
 	}
 	doneNow(add, "")
@@ -226,7 +226,7 @@ func TestRunningMarker(t *testing.T) {
 	if m, ok := marker(drop); !ok || m.State != meta.MarkerRunning || columns("v") != 0 {
 		t.Fatalf("marker %+v %v, column v %d", m, ok, columns("v"))
 	}
-	if queries := sent(func() error { return ex.ExecDDLOnce(ctx, "L", []string{drop}, nil, meta.CheckpointUpdate{}) }); sending(queries, drop) != 0 {
+	if queries := sent(func() error { return ex.ExecDDLOnce(ctx, "L", stmts(drop), nil, meta.CheckpointUpdate{}) }); sending(queries, drop) != 0 {
 		t.Fatalf("a DDL whose table shows it ran was sent again: %q", queries)
 	}
 	doneNow(drop, "")
@@ -235,7 +235,7 @@ func TestRunningMarker(t *testing.T) {
 	idx := "ALTER TABLE `d`.`t` ADD INDEX `ic` (`c`)"
 	s.Exec(t, db, sink.meta.MarkRunningSQL("L", idx))
 	before := definition()
-	if err := ex.ExecDDLOnce(ctx, "L", []string{idx}, nil, meta.CheckpointUpdate{}); err != nil {
+	if err := ex.ExecDDLOnce(ctx, "L", stmts(idx), nil, meta.CheckpointUpdate{}); err != nil {
 		t.Fatal(err)
 	}
 	var n int
@@ -247,7 +247,7 @@ func TestRunningMarker(t *testing.T) {
 	// The same DDL in a later round of the lock (the column was dropped since): the running marker
 	// takes the place of the earlier round's, and the DDL is sent once.
 	s.Exec(t, db, "ALTER TABLE d.t DROP COLUMN c")
-	queries = sent(func() error { return ex.ExecDDLFirst(ctx, "L", []string{add}, nil, meta.CheckpointUpdate{}) })
+	queries = sent(func() error { return ex.ExecDDLFirst(ctx, "L", stmts(add), nil, meta.CheckpointUpdate{}) })
 	if sending(queries, add) != 1 || !strings.HasPrefix(queries[0], "INSERT INTO `meta`.`task_ddl_marker`") || columns("c") != 1 {
 		t.Fatalf("the later round's DDL: queries %q, column c %d", queries, columns("c"))
 	}
@@ -256,7 +256,7 @@ func TestRunningMarker(t *testing.T) {
 	// An effect that does not show on the table: the definition is read first, and recorded.
 	modify := "ALTER TABLE `d`.`t` MODIFY COLUMN `c` BIGINT"
 	before = definition()
-	if err := ex.ExecDDLFirst(ctx, "L", []string{modify}, nil, meta.CheckpointUpdate{}); err != nil {
+	if err := ex.ExecDDLFirst(ctx, "L", stmts(modify), nil, meta.CheckpointUpdate{}); err != nil {
 		t.Fatal(err)
 	}
 	doneNow(modify, before.hash)
@@ -275,7 +275,7 @@ func TestRunningMarker(t *testing.T) {
 	if !errors.As(err, &me) || me.Number != 1048 {
 		t.Fatalf("running marker of a fenced binding: %v, want error 1048", err)
 	}
-	if err := ex.ExecDDLFirst(ctx, "L", []string{fenced}, nil, meta.CheckpointUpdate{}); !errors.Is(err, meta.ErrFenced) {
+	if err := ex.ExecDDLFirst(ctx, "L", stmts(fenced), nil, meta.CheckpointUpdate{}); !errors.Is(err, meta.ErrFenced) {
 		t.Fatalf("ExecDDLFirst of a fenced binding: %v, want ErrFenced", err)
 	}
 	if _, ok := marker(fenced); ok || columns("f") != 0 {
@@ -291,10 +291,10 @@ func TestRunningMarker(t *testing.T) {
 	}
 	// The newer binding runs it, once.
 	newerEx.ddlDB = ddlDB
-	if err := newerEx.ExecDDLFirst(ctx, "L", []string{fenced}, nil, meta.CheckpointUpdate{}); err != nil {
+	if err := newerEx.ExecDDLFirst(ctx, "L", stmts(fenced), nil, meta.CheckpointUpdate{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := newerEx.ExecDDLOnce(ctx, "L", []string{fenced}, nil, meta.CheckpointUpdate{}); err != nil {
+	if err := newerEx.ExecDDLOnce(ctx, "L", stmts(fenced), nil, meta.CheckpointUpdate{}); err != nil {
 		t.Fatal(err)
 	}
 	if columns("f") != 1 {

@@ -43,7 +43,7 @@ func TestDDLSessionIsPutBack(t *testing.T) {
 	def := func(table string) string { return body(t, db, table) }
 
 	// Alone (no marker), then behind a marker, then failing behind a marker.
-	if err := ex.ExecDDL(ctx, []string{"CREATE TABLE d.a (id INT PRIMARY KEY, ts TIMESTAMP NOT NULL DEFAULT '2020-02-02 02:02:02')"}, shanghai, meta.CheckpointUpdate{}); err != nil {
+	if err := ex.ExecDDL(ctx, stmts("CREATE TABLE d.a (id INT PRIMARY KEY, ts TIMESTAMP NOT NULL DEFAULT '2020-02-02 02:02:02')"), shanghai, meta.CheckpointUpdate{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := own(); got != base {
@@ -52,13 +52,13 @@ func TestDDLSessionIsPutBack(t *testing.T) {
 	if d := def("d.a"); !strings.Contains(d, "'2020-02-01 18:02:02'") {
 		t.Fatalf("the default was not read in +08:00 (shown in UTC):\n%s", d)
 	}
-	if err := ex.ExecDDLOnce(ctx, "L", []string{"ALTER TABLE d.a ADD COLUMN u TIMESTAMP NOT NULL DEFAULT '2021-01-01 08:00:00'"}, shanghai, meta.CheckpointUpdate{}); err != nil {
+	if err := ex.ExecDDLOnce(ctx, "L", stmts("ALTER TABLE d.a ADD COLUMN u TIMESTAMP NOT NULL DEFAULT '2021-01-01 08:00:00'"), shanghai, meta.CheckpointUpdate{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := own(); got != base || !strings.Contains(def("d.a"), "'2021-01-01 00:00:00'") {
 		t.Fatalf("behind a marker: session %q (was %q), table\n%s", got, base, def("d.a"))
 	}
-	if err := ex.ExecDDLOnce(ctx, "L", []string{"ALTER TABLE d.missing ADD COLUMN c INT"}, shanghai, meta.CheckpointUpdate{}); err == nil {
+	if err := ex.ExecDDLOnce(ctx, "L", stmts("ALTER TABLE d.missing ADD COLUMN c INT"), shanghai, meta.CheckpointUpdate{}); err == nil {
 		t.Fatal("a DDL of a missing table succeeded")
 	}
 	if got := own(); got != base {
@@ -68,13 +68,13 @@ func TestDDLSessionIsPutBack(t *testing.T) {
 	// Refused by the downstream: the zone (no time zone tables) and MySQL's TIME_TRUNCATE_FRACTIONAL
 	// are left out; NO_ZERO_DATE (bit 24) is carried, so a zero default is refused as upstream would.
 	mars := settingsOf(t, "Mars/Olympus", 1<<32|1<<24|1<<21, "mysql")
-	if err := ex.ExecDDL(ctx, []string{"CREATE TABLE d.b (id INT PRIMARY KEY, ts TIMESTAMP NOT NULL DEFAULT '2020-02-02 02:02:02')"}, mars, meta.CheckpointUpdate{}); err != nil {
+	if err := ex.ExecDDL(ctx, stmts("CREATE TABLE d.b (id INT PRIMARY KEY, ts TIMESTAMP NOT NULL DEFAULT '2020-02-02 02:02:02')"), mars, meta.CheckpointUpdate{}); err != nil {
 		t.Fatal(err)
 	}
 	if d := def("d.b"); !strings.Contains(d, "'2020-02-02 02:02:02'") {
 		t.Fatalf("the refused zone was not left at the sink's (UTC):\n%s", d)
 	}
-	if err := ex.ExecDDL(ctx, []string{"CREATE TABLE d.z (id INT PRIMARY KEY, d DATE NOT NULL DEFAULT '0000-00-00')"}, mars, meta.CheckpointUpdate{}); err == nil {
+	if err := ex.ExecDDL(ctx, stmts("CREATE TABLE d.z (id INT PRIMARY KEY, d DATE NOT NULL DEFAULT '0000-00-00')"), mars, meta.CheckpointUpdate{}); err == nil {
 		t.Fatal("a zero date default passed under the carried NO_ZERO_DATE")
 	}
 	if got := own(); got != base {

@@ -44,12 +44,16 @@ func (s *Syncer) handleDDL(ctx context.Context, q, schema string, start, end voc
 // runDDL runs one statement the DDL path decided, with the table checkpoints it moves.
 func (s *Syncer) runDDL(ctx context.Context, r ddlRun, end vocab.Position) error {
 	if r.part.SQL == "" {
-		return s.exec.ExecDDLOnce(ctx, r.marker, []string{r.stmt}, r.in, meta.CheckpointUpdate{Tables: r.tables})
+		st, err := ddl.ParseStatement(r.stmt) // one Tributary writes (dropReplicatedTables)
+		if err != nil {
+			return fmt.Errorf("source %s at %s: %w", s.cfg.Source, end, err)
+		}
+		return s.exec.ExecDDLOnce(ctx, r.marker, []ddl.Statement{st}, r.in, meta.CheckpointUpdate{Tables: r.tables})
 	}
 	stmt := s.sessions.defaultCharset(ctx, r.part)
 	if r.ifNotExists {
 		var err error
-		if stmt, err = ddl.CreateIfNotExists(stmt); err != nil {
+		if stmt, err = stmt.IfNotExists(); err != nil {
 			if r.join {
 				return err
 			}
@@ -57,10 +61,10 @@ func (s *Syncer) runDDL(ctx context.Context, r ddlRun, end vocab.Position) error
 		}
 	}
 	if !r.join {
-		return s.exec.ExecDDLOnce(ctx, r.marker, []string{stmt}, r.in, meta.CheckpointUpdate{Tables: r.tables})
+		return s.exec.ExecDDLOnce(ctx, r.marker, []ddl.Statement{stmt}, r.in, meta.CheckpointUpdate{Tables: r.tables})
 	}
-	ddls := []string{stmt}
-	if named, err := ddl.TablesOf(stmt, ""); err == nil && len(named) == 1 && r.part.Kind == ddl.KindCreateTableLike {
+	ddls := []ddl.Statement{stmt}
+	if named, err := stmt.Tables(""); err == nil && len(named) == 1 && r.part.Kind == ddl.KindCreateTableLike {
 		ddls = nil // CREATE TABLE t_3 LIKE t_1 of two shards: the target is LIKE itself, and exists
 	}
 	return s.exec.ExecDDL(ctx, ddls, r.in, meta.CheckpointUpdate{Tables: r.tables})

@@ -130,8 +130,14 @@ func (d *ddlPath) decide(q, schema string, at ddlEventAt) (ddlReady, error) {
 
 func (d *ddlPath) decideInto(ready *ddlReady, q, schema string, at ddlEventAt) error {
 	end := at.end
-	if d.online != nil {
-		od, err := d.online.Decide(d.runs, q, schema, end)
+	// The statement is parsed here, once: the online rules, the schema tracker and the splitter read
+	// the same tree, and the parts carry theirs to the downstream.
+	parsed, err := ddl.Parse(q)
+	if errors.Is(err, ddl.ErrNotDDL) {
+		return nil
+	}
+	if d.online != nil && err == nil {
+		od, err := d.online.Decide(d.runs, parsed, schema, end)
 		if err != nil {
 			return fmt.Errorf("source %s at %s: %w", d.source, end, err)
 		}
@@ -146,11 +152,14 @@ func (d *ddlPath) decideInto(ready *ddlReady, q, schema string, at ddlEventAt) e
 			return d.decideInto(ready, strings.Join(od.DDLs, ";\n"), schema, at)
 		}
 	}
-	if err := d.schemas.apply(q, schema, end); err != nil {
-		// Only binlogs without column names need it; those report a missing schema when they do.
-		d.log.Debug("schema not tracked for statement", zap.Error(err))
+	var parts []ddl.Part
+	if err == nil {
+		if err := d.schemas.apply(parsed, schema, end); err != nil {
+			// Only binlogs without column names need it; those report a missing schema when they do.
+			d.log.Debug("schema not tracked for statement", zap.Error(err))
+		}
+		parts, err = parsed.Split(schema, d.router.Route)
 	}
-	parts, err := ddl.Split(q, schema, d.router.Route)
 	if errors.Is(err, ddl.ErrNotDDL) {
 		return nil
 	}
@@ -292,6 +301,10 @@ func (d *ddlPath) decideInto(ready *ddlReady, q, schema string, at ddlEventAt) e
 			d.schemas.dropSchema(p.Source.Schema, end)
 		}
 	}
+	stmtsOf := map[vocab.TableName][]ddl.Statement{}
+	for _, p := range sharded {
+		stmtsOf[p.Source] = append(stmtsOf[p.Source], p.Statement)
+	}
 	for _, item := range ddl.Items(sharded, end) {
 		g := d.shard.group(item.Target)
 		res, err := g.TrySync(item)
@@ -305,7 +318,7 @@ func (d *ddlPath) decideInto(ready *ddlReady, q, schema string, at ddlEventAt) e
 		if res.Duplicate {
 			continue
 		}
-		d.shard.ddlStart[item.Target][end] = ddlEvent{start: at.groupStart, in: at.in}
+		d.shard.ddlStart[item.Target][end] = ddlEvent{start: at.groupStart, in: at.in, stmts: stmtsOf[item.Source]}
 		d.log.Info("sharding DDL reached", zap.String("lock", pessimist.LockID(d.task, item.Target.String())), zap.Stringer("table", item.Source), zap.Strings("ddls", item.DDLs),
 			zap.Bool("synced", res.Synced), zap.Int("remaining", len(res.Remaining)))
 		if res.Synced && !d.shard.pending[item.Target] {

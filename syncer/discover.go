@@ -128,7 +128,11 @@ func (s *Syncer) discover(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("definition of %s on source %s: %w", t, s.cfg.Source, err)
 		}
-		if err := s.exec.ExecDDL(ctx, []string{"CREATE DATABASE IF NOT EXISTS " + vocab.TableName{Schema: target.Schema}.String(), stmt}, nil, meta.CheckpointUpdate{}); err != nil {
+		ddls, err := ddl.ParseStatements([]string{"CREATE DATABASE IF NOT EXISTS " + vocab.TableName{Schema: target.Schema}.String(), stmt})
+		if err != nil {
+			return fmt.Errorf("definition of %s on source %s: %w", t, s.cfg.Source, err)
+		}
+		if err := s.exec.ExecDDL(ctx, ddls, nil, meta.CheckpointUpdate{}); err != nil {
 			return err
 		}
 	}

@@ -29,6 +29,8 @@ type eventSessions struct {
 type ddlEvent struct {
 	start vocab.Position // the event group's start
 	in    session.Settings
+	// stmts are the item's DDLs as the splitter parsed them, which the owner runs downstream.
+	stmts []ddl.Statement
 }
 
 // of is the event's settings. What it cannot decode or carry is logged: the DDL runs in the sink's
@@ -57,16 +59,16 @@ func (e *eventSessions) of(ctx context.Context, q *replication.QueryEvent, at vo
 // the upstream's table as it is now (its database's default may have changed since; the table's
 // changes only by an ALTER TABLE of it); a table gone or renamed since, or a collation the downstream
 // does not have, leaves the statement as it is.
-func (e *eventSessions) defaultCharset(ctx context.Context, p ddl.Part) string {
+func (e *eventSessions) defaultCharset(ctx context.Context, p ddl.Part) ddl.Statement {
 	if p.Kind != ddl.KindCreateTable || e.up == nil {
-		return p.SQL
+		return p.Statement
 	}
 	var collation string
 	err := e.up.QueryRowContext(ctx, "SELECT TABLE_COLLATION FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
 		p.Source.Schema, p.Source.Name).Scan(&collation)
 	if errors.Is(err, sql.ErrNoRows) {
 		e.log.Debug("CREATE TABLE of a table gone upstream runs with the downstream database's character set", zap.Stringer("table", p.Source))
-		return p.SQL
+		return p.Statement
 	}
 	if err == nil && e.down != nil {
 		var n int
@@ -75,13 +77,17 @@ func (e *eventSessions) defaultCharset(ctx context.Context, p ddl.Part) string {
 		}
 	}
 	if err == nil {
-		var out string
-		if out, err = ddl.WithDefaultCollation(p.SQL, collation); err == nil {
+		var out ddl.Statement
+		if out, err = p.WithDefaultCollation(collation); err == nil {
 			return out
+		}
+		// The collation is in the tree but not in the text: the statement is read again.
+		if st, perr := ddl.ParseStatement(p.SQL); perr == nil {
+			p.Statement = st
 		}
 	}
 	e.log.Warn("CREATE TABLE runs downstream with the downstream database's character set", zap.Stringer("table", p.Source), zap.String("ddl", p.SQL), zap.Error(err))
-	return p.SQL
+	return p.Statement
 }
 
 func collations(ctx context.Context, db *sql.DB) (session.Catalog, error) {

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/tributary-db/tributary/ddl"
 	"github.com/tributary-db/tributary/internal/failpoint"
 	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/pessimist"
@@ -201,7 +202,7 @@ func (s *Syncer) lockView(flushedRows bool) lockView {
 func (s *Syncer) runLockDDLs(ctx context.Context, res opResult, lr lockReady) error {
 	if lr.operator != nil {
 		s.log.Warn("lock DDLs handled by an operator (binlog "+lr.operator.Op+")", zap.String("lock", res.info.LockID()),
-			zap.Strings("ddls", lr.op.DDLs), zap.Strings("instead", lr.ddls))
+			zap.Strings("ddls", lr.op.DDLs), zap.Strings("instead", ddl.Texts(lr.ddls)))
 	}
 	var err error
 	switch lr.mode {
@@ -217,7 +218,7 @@ func (s *Syncer) runLockDDLs(ctx context.Context, res opResult, lr lockReady) er
 	}
 	if err != nil && sink.DownstreamPermanent(err) && len(lr.starts) > 0 {
 		err = &StatementError{Task: s.cfg.Task, Source: s.cfg.Source, Table: lr.first, Pos: lr.starts[0],
-			Stmt: strings.Join(lr.ddls, "; "), Lock: res.info.LockID(), Cause: err}
+			Stmt: strings.Join(ddl.Texts(lr.ddls), "; "), Lock: res.info.LockID(), Cause: err}
 	}
 	return err
 }
@@ -258,7 +259,7 @@ type lockReady struct {
 	// operator is then set); up the checkpoint that commits with them (or alone).
 	op       pessimist.Operation
 	mode     lockMode
-	ddls     []string
+	ddls     []ddl.Statement
 	operator *Operator
 	up       meta.CheckpointUpdate
 	// done: mark the operation done in etcd (not for a force-removed lock, which is gone).
@@ -305,13 +306,14 @@ func (d *ddlPath) resolve(res opResult, v lockView) (lockReady, error) {
 	}
 	d.renameSettled(res.target, g)
 	lr := lockReady{op: op, resolution: resolution, done: !res.removed}
+	var parsed []ddl.Statement // the first DDL's, as its event was split
 	// The DDLs run in the session of the first of them (their event's); one that ran in another is
 	// logged.
 	for _, t := range resolution.Tables {
 		p := resolution.Positions[t]
 		if ev, ok := d.shard.ddlStart[res.target][p]; ok {
 			if len(lr.starts) == 0 || ev.start.Compare(lr.starts[0]) < 0 {
-				lr.first, lr.in = t, ev.in
+				lr.first, lr.in, parsed = t, ev.in, ev.stmts
 				lr.starts = append([]vocab.Position{ev.start}, lr.starts...)
 			} else {
 				lr.starts = append(lr.starts, ev.start)
@@ -380,13 +382,25 @@ func (d *ddlPath) resolve(res opResult, v lockView) (lockReady, error) {
 	// their place; exactly once, and without reading the markers when its info carried exec (nobody
 	// can have run them). A non-owner and a force-removed lock write the checkpoint alone.
 	if op.Exec {
-		lr.mode, lr.ddls = lockExecOnce, op.DDLs
+		lr.mode, lr.ddls = lockExecOnce, parsed
 		if res.wroteExec {
 			lr.mode = lockExecFirst
 		}
+		if !slices.Equal(ddl.Texts(parsed), op.DDLs) {
+			// The DDLs' event was not split since the process started (an operation read back after
+			// a restart, its event before the resume point): they are parsed here.
+			var err error
+			if lr.ddls, err = ddl.ParseStatements(op.DDLs); err != nil {
+				return lockReady{}, fmt.Errorf("source %s: lock %s: %w", d.source, lock, err)
+			}
+		}
 		if v.operator != nil {
 			if o, ok := v.operator(true, lr.starts...); ok {
-				lr.operator, lr.ddls = &o, o.SQLs // skip: none
+				sqls, err := ddl.ParseStatements(o.SQLs) // skip: none
+				if err != nil {
+					return lockReady{}, fmt.Errorf("source %s: lock %s: binlog %s: %w", d.source, lock, o.Op, err)
+				}
+				lr.operator, lr.ddls = &o, sqls
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tributary-db/tributary/ddl"
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/vocab"
 )
@@ -146,7 +147,7 @@ func decisionString(lr lockReady) string {
 	p := func(x vocab.Position) string { return strconv.Itoa(int(x.Pos)) }
 	mode := map[lockMode]string{lockSkip: "skip", lockExecOnce: "exec-once", lockExecFirst: "exec-first"}[lr.mode]
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s ddls=%q checkpoint=%s", mode, lr.ddls, p(lr.up.Global))
+	fmt.Fprintf(&b, "%s ddls=%q checkpoint=%s", mode, ddl.Texts(lr.ddls), p(lr.up.Global))
 	var resolved []string
 	for _, t := range lr.resolution.Tables {
 		resolved = append(resolved, t.Name+"@"+p(lr.up.Resolved[t]))

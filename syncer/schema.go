@@ -70,9 +70,9 @@ func (s *schemaTracker) set(t vocab.TableName, pos vocab.Position, cols []vocab.
 	s.tables[t], s.dirty[t] = vs, true
 }
 
-// apply tracks a DDL event (upstream names) that ends at pos.
-func (s *schemaTracker) apply(q, schema string, pos vocab.Position) error {
-	changes, err := ddl.TrackColumns(q, schema, func(t vocab.TableName) ([]vocab.Column, bool) { return s.at(t, pos) })
+// apply tracks a DDL event (upstream names, parsed) that ends at pos.
+func (s *schemaTracker) apply(p *ddl.Parsed, schema string, pos vocab.Position) error {
+	changes, err := p.TrackColumns(schema, func(t vocab.TableName) ([]vocab.Column, bool) { return s.at(t, pos) })
 	if err != nil {
 		return err
 	}
