@@ -22,70 +22,7 @@ func routeShards(t vocab.TableName) vocab.TableName {
 	return t
 }
 
-func TestSplit(t *testing.T) {
-	cases := []struct {
-		name, sql, schema string
-		want              []Part
-	}{
-		{
-			name: "multi-spec ALTER stays one part", sql: "ALTER TABLE t_1 ADD c1 INT, ADD c2 INT", schema: "db_1",
-			want: []Part{{KindAlterTable, vocab.TableName{Schema: "db_1", Name: "t_1"}, vocab.TableName{Schema: "db", Name: "t"},
-				Statement{SQL: "ALTER TABLE `db`.`t` ADD COLUMN `c1` INT, ADD COLUMN `c2` INT"}, vocab.TableName{}, false}},
-		},
-		{
-			name: "RENAME of two tables gives each part its own source", sql: "RENAME TABLE db_1.t_1 TO db_1.t_1_old, db_1.t_1_new TO db_1.t_1",
-			want: []Part{
-				{KindRenameTable, vocab.TableName{Schema: "db_1", Name: "t_1"}, vocab.TableName{Schema: "db", Name: "t"}, Statement{SQL: "RENAME TABLE `db`.`t` TO `db`.`t_1_old`"}, vocab.TableName{Schema: "db_1", Name: "t_1_old"}, false},
-				{KindRenameTable, vocab.TableName{Schema: "db_1", Name: "t_1_new"}, vocab.TableName{Schema: "db", Name: "t_1_new"}, Statement{SQL: "RENAME TABLE `db`.`t_1_new` TO `db`.`t`"}, vocab.TableName{Schema: "db_1", Name: "t_1"}, false},
-			},
-		},
-		{
-			name: "DROP TABLE of two tables", sql: "DROP TABLE IF EXISTS t_1, other.t_2", schema: "db_1",
-			want: []Part{
-				{KindDropTable, vocab.TableName{Schema: "db_1", Name: "t_1"}, vocab.TableName{Schema: "db", Name: "t"}, Statement{SQL: "DROP TABLE IF EXISTS `db`.`t`"}, vocab.TableName{}, false},
-				{KindDropTable, vocab.TableName{Schema: "other", Name: "t_2"}, vocab.TableName{Schema: "other", Name: "t_2"}, Statement{SQL: "DROP TABLE IF EXISTS `other`.`t_2`"}, vocab.TableName{}, false},
-			},
-		},
-		{
-			name: "CREATE TABLE LIKE routes both names", sql: "CREATE TABLE IF NOT EXISTS db_2.t_9 LIKE db_2.t_1",
-			want: []Part{{KindCreateTableLike, vocab.TableName{Schema: "db_2", Name: "t_9"}, vocab.TableName{Schema: "db", Name: "t"},
-				Statement{SQL: "CREATE TABLE IF NOT EXISTS `db`.`t` LIKE `db`.`t`"}, vocab.TableName{}, false}},
-		},
-		{
-			name: "CREATE INDEX", sql: "create index idx on t_3 (a)", schema: "db_1",
-			want: []Part{{KindCreateIndex, vocab.TableName{Schema: "db_1", Name: "t_3"}, vocab.TableName{Schema: "db", Name: "t"}, Statement{SQL: "CREATE INDEX `idx` ON `db`.`t` (`a`)"}, vocab.TableName{}, false}},
-		},
-		{
-			name: "TRUNCATE", sql: "TRUNCATE TABLE db_1.t_1",
-			want: []Part{{KindTruncateTable, vocab.TableName{Schema: "db_1", Name: "t_1"}, vocab.TableName{Schema: "db", Name: "t"}, Statement{SQL: "TRUNCATE TABLE `db`.`t`"}, vocab.TableName{}, false}},
-		},
-		{
-			name: "CREATE DATABASE is schema level", sql: "CREATE DATABASE IF NOT EXISTS db_3",
-			want: []Part{{KindCreateDatabase, vocab.TableName{Schema: "db_3"}, vocab.TableName{Schema: "db"}, Statement{SQL: "CREATE DATABASE IF NOT EXISTS `db`"}, vocab.TableName{}, false}},
-		},
-		{
-			name: "backquoted names with odd characters", sql: "ALTER TABLE `db_1`.`t_``x` ADD COLUMN `a b` INT DEFAULT 1",
-			want: []Part{{KindAlterTable, vocab.TableName{Schema: "db_1", Name: "t_`x"}, vocab.TableName{Schema: "db", Name: "t_`x"}, Statement{SQL: "ALTER TABLE `db`.`t_``x` ADD COLUMN `a b` INT DEFAULT 1"}, vocab.TableName{}, false}},
-		},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			got, err := Split(c.sql, c.schema, routeShards)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) != len(c.want) {
-				t.Fatalf("got %d parts %+v, want %d", len(got), got, len(c.want))
-			}
-			for i := range got {
-				got[i].Statement = Statement{SQL: got[i].SQL} // the tree is not compared
-				if got[i] != c.want[i] {
-					t.Errorf("part %d:\n got %+v\nwant %+v", i, got[i], c.want[i])
-				}
-			}
-		})
-	}
-}
+// TestSplit's cases are scripts: testdata/split (TestSplitScripts).
 
 func TestSplitWithoutRouteKeepsNames(t *testing.T) {
 	got, err := Split("alter table t add column c int", "db_1", nil)
