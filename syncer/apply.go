@@ -614,3 +614,23 @@ type laneScratch struct {
 	evLanes []int
 	evLocal map[uint64]int
 }
+
+// rewound forgets the committed resume position: the reader reads again from an earlier point, and
+// nothing past it is safe to resume from until a flush commits again.
+func (a *applier) rewound() { a.committed, a.committedGTID = vocab.Position{}, "" }
+
+// persistedAt records a checkpoint written outside a flush (a lock's, the start's) as the resume
+// position committed downstream.
+func (a *applier) persistedAt(global vocab.Position, gtid string) {
+	a.ckpt.Global, a.persisted, a.persistedGTID = global, global, gtid
+}
+
+// view is the read-only view of the checkpoint the applier keeps, for the DDL path.
+func (a *applier) view() appliedView { return appliedView{a.ckpt} }
+
+// appliedView reads a checkpoint without changing it: where each table's changes are applied up to,
+// and where each table's last shard step was resolved.
+type appliedView struct{ c *meta.Checkpoint }
+
+func (v appliedView) tableAt(t vocab.TableName) vocab.Position    { return v.c.Tables[t] }
+func (v appliedView) resolvedAt(t vocab.TableName) vocab.Position { return v.c.Resolved[t] }

@@ -15,7 +15,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tributary-db/tributary/ddl"
-	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/onlineddl"
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/router"
@@ -38,8 +37,8 @@ type ddlPath struct {
 	// checkpoint; onlineDirty those changed since the last flush.
 	runs        onlineddl.Runs
 	onlineDirty map[vocab.TableName]bool
-	schemas     *schemaTracker   // the rows stage's; a DDL changes what it tracks
-	ckpt        *meta.Checkpoint // read only: where each table's changes are applied up to
+	schemas     *schemaTracker // the rows stage's; a DDL changes what it tracks
+	applied     appliedView    // the applier's checkpoint, read only
 }
 
 // ddlEventAt is where a query event is: its own start (binlog skip -b names it), its event group's
@@ -233,7 +232,7 @@ func (d *ddlPath) decideInto(ready *ddlReady, q, schema string, at ddlEventAt) e
 	// applied says whether a table's changes at end are downstream already: read again after a
 	// restart, or run by an earlier part of this statement.
 	moved := map[vocab.TableName]bool{}
-	applied := func(t vocab.TableName) bool { return moved[t] || end.Compare(d.ckpt.Tables[t]) <= 0 }
+	applied := func(t vocab.TableName) bool { return moved[t] || end.Compare(d.applied.tableAt(t)) <= 0 }
 	run := func(r ddlRun) {
 		ready.runs = append(ready.runs, r)
 		for t := range r.tables {

@@ -29,7 +29,7 @@ func newTestDDLPath(t *testing.T) *ddlPath {
 	}
 	d := &ddlPath{task: "task", source: "s1", router: r, log: zap.NewNop(), shard: newShardState(),
 		onlineDirty: map[vocab.TableName]bool{}, schemas: newSchemaTracker(),
-		ckpt: &meta.Checkpoint{Tables: map[vocab.TableName]vocab.Position{}, Resolved: map[vocab.TableName]vocab.Position{}}}
+		applied: appliedView{&meta.Checkpoint{Tables: map[vocab.TableName]vocab.Position{}, Resolved: map[vocab.TableName]vocab.Position{}}}}
 	for _, tb := range []string{"t_1", "t_2"} {
 		if err := d.shard.group(vocab.TableName{Schema: "db", Name: "t"}).AddTable(vocab.TableName{Schema: "db_1", Name: tb}, vocab.Position{}); err != nil {
 			t.Fatal(err)
@@ -133,8 +133,8 @@ func TestDDLPathDecides(t *testing.T) {
 			t.Fatalf("run %d: %+v", i, r)
 		}
 	}
-	d.ckpt.Tables[vocab.TableName{Schema: "solo", Name: "a"}] = drop.end
-	d.ckpt.Tables[vocab.TableName{Schema: "solo", Name: "b"}] = drop.end
+	d.applied.c.Tables[vocab.TableName{Schema: "solo", Name: "a"}] = drop.end
+	d.applied.c.Tables[vocab.TableName{Schema: "solo", Name: "b"}] = drop.end
 	if ready, err = d.decide("DROP TABLE solo.a, solo.b", "", drop); err != nil || len(ready.runs) != 0 {
 		t.Fatalf("read again after a restart: %+v %v, want nothing to run", ready, err)
 	}

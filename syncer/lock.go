@@ -136,7 +136,7 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 		if from, err = s.cur.rewind(lr.rereadFrom); err != nil {
 			return err
 		}
-		s.apply.committed, s.apply.committedGTID = vocab.Position{}, ""
+		s.apply.rewound()
 	}
 	if err := s.runLockDDLs(ctx, res, lr); err != nil {
 		return err
@@ -146,7 +146,7 @@ func (s *Syncer) applyOperation(ctx context.Context, res opResult) error {
 		failpoint.Inject("worker-before-done") // DDL and checkpoint committed downstream, done not yet in etcd
 	}
 	maps.Copy(s.ckpt.Resolved, lr.up.Resolved)
-	s.ckpt.Global, s.apply.persisted, s.apply.persistedGTID = lr.up.Global, lr.up.Global, lr.up.GlobalGTID
+	s.apply.persistedAt(lr.up.Global, lr.up.GlobalGTID)
 	if lr.done {
 		if err := s.cfg.Agent.DoneOperationDeleteInfo(ctx, lr.op, res.info); err != nil {
 			return err

@@ -85,7 +85,7 @@ func (s *Syncer) startReader(ctx context.Context, from resumePoint) (*reader, er
 	}
 	s.log.Info("start reading binlog", zap.Stringer("from", from.pos), zap.String("gtid", from.gtid))
 	s.cur.file, s.cur.lastPos, s.cur.groupStart, s.cur.curGTID = from.pos.File, from.pos, from.pos, nil
-	s.apply.committed, s.apply.committedGTID = vocab.Position{}, "" // reading again from here: nothing past it is safe yet
+	s.apply.rewound() // reading again from here: nothing past it is safe yet
 	s.apply.resetBatch()
 	rctx, cancel := context.WithCancel(ctx)
 	r := &reader{cancel: cancel, syncer: bs, events: make(chan readEvent, 256), errc: make(chan error, 1), done: make(chan struct{})}

@@ -59,7 +59,7 @@ func (d *ddlPath) rename(p ddl.Part, end vocab.Position) (why string, err error)
 		}
 		d.shard.renames.vacated[target][src] = true
 	}
-	if err := g.RenameTable(src, dst, end, d.ckpt.Resolved[dst]); err != nil {
+	if err := g.RenameTable(src, dst, end, d.applied.resolvedAt(dst)); err != nil {
 		return "", fmt.Errorf("source %s: %w", d.source, err)
 	}
 	if run, ok := d.runs[src]; ok {

@@ -136,7 +136,7 @@ func NewSyncer(cfg SyncerConfig) *Syncer {
 	s.rows.source, s.rows.mariadb = cfg.Source, cfg.Flavor == mysql.MariaDBFlavor
 	s.apply.ckpt, s.apply.task, s.apply.source, s.apply.log = &s.ckpt, cfg.Task, cfg.Source, s.log
 	s.exec = sink.NewDDLExecutor(s.sink, cfg.DDLDownstream, s.log)
-	s.ddl = ddlPath{task: cfg.Task, source: cfg.Source, router: cfg.Router, filter: cfg.Filter, online: cfg.Online, log: s.log, ckpt: &s.ckpt}
+	s.ddl = ddlPath{task: cfg.Task, source: cfg.Source, router: cfg.Router, filter: cfg.Filter, online: cfg.Online, log: s.log, applied: s.apply.view()}
 	return s
 }
 
@@ -285,7 +285,7 @@ func (s *Syncer) init(ctx context.Context) error {
 	if err := s.sink.Flush(ctx, nil, meta.CheckpointUpdate{Global: s.ckpt.Global, GlobalGTID: s.ckpt.GlobalGTID, Schemas: s.rows.schemas.takeDirty()}); err != nil {
 		return err
 	}
-	s.apply.persisted, s.apply.persistedGTID = s.ckpt.Global, s.ckpt.GlobalGTID
+	s.apply.persistedAt(s.ckpt.Global, s.ckpt.GlobalGTID)
 	return s.recoverOperations(ctx)
 }
 
