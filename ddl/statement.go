@@ -91,8 +91,9 @@ func (p *Parsed) Pieces(defaultSchema string) (out []Piece, err error) {
 	return out, nil
 }
 
-// Statement is one statement with the tree it was parsed into. A Statement built by hand (only SQL)
-// is parsed when its tree is first needed.
+// Statement is one statement with the tree it was parsed into. A Statement built with its SQL alone
+// (one to run as it is, such as a server's own CREATE TABLE that the parser cannot read) is parsed
+// only when its tables or effects are asked for.
 type Statement struct {
 	SQL  string
 	node ast.StmtNode

@@ -128,10 +128,9 @@ func (s *Syncer) discover(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("definition of %s on source %s: %w", t, s.cfg.Source, err)
 		}
-		ddls, err := ddl.ParseStatements([]string{"CREATE DATABASE IF NOT EXISTS " + vocab.TableName{Schema: target.Schema}.String(), stmt})
-		if err != nil {
-			return fmt.Errorf("definition of %s on source %s: %w", t, s.cfg.Source, err)
-		}
+		// Run as they are (a definition the parser cannot read is the server's own text): without a
+		// marker, the executor reads nothing off them.
+		ddls := []ddl.Statement{{SQL: "CREATE DATABASE IF NOT EXISTS " + vocab.TableName{Schema: target.Schema}.String()}, {SQL: stmt}}
 		if err := s.exec.ExecDDL(ctx, ddls, nil, meta.CheckpointUpdate{}); err != nil {
 			return err
 		}
