@@ -21,7 +21,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tributary-db/tributary/internal/e2e"
-	"github.com/tributary-db/tributary/internal/mariadbtest"
 	"github.com/tributary-db/tributary/pessimist"
 )
 
@@ -55,9 +54,7 @@ import (
 //
 //	go test -run XXX -bench LockLatency -benchtime 1x ./integration/
 func BenchmarkLockLatency(b *testing.B) {
-	if !mariadbtest.Available() {
-		b.Skip("mariadbd not found: install mariadb-server (apt-get install -y mariadb-server) to run this benchmark")
-	}
+	e2e.SkipShort(b)
 	counts := []int{2, 8}
 	if v := os.Getenv("TRIBUTARY_LATENCY_SOURCES"); v != "" {
 		counts = nil

@@ -43,6 +43,9 @@ func TestMain(m *testing.M) {
 // binaries builds dm-master, dm-worker and dmctl (with failpoints) once per test process.
 func binaries(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the real binaries: skipped under -short (make unit); make test runs it")
+	}
 	buildOnce.Do(func() {
 		binDir, buildErr = os.MkdirTemp("", "tributary-bin-")
 		if buildErr != nil {

@@ -377,6 +377,9 @@ func chromiumPath() string {
 // screenshot under the test's temp dir (and, with TRIBUTARY_DASHBOARD_PNG set, there too).
 func dashboard(t *testing.T, base, shot string, ok func(string) bool) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs headless chromium: skipped under -short (make unit); make test runs it")
+	}
 	bin := chromiumPath()
 	if bin == "" {
 		t.Skip("chromium not found: install it (apt-get install -y chromium) to run the browser test")

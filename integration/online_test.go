@@ -51,6 +51,9 @@ var olMetaWrite = regexp.MustCompile("(?is)^\\s*(INSERT|REPLACE|UPDATE|DELETE)\\
 // needPtOSC returns pt-online-schema-change's path, or skips the test.
 func needPtOSC(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs pt-online-schema-change on a mariadbd: skipped under -short (make unit); make test runs it")
+	}
 	p, err := exec.LookPath("pt-online-schema-change")
 	if err != nil {
 		t.Skip("pt-online-schema-change not found: install percona-toolkit (apt-get install -y percona-toolkit; .ci/run does) to run this test")

@@ -1,6 +1,7 @@
 // Package e2e runs a whole Tributary cluster as real processes on one machine: throw-away mariadbd
 // upstreams and downstream, dm-master, dm-workers, and dmctl for every command. The integration
-// tests and `make demo` share it.
+// tests and `make demo` share it. Under go test -short (make unit) nothing starts: tests call
+// SkipShort, and Start refuses.
 package e2e
 
 import (
@@ -19,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/tributary-db/tributary/internal/mariadbtest"
@@ -209,8 +211,23 @@ type Cluster struct {
 	workerJoin func(worker string, masters []string) ([]string, error)
 }
 
+// SkipShort skips t under go test -short, and when no mariadbd is installed: a test that builds or
+// runs the binaries calls it first (make unit starts no process; make test runs these tests).
+func SkipShort(t testing.TB) {
+	t.Helper()
+	if mariadbtest.Short() {
+		t.Skip("needs the real binaries and throw-away mariadbd: skipped under -short (make unit); make test runs it")
+	}
+	if !mariadbtest.Available() {
+		t.Skip("mariadbd not found: install mariadb-server (apt-get install -y mariadb-server) to run this test")
+	}
+}
+
 // Start launches the databases, one dm-master and the workers, and waits until the master leads.
 func Start(o Options) (_ *Cluster, err error) {
+	if mariadbtest.Short() {
+		return nil, errors.New("a cluster under go test -short: the test should have skipped (e2e.SkipShort)")
+	}
 	if !mariadbtest.Available() {
 		return nil, errors.New("mariadbd not found: install mariadb-server (apt-get install -y mariadb-server)")
 	}

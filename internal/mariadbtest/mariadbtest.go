@@ -1,6 +1,7 @@
 // Package mariadbtest starts throw-away mariadbd instances for tests: ROW binlog with FULL row image
-// and metadata, an own datadir under a temp dir, a free port. Tests skip with a clear message only when
-// no mariadbd binary exists (.ci/run installs one).
+// and metadata, an own datadir under a temp dir, a free port. Tests skip with a clear message when
+// no mariadbd binary exists (.ci/run installs one) and under go test -short (make unit), where no
+// server starts at all: start refuses to, so a test that bypasses Start fails instead of starting one.
 //
 // Servers are configured the way users run them: utf8mb4 server charset and the strict sql_mode of
 // Debian's MariaDB package (and MySQL 8), not --no-defaults latin1. Latin1 gives the old behaviour for
@@ -10,6 +11,8 @@ package mariadbtest
 import (
 	"bytes"
 	"database/sql"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -114,6 +117,7 @@ var Latin1 = []string{"--character-set-server=latin1", "--collation-server=latin
 // defaults (for example --binlog-row-metadata=MINIMAL, or Latin1...).
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
+	SkipShort(t)
 	if binary("mariadbd") == "" {
 		t.Skip("mariadbd not found: install mariadb-server (apt-get install -y mariadb-server) to run this test")
 	}
@@ -124,6 +128,18 @@ func Start(t testing.TB, extra ...string) *Server {
 	t.Cleanup(func() { s.Stop(); os.RemoveAll(s.Dir) })
 	return s
 }
+
+// SkipShort skips t under go test -short (make unit runs no server; make test runs these tests).
+func SkipShort(t testing.TB) {
+	t.Helper()
+	if Short() {
+		t.Skip("needs a throw-away mariadbd: skipped under -short (make unit); make test runs it")
+	}
+}
+
+// Short reports whether this is a test binary run with -short, in which no server may start. Outside
+// a test binary (make demo, the chaos soak's command) it is false.
+func Short() bool { return testing.Testing() && flag.Parsed() && testing.Short() }
 
 // Available reports whether a mariadbd binary is installed.
 func Available() bool { return binary("mariadbd") != "" }
@@ -169,6 +185,9 @@ func Main(m *testing.M) {
 }
 
 func start(extra []string) (*Server, error) {
+	if Short() {
+		return nil, errors.New("a mariadbd under go test -short: the test should have skipped (mariadbtest.SkipShort)")
+	}
 	tmpl, err := template()
 	if err != nil {
 		return nil, err
