@@ -20,6 +20,7 @@ import (
 
 	"github.com/tributary-db/tributary/internal/mariadbtest"
 	"github.com/tributary-db/tributary/internal/netutil"
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 	"github.com/tributary-db/tributary/master"
 	"github.com/tributary-db/tributary/pessimist"
 )
@@ -124,15 +125,11 @@ func dmctlUntilOut(t *testing.T, bin, addr string, timeout time.Duration, ok fun
 
 func dmctlPoll(t *testing.T, bin, addr string, timeout time.Duration, ok func(dmctlResult, string) bool, what string, args ...string) (dmctlResult, string) {
 	t.Helper()
-	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
-		r, out := dmctl(t, bin, addr, args...)
-		if ok(r, out) {
-			return r, out
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: dmctl %v at %s printed %s", what, args, addr, out)
-		}
-	}
+	var r dmctlResult
+	var out string
+	wait.Eventually(t, timeout, func() bool { r, out = dmctl(t, bin, addr, args...); return ok(r, out) },
+		func() string { return fmt.Sprintf("%s: dmctl %v at %s printed %s", what, args, addr, out) })
+	return r, out
 }
 
 func waitLeader(t *testing.T, bin, addr string) {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/tributary-db/tributary/internal/e2e"
 	"github.com/tributary-db/tributary/internal/onlinetest"
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 )
 
 // Online DDL through the real binaries (task online-ddl: true): shards altered by a real
@@ -290,16 +291,16 @@ func (o *olWriter) op() (string, func()) {
 func (w *olWriters) progress(n int64) {
 	w.t.Helper()
 	from := w.ok.Load()
-	for deadline := time.Now().Add(60 * time.Second); w.ok.Load() < from+n; time.Sleep(5 * time.Millisecond) {
+	wait.Eventually(w.t, 60*time.Second, func() bool {
 		select {
 		case err := <-w.errs:
 			w.t.Fatal(err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			w.t.Fatalf("the writers committed %d statements in 60s, want %d", w.ok.Load()-from, n)
-		}
-	}
+		return w.ok.Load() >= from+n
+	}, func() string {
+		return fmt.Sprintf("the writers committed %d statements in 60s, want %d", w.ok.Load()-from, n)
+	})
 }
 
 // stop stops the writers after their statement in flight and fails the test if one failed.
@@ -348,15 +349,8 @@ func seq(from, n int) []int {
 func (c *e2eCluster) olUntil(what string, timeout time.Duration, cond func() (bool, string)) {
 	c.t.Helper()
 	var last string
-	for deadline := time.Now().Add(timeout); ; time.Sleep(50 * time.Millisecond) {
-		var ok bool
-		if ok, last = cond(); ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("%s: not within %s; last: %s", what, timeout, last)
-		}
-	}
+	wait.Eventually(c.t, timeout, func() bool { var ok bool; ok, last = cond(); return ok },
+		func() string { return fmt.Sprintf("%s; last: %s", what, last) })
 }
 
 // noLock checks that shard-ddl-lock shows no lock.

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tributary-db/tributary/internal/etcdtest"
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 	"github.com/tributary-db/tributary/pessimist"
 )
 
@@ -54,12 +55,8 @@ func TestLeaderFailoverResolvesLock(t *testing.T) {
 	waitLeader := func(want string) {
 		t.Helper()
 		var got string
-		for deadline := time.Now().Add(20 * time.Second); got != want; time.Sleep(20 * time.Millisecond) {
-			got, _ = Leader(ctx, cli, prefix)
-			if time.Now().After(deadline) {
-				t.Fatalf("leader %q, want %q", got, want)
-			}
-		}
+		wait.Eventually(t, 20*time.Second, func() bool { got, _ = Leader(ctx, cli, prefix); return got == want },
+			func() string { return fmt.Sprintf("leader %q, want %q", got, want) })
 	}
 	start(cli1, "m1")
 	waitLeader("m1")

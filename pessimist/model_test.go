@@ -13,6 +13,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 	"github.com/tributary-db/tributary/shardgroup"
 	"github.com/tributary-db/tributary/vocab"
 )
@@ -212,11 +213,7 @@ func (m *model) run() error {
 	}
 	// The coordinator cleans up after the last done; wait for it (bounded).
 	var left []string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if left = m.keys(); len(left) == 0 {
-			break
-		}
-	}
+	wait.Until(10*time.Second, func() bool { left = m.keys(); return len(left) == 0 })
 	for _, c := range coords {
 		c.stop()
 	}

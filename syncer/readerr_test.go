@@ -15,6 +15,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/tributary-db/tributary/dbutil"
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/sink"
 )
@@ -80,14 +81,14 @@ func TestReadRetryShowsTheFailure(t *testing.T) {
 	c.up(0, insert("db_1.t_1", 1, 11))
 	c.waitRow(10)
 	c.ups[0].Stop()
-	eventually(t, 30*time.Second, func() bool { st := s.Status(); return st.ReadErr != nil && st.ReadAttempt >= 2 },
+	wait.Eventually(t, 30*time.Second, func() bool { st := s.Status(); return st.ReadErr != nil && st.ReadAttempt >= 2 },
 		func() string { st := s.Status(); return "no second attempt shown: " + errString(st.ReadErr) })
 	if err := c.ups[0].Boot(); err != nil {
 		t.Fatal(err)
 	}
 	c.up(0, insert("db_1.t_1", 11, 21))
 	c.waitRow(20)
-	eventually(t, 30*time.Second, func() bool { return s.Status().ReadErr == nil },
+	wait.Eventually(t, 30*time.Second, func() bool { return s.Status().ReadErr == nil },
 		func() string { return "the failure is still shown: " + errString(s.Status().ReadErr) })
 }
 

@@ -28,6 +28,7 @@ import (
 	_ "github.com/go-sql-driver/mysql" // the downstream and test driver
 
 	"github.com/tributary-db/tributary/internal/netutil"
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 )
 
 // Server is one running mariadbd.
@@ -251,27 +252,32 @@ func (s *Server) boot() error {
 		return err
 	}
 	defer db.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var datadir string
-		if err := db.QueryRow("SELECT @@datadir").Scan(&datadir); err == nil {
-			if filepath.Clean(datadir) != filepath.Join(s.Dir, "data") {
-				s.Kill()
-				return fmt.Errorf("port %d is served by another mariadbd (%s)", s.Port, datadir)
-			}
-			return nil
-		} else if time.Now().After(deadline) {
-			s.Kill()
-			log, _ := os.ReadFile(filepath.Join(s.Dir, "error.log"))
-			return fmt.Errorf("mariadbd on port %d not ready after 30s: %v\n%s", s.Port, err, log)
-		}
+	var datadir string
+	var qerr error
+	exited := false
+	ready := wait.Until(30*time.Second, func() bool {
 		select {
 		case <-s.exited:
-			log, _ := os.ReadFile(filepath.Join(s.Dir, "error.log"))
-			return fmt.Errorf("mariadbd exited at start:\n%s", log)
-		case <-time.After(20 * time.Millisecond):
+			exited = true
+			return true
+		default:
 		}
+		qerr = db.QueryRow("SELECT @@datadir").Scan(&datadir)
+		return qerr == nil
+	})
+	switch {
+	case exited:
+		log, _ := os.ReadFile(filepath.Join(s.Dir, "error.log"))
+		return fmt.Errorf("mariadbd exited at start:\n%s", log)
+	case !ready:
+		s.Kill()
+		log, _ := os.ReadFile(filepath.Join(s.Dir, "error.log"))
+		return fmt.Errorf("mariadbd on port %d not ready after 30s: %v\n%s", s.Port, qerr, log)
+	case filepath.Clean(datadir) != filepath.Join(s.Dir, "data"):
+		s.Kill()
+		return fmt.Errorf("port %d is served by another mariadbd (%s)", s.Port, datadir)
 	}
+	return nil
 }
 
 // Addr is host:port.
