@@ -29,12 +29,13 @@ test: vet
 	TRIBUTARY_TASK_MODE=all $(GO) test -count=1 -timeout 10m -run '^TestE2E' -skip '$(E2E_ALL_SKIP)' ./integration/ || status=1; \
 	exit $$status
 
-# The tests that need no server, in under a minute: go test -short over every package. Every test that
-# starts a throw-away mariadbd (internal/mariadbtest), an embedded etcd (internal/etcdtest, master's
-# StartEtcd), the real binaries (internal/e2e, ./integration/), pt-online-schema-change or headless
-# Chromium skips under -short, saying so; so do the long ones (the chaos soak, pessimist's path-fault
-# run). What is left: parsing, routing, config, the DDL toolkit, the shard group and lock model on
-# in-memory state, the delay and fault proxies, the dashboards' metric check. make test runs it all.
+# The tests that need no server, in under a minute: go test -short over every package. Every test
+# that starts a throw-away mariadbd (internal/testkit/mariadbtest), an embedded etcd
+# (internal/testkit/etcdtest, master's StartEtcd), the real binaries (internal/testkit/e2e,
+# ./integration/), pt-online-schema-change or headless Chromium skips under -short, saying so; so do
+# the long ones (the chaos soak, pessimist's path-fault run). What is left: parsing, routing, config,
+# the DDL toolkit, the shard group and lock model on in-memory state, the delay and fault proxies, the
+# dashboards' metric check. make test runs it all.
 unit:
 	$(GO) test -short -count=1 $(PKGS)
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tributary-db/tributary/internal/mariadbtest"
+	"github.com/tributary-db/tributary/internal/testkit/mariadbtest"
 )
 
 func TestMain(m *testing.M) { mariadbtest.Main(m) }

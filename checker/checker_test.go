@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/tributary-db/tributary/config"
-	"github.com/tributary-db/tributary/internal/mariadbtest"
+	"github.com/tributary-db/tributary/internal/testkit/mariadbtest"
 	"github.com/tributary-db/tributary/loader"
 	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/vocab"

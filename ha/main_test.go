@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/tributary-db/tributary/internal/etcdtest"
+	"github.com/tributary-db/tributary/internal/testkit/etcdtest"
 )
 
 // TestMain stops the embedded etcd of the tests and removes its data directory.

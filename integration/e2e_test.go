@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tributary-db/tributary/internal/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
 )
 
 // e2eCluster starts a cluster (2 upstreams, 1 downstream, 1 master, workers) built from this

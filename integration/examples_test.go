@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tributary-db/tributary/internal/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
 )
 
 // A newcomer's run of README's walkthrough: examples/source1.yaml, source2.yaml and task.yaml as

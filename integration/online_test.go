@@ -19,15 +19,15 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/tributary-db/tributary/internal/e2e"
-	"github.com/tributary-db/tributary/internal/onlinetest"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/onlinetest"
 	"github.com/tributary-db/tributary/internal/testkit/wait"
 )
 
 // Online DDL through the real binaries (task online-ddl: true): shards altered by a real
 // pt-online-schema-change (Debian's percona-toolkit) while writers change them, and by gh-ost, whose
 // statements are replayed: gh-ost is not served by the Go module proxy (nor packaged here), so no real
-// gh-ost runs; the tests replay the statement sequence of internal/onlinetest.Ghost,
+// gh-ost runs; the tests replay the statement sequence of internal/testkit/onlinetest.Ghost,
 // reconstructed from the statements gh-ost documents (its ghost, changelog and cut-over sentry
 // tables, the atomic cut-over RENAME). Ghost
 // and trash tables must never reach the downstream (no table, no row, no trigger); the cut-over must
@@ -68,7 +68,7 @@ func startOnline(t *testing.T) *e2eCluster {
 	return startWith(t, e2e.Options{Workers: 2, TaskExtra: olTask}, true)
 }
 
-// olGhost is gh-ost's statement sequence (a replay: internal/onlinetest).
+// olGhost is gh-ost's statement sequence (a replay: internal/testkit/onlinetest).
 var olGhost = onlinetest.Ghost
 
 // olGhostApply writes rows [from, to) to schema.table while gh-ost runs, and what gh-ost's binlog

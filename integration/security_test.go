@@ -25,9 +25,9 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/tributary-db/tributary/ha"
-	"github.com/tributary-db/tributary/internal/certtest"
-	"github.com/tributary-db/tributary/internal/e2e"
-	"github.com/tributary-db/tributary/internal/netutil"
+	"github.com/tributary-db/tributary/internal/testkit/certtest"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/netutil"
 	pb "github.com/tributary-db/tributary/proto"
 )
 

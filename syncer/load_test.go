@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/tributary-db/tributary/config"
-	"github.com/tributary-db/tributary/internal/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
 	"github.com/tributary-db/tributary/internal/testkit/wait"
 	"github.com/tributary-db/tributary/loader"
 	"github.com/tributary-db/tributary/pessimist"

@@ -23,8 +23,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tributary-db/tributary/internal/mariadbtest"
-	"github.com/tributary-db/tributary/internal/netutil"
+	"github.com/tributary-db/tributary/internal/testkit/mariadbtest"
+	"github.com/tributary-db/tributary/internal/testkit/netutil"
 	"github.com/tributary-db/tributary/internal/testkit/wait"
 	"github.com/tributary-db/tributary/loader"
 )

@@ -27,7 +27,7 @@ import (
 
 	_ "github.com/go-sql-driver/mysql" // the downstream and test driver
 
-	"github.com/tributary-db/tributary/internal/netutil"
+	"github.com/tributary-db/tributary/internal/testkit/netutil"
 	"github.com/tributary-db/tributary/internal/testkit/wait"
 )
 
