@@ -3,7 +3,6 @@ package master
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -14,13 +13,11 @@ import (
 	"github.com/tributary-db/tributary/internal/testkit/etcdtest"
 	"github.com/tributary-db/tributary/internal/testkit/wait"
 	"github.com/tributary-db/tributary/pessimist"
+	"github.com/tributary-db/tributary/internal/testkit/leak"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	etcdtest.Stop()
-	os.Exit(code)
-}
+// TestMain stops the tests' embedded etcd, then fails a run that leaves a goroutine.
+func TestMain(m *testing.M) { leak.VerifyTestMain(m, etcdtest.Stop) }
 
 // TestLeaderFailoverResolvesLock: the leader master dies (its etcd client goes away, its session
 // lease expires); the other master is elected, rebuilds the lock from etcd alone and resolves it; a

@@ -100,7 +100,7 @@ func (c *cluster) runAs(user, password string, serverID uint32) <-chan error {
 		User: user, Password: password, ServerID: serverID, Router: c.router, Downstream: c.syncDB, DDLDownstream: c.ddlDB, GroupStatements: true,
 		MetaSchema: "dm_meta_" + user, Agent: pessimist.NewAgent(c.cli, c.layout, "other", "s1", nil), Epoch: 1, Log: c.logger()})
 	errc := make(chan error, 1)
-	go func() { errc <- s.Run(ctx) }()
+	go func() { errc <- runSyncer(ctx, s) }()
 	c.t.Cleanup(cancel)
 	return errc
 }

@@ -4,6 +4,9 @@
 //   - wait: the one way tests wait for something: Eventually(t, timeout, cond, what) fails the test
 //     when cond does not hold in time, Until(timeout, cond) reports it. A leaf: it imports nothing of
 //     the project, so every other package (and framework) may use it.
+//   - leak: the goroutine-leak check (go.uber.org/goleak) of every package whose code starts
+//     goroutines: its TestMain calls leak.VerifyTestMain, which runs the tests, the package's cleanup,
+//     then fails a passing run that left a goroutine behind.
 //   - mariadbtest: throw-away mariadbd instances (ROW binlog, own datadir and port, copied from one
 //     template datadir per test process), with the server settings users run. Start ties one to a
 //     test; Launch is for programs (make demo, the chaos soak). Main is a TestMain that removes the

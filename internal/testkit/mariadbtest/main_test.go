@@ -1,5 +1,9 @@
 package mariadbtest
 
-import "testing"
+import (
+	"testing"
 
-func TestMain(m *testing.M) { Main(m) }
+	"github.com/tributary-db/tributary/internal/testkit/leak"
+)
+
+func TestMain(m *testing.M) { leak.VerifyTestMain(m, RemoveTemplate) }
