@@ -191,7 +191,7 @@ func TestE2EThreeMastersFailover(t *testing.T) {
 				}
 				id++
 			}
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // pace the writer: a steady trickle, not a flood
 		}
 	}()
 	c.up(0, "ALTER TABLE db_1.t_1 ADD COLUMN c INT", "ALTER TABLE db_1.t_2 ADD COLUMN c INT")

@@ -52,11 +52,10 @@ func TestCoordinatorRebuildsAfterCompaction(t *testing.T) {
 	}
 	run := start(ctx, func(ctx context.Context) { c.Run(ctx) })
 	defer run.stop()
-	info, _, err := a1.Info(ctx, "`db`.`t`")
-	for err == nil && info.ModRevision == 0 {
-		time.Sleep(time.Millisecond)
-		info, _, err = a1.Info(ctx, "`db`.`t`")
-	}
+	var info Info
+	var err error
+	wait.Eventually(t, 10*time.Second, func() bool { info, _, err = a1.Info(ctx, "`db`.`t`"); return err != nil || info.ModRevision != 0 },
+		func() string { return "s1's info never written" })
 	if err != nil {
 		t.Fatal(err)
 	}

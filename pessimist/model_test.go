@@ -190,7 +190,7 @@ func (m *model) run() error {
 			}
 			return fmt.Errorf("not finished after 30s: checkpoints %v, keys %v", m.checkpointsCopy(), m.keys())
 		}
-		time.Sleep(time.Duration(m.rng.Intn(1000)) * time.Microsecond)
+		time.Sleep(time.Duration(m.rng.Intn(1000)) * time.Microsecond) // the random moment of the next fault
 		switch r := m.rng.Intn(20); {
 		case r == 0 && m.coordRestarts < 4:
 			m.coordRestarts++

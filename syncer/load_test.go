@@ -250,7 +250,9 @@ func fullLoadResumes(t *testing.T, gtid bool) {
 	if err := RunLoad(ctx, p); !errors.Is(err, crash) {
 		t.Fatalf("first run: %v, want the simulated crash", err)
 	}
-	time.Sleep(300 * time.Millisecond) // let the writers change rows between the two snapshots
+	// Let the writers change rows between the two snapshots: the window is what the test is about (the
+	// longer, the more rows change under the resumed load), no event to wait for.
+	time.Sleep(300 * time.Millisecond)
 	errs := make(chan error, 2)
 	go func() { errs <- RunLoad(ctx, c.loadParams(0)) }()
 	go func() { errs <- RunLoad(ctx, c.loadParams(1)) }()
