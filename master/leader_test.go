@@ -11,9 +11,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tributary-db/tributary/internal/testkit/etcdtest"
+	"github.com/tributary-db/tributary/internal/testkit/leak"
 	"github.com/tributary-db/tributary/internal/testkit/wait"
 	"github.com/tributary-db/tributary/pessimist"
-	"github.com/tributary-db/tributary/internal/testkit/leak"
 )
 
 // TestMain stops the tests' embedded etcd, then fails a run that leaves a goroutine.
@@ -38,6 +38,10 @@ func TestLeaderFailoverResolvesLock(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var fences []clientv3.Cmp
+	// The campaigns end with ctx (the deferred cancel); the test waits for them after it (a cleanup
+	// runs after the defers), so that no resign is still on its way when etcd stops.
+	var campaigns sync.WaitGroup
+	t.Cleanup(campaigns.Wait)
 	start := func(c *clientv3.Client, name string) {
 		l := NewLeadership(c, name, prefix, 1, nil)
 		run := LeaderRun(c, layout, &Service{}, nil)
@@ -47,7 +51,7 @@ func TestLeaderFailoverResolvesLock(t *testing.T) {
 			mu.Unlock()
 			return run(ctx, fence)
 		}
-		go l.Campaign(ctx)
+		campaigns.Go(func() { l.Campaign(ctx) })
 	}
 	waitLeader := func(want string) {
 		t.Helper()
@@ -57,6 +61,10 @@ func TestLeaderFailoverResolvesLock(t *testing.T) {
 	}
 	start(cli1, "m1")
 	waitLeader("m1")
+	// The election shows m1 a moment before its Run starts: wait for its fence, or fences[0] below may
+	// be m2's.
+	wait.Eventually(t, 20*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(fences) == 1 },
+		func() string { return "m1 leads but its Run never started" })
 	start(cli, "m2")
 
 	a1 := pessimist.NewAgent(cli, layout, "task", "s1", nil)

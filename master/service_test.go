@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,7 +32,11 @@ func TestServiceOverGRPC(t *testing.T) {
 	svc := &Service{}
 	l := NewLeadership(cli, "m1", base+"election", 5, nil)
 	l.Run = LeaderRun(cli, layout, svc, nil)
-	go l.Campaign(ctx)
+	// The campaign ends with ctx (the deferred cancel); wait for it after (a cleanup runs after the
+	// defers), so that its resign is not on its way when etcd stops.
+	var campaign sync.WaitGroup
+	t.Cleanup(campaign.Wait)
+	campaign.Go(func() { l.Campaign(ctx) })
 
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
