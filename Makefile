@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: build test test-faults bench fuzz proto vet demo chaos
+.PHONY: build test unit test-faults bench fuzz proto vet demo chaos
 
 # Binaries into bin/; -V prints the commit they were built from (also where -buildvcs=false is set).
 GIT_HASH := $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo " (modified)")
@@ -28,6 +28,16 @@ test: vet
 	echo "TRIBUTARY_TASK_MODE=all $(GO) test -count=1 -timeout 10m -run '^TestE2E' -skip '$(E2E_ALL_SKIP)' ./integration/"; \
 	TRIBUTARY_TASK_MODE=all $(GO) test -count=1 -timeout 10m -run '^TestE2E' -skip '$(E2E_ALL_SKIP)' ./integration/ || status=1; \
 	exit $$status
+
+# The tests that need no server, in under a minute: go test -short over every package. Every test
+# that starts a throw-away mariadbd (internal/testkit/mariadbtest), an embedded etcd
+# (internal/testkit/etcdtest, master's StartEtcd), the real binaries (internal/testkit/e2e,
+# ./integration/), pt-online-schema-change or headless Chromium skips under -short, saying so; so do
+# the long ones (the chaos soak, pessimist's path-fault run). What is left: parsing, routing, config,
+# the DDL toolkit, the shard group and lock model on in-memory state, the delay and fault proxies, the
+# dashboards' metric check. make test runs it all.
+unit:
+	$(GO) test -short -count=1 $(PKGS)
 
 # The whole fault matrix: kill -9 of the leader master, the owner worker and the non-owner worker at
 # each of 6 steps of a lock (18 cells, TRIBUTARY_FAULT_RUNS runs each), plus the partition and failover

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tributary-db/tributary/internal/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
 	"github.com/tributary-db/tributary/loader"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tributary-db/tributary/internal/mariadbtest"
+	"github.com/tributary-db/tributary/internal/testkit/mariadbtest"
 )
 
 // TestDDLGeneratorKeepsItsColumnsTrue: over many draws, each DDL is one the shard's columns allow as

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tributary-db/tributary/internal/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
 )
 
 // injector picks a fault every few seconds (FaultGap on average) and heals it after a while; up to two

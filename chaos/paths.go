@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tributary-db/tributary/internal/netutil"
+	"github.com/tributary-db/tributary/internal/testkit/netutil"
 )
 
 // paths are the network paths the workers use, each through a proxy the injector can stall or cut:

@@ -16,7 +16,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tributary-db/tributary/internal/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
 	"github.com/tributary-db/tributary/pessimist"
 )
 

@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tributary-db/tributary/internal/mariadbtest"
+	"github.com/tributary-db/tributary/internal/testkit/mariadbtest"
+	"github.com/tributary-db/tributary/internal/testkit/leak"
 )
 
-func TestMain(m *testing.M) { mariadbtest.Main(m) }
+// TestMain removes the MariaDB template datadir after the tests and fails a run that leaves a goroutine.
+func TestMain(m *testing.M) { leak.VerifyTestMain(m, mariadbtest.RemoveTemplate) }
 
 // ciSeed is the short soak's seed in make test: fixed, so that a red CI replays with
 // make chaos SEED=4 DURATION=90s.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/tributary-db/tributary/internal/mariadbtest"
+	"github.com/tributary-db/tributary/internal/testkit/mariadbtest"
 )
 
 // TestTableEstimatesFollowTheFile: InnoDB's persistent statistics taken at 1000 rows and not

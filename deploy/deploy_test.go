@@ -14,13 +14,18 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// exported reads the metric names the master and worker define (master/metrics.go, worker/metrics.go).
+// exported reads the metric names the binaries define: every package's metrics.go (master, worker,
+// sink, ...), so that a metric moving to another package stays known.
 func exported(t *testing.T) []string {
 	t.Helper()
 	var names []string
 	desc := regexp.MustCompile(`NewDesc\("(dm_[a-z_]+)"`)
 	opts := regexp.MustCompile(`Namespace: "dm", Subsystem: "([a-z_]+)", Name: "([a-z_]+)"`)
-	for _, f := range []string{"../master/metrics.go", "../worker/metrics.go"} {
+	files, err := filepath.Glob("../*/metrics.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
 		src, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

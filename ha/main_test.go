@@ -1,15 +1,12 @@
 package ha
 
 import (
-	"os"
 	"testing"
 
-	"github.com/tributary-db/tributary/internal/etcdtest"
+	"github.com/tributary-db/tributary/internal/testkit/etcdtest"
+	"github.com/tributary-db/tributary/internal/testkit/leak"
 )
 
-// TestMain stops the embedded etcd of the tests and removes its data directory.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	etcdtest.Stop()
-	os.Exit(code)
-}
+// TestMain stops the embedded etcd of the tests and removes its data directory, then fails a run that
+// leaves a goroutine.
+func TestMain(m *testing.M) { leak.VerifyTestMain(m, etcdtest.Stop) }

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tributary-db/tributary/internal/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
 	"github.com/tributary-db/tributary/loader"
 )
 

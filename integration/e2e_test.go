@@ -9,8 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tributary-db/tributary/internal/e2e"
-	"github.com/tributary-db/tributary/internal/mariadbtest"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
 )
 
 // e2eCluster starts a cluster (2 upstreams, 1 downstream, 1 master, workers) built from this
@@ -36,9 +35,7 @@ func startCluster(t *testing.T, workers int, startTask bool) *e2eCluster {
 // startWith starts a cluster with options o.
 func startWith(t *testing.T, o e2e.Options, startTask bool) *e2eCluster {
 	t.Helper()
-	if !mariadbtest.Available() {
-		t.Skip("mariadbd not found: install mariadb-server (apt-get install -y mariadb-server) to run this test")
-	}
+	e2e.SkipShort(t)
 	root, _ := filepath.Abs("..")
 	bin := binaries(t)
 	o.Root, o.Bin = root, bin

@@ -18,7 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tributary-db/tributary/internal/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 )
 
 // session is one connection of its own to an upstream: XA START ... XA END, a temporary table and a
@@ -77,15 +78,11 @@ func (s *session) close() {
 	s.conn.Close()
 	s.db.Close()
 	s.db = nil
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	wait.Eventually(s.c.t, 30*time.Second, func() bool {
 		var n int
-		if err := s.c.UpDBs[s.up].QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", s.id).Scan(&n); err == nil && n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.c.t.Fatalf("upstream %d still lists the closed session %d after 30 s", s.up+1, s.id)
-		}
-	}
+		err := s.c.UpDBs[s.up].QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", s.id).Scan(&n)
+		return err == nil && n == 0
+	}, func() string { return fmt.Sprintf("upstream %d still lists the closed session %d", s.up+1, s.id) })
 }
 
 // prepareXA runs stmts in XA transaction xid on a new session of upstream i, up to XA PREPARE, and

@@ -8,8 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tributary-db/tributary/internal/e2e"
-	"github.com/tributary-db/tributary/internal/mariadbtest"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
 )
 
 // A newcomer's run of README's walkthrough: examples/source1.yaml, source2.yaml and task.yaml as
@@ -17,9 +16,7 @@ import (
 // that hold rows before the task starts: every row of both sources reaches the downstream, and the
 // rows written after follow.
 func TestE2EExampleFilesLoseNothing(t *testing.T) {
-	if !mariadbtest.Available() {
-		t.Skip("mariadbd not found: install mariadb-server (apt-get install -y mariadb-server) to run this test")
-	}
+	e2e.SkipShort(t)
 	root, _ := filepath.Abs("..")
 	c, err := e2e.Start(e2e.Options{Root: root, Bin: binaries(t), Workers: 2})
 	if err != nil {

@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tributary-db/tributary/internal/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 )
 
 // The fault matrix: kill -9 of the leader master, the owner worker or the non-owner worker at each
@@ -138,15 +139,8 @@ func (c *e2eCluster) workerOf(source string) string {
 // waitLog waits until a process's log contains s.
 func waitLog(t *testing.T, p *e2e.Proc, s string, timeout time.Duration) {
 	t.Helper()
-	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
-		data, _ := os.ReadFile(p.LogFile)
-		if strings.Contains(string(data), s) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not log %q within %s", p.Name, s, timeout)
-		}
-	}
+	wait.Eventually(t, timeout, func() bool { data, _ := os.ReadFile(p.LogFile); return strings.Contains(string(data), s) },
+		func() string { return fmt.Sprintf("%s did not log %q", p.Name, s) })
 }
 
 // Partition: the workers lose etcd (every master is down) while a lock is half formed. They stop
@@ -197,7 +191,7 @@ func TestE2EThreeMastersFailover(t *testing.T) {
 				}
 				id++
 			}
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // pace the writer: a steady trickle, not a flood
 		}
 	}()
 	c.up(0, "ALTER TABLE db_1.t_1 ADD COLUMN c INT", "ALTER TABLE db_1.t_2 ADD COLUMN c INT")

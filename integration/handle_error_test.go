@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/tributary-db/tributary/dbutil"
-	"github.com/tributary-db/tributary/internal/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
 )
 
 // TestE2ERefusedRowPausesThenBinlogSkip: two shards write the same key. The second source's subtask

@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tributary-db/tributary/internal/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 )
 
 // A hot shard table's backlog with syncers.spread-hot-tables: true, through the real binaries: its
@@ -45,12 +46,8 @@ func TestE2ESpreadHotTableWorkerKilled(t *testing.T) {
 	c.ok("resume-task", c.task)
 	// Kill the worker once a third of the inserts are downstream.
 	var at int
-	for deadline := time.Now().Add(90 * time.Second); at < n/3; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d rows downstream after 90 s", at)
-		}
-		c.DownDB.QueryRow("SELECT COUNT(*) FROM db.t").Scan(&at)
-	}
+	wait.Eventually(t, 90*time.Second, func() bool { c.DownDB.QueryRow("SELECT COUNT(*) FROM db.t").Scan(&at); return at >= n/3 },
+		func() string { return fmt.Sprintf("%d rows downstream after 90 s", at) })
 	w := c.Worker(victim)
 	w.Kill9()
 	var rows int

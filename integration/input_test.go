@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tributary-db/tributary/internal/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
 	"github.com/tributary-db/tributary/meta"
 )
 

@@ -20,8 +20,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tributary-db/tributary/internal/e2e"
-	"github.com/tributary-db/tributary/internal/mariadbtest"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
 	"github.com/tributary-db/tributary/pessimist"
 )
 
@@ -55,9 +54,7 @@ import (
 //
 //	go test -run XXX -bench LockLatency -benchtime 1x ./integration/
 func BenchmarkLockLatency(b *testing.B) {
-	if !mariadbtest.Available() {
-		b.Skip("mariadbd not found: install mariadb-server (apt-get install -y mariadb-server) to run this benchmark")
-	}
+	e2e.SkipShort(b)
 	counts := []int{2, 8}
 	if v := os.Getenv("TRIBUTARY_LATENCY_SOURCES"); v != "" {
 		counts = nil
@@ -312,8 +309,10 @@ func (lb *latencyBench) dmctl(args ...string) {
 	}
 }
 
-// waitFor polls cond every interval until it holds (60 s at most).
-func (lb *latencyBench) waitFor(what string, every time.Duration, cond func() (bool, error)) {
+// pollEvery polls cond every interval until it holds (60 s at most). A measurement, not a wait: the
+// fixed interval (1 ms, or TRIBUTARY_LATENCY_POLL) is the resolution of the latencies measured, which
+// wait.Until's backing off would coarsen.
+func (lb *latencyBench) pollEvery(what string, every time.Duration, cond func() (bool, error)) {
 	lb.b.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -378,7 +377,7 @@ func (lb *latencyBench) run(rounds int, poll, settle time.Duration, probe string
 				lb.fail(err)
 			}
 		}
-		lb.waitFor("the other sources' infos and the last source past its first DDL", time.Millisecond, func() (bool, error) {
+		lb.pollEvery("the other sources' infos and the last source past its first DDL", time.Millisecond, func() (bool, error) {
 			if len(lb.watch.infos()) != last {
 				return false, nil
 			}
@@ -392,7 +391,7 @@ func (lb *latencyBench) run(rounds int, poll, settle time.Duration, probe string
 			lb.fail(err)
 		}
 		rd.committed = time.Now()
-		lb.waitFor("column "+col+" downstream", poll, func() (bool, error) {
+		lb.pollEvery("column "+col+" downstream", poll, func() (bool, error) {
 			if probe == "columns" {
 				var n int
 				err := c.DownDB.QueryRow("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'db' AND TABLE_NAME = 't' AND COLUMN_NAME = ?", col).Scan(&n)
@@ -410,7 +409,7 @@ func (lb *latencyBench) run(rounds int, poll, settle time.Duration, probe string
 			}
 			return true, rows.Close()
 		})
-		lb.waitFor("lock "+col+" gone from etcd", time.Millisecond, func() (bool, error) { return !lb.watch.keysLeft(), nil })
+		lb.pollEvery("lock "+col+" gone from etcd", time.Millisecond, func() (bool, error) { return !lb.watch.keysLeft(), nil })
 		// Every source resumed after the lock: a row written after its DDLs arrives.
 		var ids []int
 		for i := range c.Ups {
@@ -420,7 +419,7 @@ func (lb *latencyBench) run(rounds int, poll, settle time.Duration, probe string
 				lb.fail(err)
 			}
 		}
-		lb.waitFor("rows after the lock downstream", time.Millisecond, func() (bool, error) { return lb.rowsDown(ids) })
+		lb.pollEvery("rows after the lock downstream", time.Millisecond, func() (bool, error) { return lb.rowsDown(ids) })
 		t := time.Now()
 		if _, err := c.DownDB.Exec("ALTER TABLE db.twin ADD COLUMN " + col + " INT"); err != nil {
 			lb.fail(err)

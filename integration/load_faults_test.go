@@ -13,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tributary-db/tributary/internal/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 	"github.com/tributary-db/tributary/loader"
 	"github.com/tributary-db/tributary/vocab"
 )
@@ -487,16 +488,14 @@ func lfTx(ctx context.Context, db *sql.DB, stmts ...string) error {
 func (w *lfWriters) waitProgress() {
 	w.c.t.Helper()
 	from := w.ops.Load()
-	for deadline := time.Now().Add(30 * time.Second); w.ops.Load() < from+200; time.Sleep(5 * time.Millisecond) {
+	wait.Eventually(w.c.t, 30*time.Second, func() bool {
 		select {
 		case err := <-w.errs:
 			w.c.t.Fatal(err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			w.c.t.Fatalf("the writers ran %d operations in 30s", w.ops.Load()-from)
-		}
-	}
+		return w.ops.Load() >= from+200
+	}, func() string { return fmt.Sprintf("the writers ran %d operations in 30s", w.ops.Load()-from) })
 }
 
 func (w *lfWriters) stop() error {

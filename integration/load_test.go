@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tributary-db/tributary/internal/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 	"github.com/tributary-db/tributary/loader"
 	"github.com/tributary-db/tributary/vocab"
 )
@@ -291,16 +292,14 @@ func (w *writer) round(r int) error {
 func (w *writer) waitRounds(n int64) {
 	w.c.t.Helper()
 	want := w.rounds.Load() + n
-	for deadline := time.Now().Add(60 * time.Second); w.rounds.Load() < want; time.Sleep(10 * time.Millisecond) {
+	wait.Eventually(w.c.t, 60*time.Second, func() bool {
 		select {
 		case err := <-w.done:
 			w.c.t.Fatalf("the writer stopped: %v", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			w.c.t.Fatalf("the writer did %d rounds in 60s, want %d", w.rounds.Load(), want)
-		}
-	}
+		return w.rounds.Load() >= want
+	}, func() string { return fmt.Sprintf("the writer did %d rounds in 60s, want %d", w.rounds.Load(), want) })
 }
 
 // stop stops the writer and fails the test if a write failed.

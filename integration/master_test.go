@@ -18,8 +18,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/tributary-db/tributary/internal/mariadbtest"
-	"github.com/tributary-db/tributary/internal/netutil"
+	"github.com/tributary-db/tributary/internal/testkit/mariadbtest"
+	"github.com/tributary-db/tributary/internal/testkit/netutil"
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 	"github.com/tributary-db/tributary/master"
 	"github.com/tributary-db/tributary/pessimist"
 )
@@ -43,6 +44,9 @@ func TestMain(m *testing.M) {
 // binaries builds dm-master, dm-worker and dmctl (with failpoints) once per test process.
 func binaries(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the real binaries: skipped under -short (make unit); make test runs it")
+	}
 	buildOnce.Do(func() {
 		binDir, buildErr = os.MkdirTemp("", "tributary-bin-")
 		if buildErr != nil {
@@ -121,15 +125,11 @@ func dmctlUntilOut(t *testing.T, bin, addr string, timeout time.Duration, ok fun
 
 func dmctlPoll(t *testing.T, bin, addr string, timeout time.Duration, ok func(dmctlResult, string) bool, what string, args ...string) (dmctlResult, string) {
 	t.Helper()
-	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
-		r, out := dmctl(t, bin, addr, args...)
-		if ok(r, out) {
-			return r, out
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: dmctl %v at %s printed %s", what, args, addr, out)
-		}
-	}
+	var r dmctlResult
+	var out string
+	wait.Eventually(t, timeout, func() bool { r, out = dmctl(t, bin, addr, args...); return ok(r, out) },
+		func() string { return fmt.Sprintf("%s: dmctl %v at %s printed %s", what, args, addr, out) })
+	return r, out
 }
 
 func waitLeader(t *testing.T, bin, addr string) {

@@ -17,7 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tributary-db/tributary/internal/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 	"github.com/tributary-db/tributary/master"
 )
 
@@ -295,28 +296,15 @@ func apiLocks(t *testing.T, base string) []apiLockView {
 
 func waitAPILock(t *testing.T, base string, ok func(apiLockView) bool) apiLockView {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		locks := apiLocks(t, base)
-		if len(locks) == 1 && ok(locks[0]) {
-			return locks[0]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("API locks %+v", locks)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	var locks []apiLockView
+	wait.Eventually(t, 60*time.Second, func() bool { locks = apiLocks(t, base); return len(locks) == 1 && ok(locks[0]) },
+		func() string { return fmt.Sprintf("API locks %+v", locks) })
+	return locks[0]
 }
 
 func waitAPILocksEmpty(t *testing.T, base string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for len(apiLocks(t, base)) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the API still shows a lock")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	wait.Eventually(t, 60*time.Second, func() bool { return len(apiLocks(t, base)) == 0 }, func() string { return "the API still shows a lock" })
 }
 
 // --- metrics ---
@@ -377,6 +365,9 @@ func chromiumPath() string {
 // screenshot under the test's temp dir (and, with TRIBUTARY_DASHBOARD_PNG set, there too).
 func dashboard(t *testing.T, base, shot string, ok func(string) bool) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs headless chromium: skipped under -short (make unit); make test runs it")
+	}
 	bin := chromiumPath()
 	if bin == "" {
 		t.Skip("chromium not found: install it (apt-get install -y chromium) to run the browser test")
@@ -386,22 +377,15 @@ func dashboard(t *testing.T, base, shot string, ok func(string) bool) string {
 		return append([]string{"--headless", "--disable-gpu", "--no-sandbox", "--disable-dev-shm-usage", "--user-data-dir=" + filepath.Join(dir, "profile"),
 			"--virtual-time-budget=5000"}, append(extra, base+"/dashboard/")...)
 	}
-	deadline := time.Now().Add(90 * time.Second)
 	var dom string
-	for {
+	wait.Eventually(t, 90*time.Second, func() bool {
 		out, err := exec.Command(bin, args("--dump-dom")...).Output()
 		if err != nil {
 			t.Fatalf("chromium --dump-dom: %v", err)
 		}
 		dom = string(out)
-		if strings.Contains(dom, `data-loaded="true"`) && ok(dom) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the dashboard never showed what the test waits for:\n%s", dom)
-		}
-		time.Sleep(time.Second)
-	}
+		return strings.Contains(dom, `data-loaded="true"`) && ok(dom)
+	}, func() string { return "the dashboard never showed what the test waits for:\n" + dom })
 	png := filepath.Join(dir, shot)
 	if out, err := exec.Command(bin, args("--screenshot="+png, "--window-size=1400,900", "--hide-scrollbars")...).CombinedOutput(); err != nil {
 		t.Fatalf("chromium --screenshot: %v\n%s", err, out)
@@ -463,10 +447,10 @@ func checkLockLogs(t *testing.T, c *e2eCluster, id string) {
 		}},
 		{"the lock resolved", func(l line) bool { return l.m["msg"] == "shard DDL lock resolved" }},
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var lines []line
-		var bad []string
+	var lines []line
+	var bad, missing []string
+	wait.Eventually(t, 30*time.Second, func() bool {
+		lines, bad, missing = nil, nil, nil
 		for _, p := range append(append([]*e2e.Proc{}, c.Masters...), c.Workers...) {
 			data, err := os.ReadFile(p.LogFile)
 			if err != nil {
@@ -487,20 +471,15 @@ func checkLockLogs(t *testing.T, c *e2eCluster, id string) {
 				lines = append(lines, line{p.Name, m})
 			}
 		}
-		var missing []string
 		for _, s := range steps {
 			if !slices.ContainsFunc(lines, s.ok) {
 				missing = append(missing, s.what)
 			}
 		}
-		if len(bad) == 0 && len(missing) == 0 {
-			t.Logf("%d log lines carry lock %s", len(lines), id)
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lock %s in the logs: lines naming it without the lock field:\n%s\nsteps not found: %v",
-				id, strings.Join(bad, "\n"), missing)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return len(bad) == 0 && len(missing) == 0
+	}, func() string {
+		return fmt.Sprintf("lock %s in the logs: lines naming it without the lock field:\n%s\nsteps not found: %v",
+			id, strings.Join(bad, "\n"), missing)
+	})
+	t.Logf("%d log lines carry lock %s", len(lines), id)
 }

@@ -19,14 +19,15 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/tributary-db/tributary/internal/e2e"
-	"github.com/tributary-db/tributary/internal/onlinetest"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/onlinetest"
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 )
 
 // Online DDL through the real binaries (task online-ddl: true): shards altered by a real
 // pt-online-schema-change (Debian's percona-toolkit) while writers change them, and by gh-ost, whose
 // statements are replayed: gh-ost is not served by the Go module proxy (nor packaged here), so no real
-// gh-ost runs; the tests replay the statement sequence of internal/onlinetest.Ghost,
+// gh-ost runs; the tests replay the statement sequence of internal/testkit/onlinetest.Ghost,
 // reconstructed from the statements gh-ost documents (its ghost, changelog and cut-over sentry
 // tables, the atomic cut-over RENAME). Ghost
 // and trash tables must never reach the downstream (no table, no row, no trigger); the cut-over must
@@ -51,6 +52,9 @@ var olMetaWrite = regexp.MustCompile("(?is)^\\s*(INSERT|REPLACE|UPDATE|DELETE)\\
 // needPtOSC returns pt-online-schema-change's path, or skips the test.
 func needPtOSC(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs pt-online-schema-change on a mariadbd: skipped under -short (make unit); make test runs it")
+	}
 	p, err := exec.LookPath("pt-online-schema-change")
 	if err != nil {
 		t.Skip("pt-online-schema-change not found: install percona-toolkit (apt-get install -y percona-toolkit; .ci/run does) to run this test")
@@ -64,7 +68,7 @@ func startOnline(t *testing.T) *e2eCluster {
 	return startWith(t, e2e.Options{Workers: 2, TaskExtra: olTask}, true)
 }
 
-// olGhost is gh-ost's statement sequence (a replay: internal/onlinetest).
+// olGhost is gh-ost's statement sequence (a replay: internal/testkit/onlinetest).
 var olGhost = onlinetest.Ghost
 
 // olGhostApply writes rows [from, to) to schema.table while gh-ost runs, and what gh-ost's binlog
@@ -287,16 +291,16 @@ func (o *olWriter) op() (string, func()) {
 func (w *olWriters) progress(n int64) {
 	w.t.Helper()
 	from := w.ok.Load()
-	for deadline := time.Now().Add(60 * time.Second); w.ok.Load() < from+n; time.Sleep(5 * time.Millisecond) {
+	wait.Eventually(w.t, 60*time.Second, func() bool {
 		select {
 		case err := <-w.errs:
 			w.t.Fatal(err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			w.t.Fatalf("the writers committed %d statements in 60s, want %d", w.ok.Load()-from, n)
-		}
-	}
+		return w.ok.Load() >= from+n
+	}, func() string {
+		return fmt.Sprintf("the writers committed %d statements in 60s, want %d", w.ok.Load()-from, n)
+	})
 }
 
 // stop stops the writers after their statement in flight and fails the test if one failed.
@@ -345,15 +349,8 @@ func seq(from, n int) []int {
 func (c *e2eCluster) olUntil(what string, timeout time.Duration, cond func() (bool, string)) {
 	c.t.Helper()
 	var last string
-	for deadline := time.Now().Add(timeout); ; time.Sleep(50 * time.Millisecond) {
-		var ok bool
-		if ok, last = cond(); ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("%s: not within %s; last: %s", what, timeout, last)
-		}
-	}
+	wait.Eventually(c.t, timeout, func() bool { var ok bool; ok, last = cond(); return ok },
+		func() string { return fmt.Sprintf("%s; last: %s", what, last) })
 }
 
 // noLock checks that shard-ddl-lock shows no lock.

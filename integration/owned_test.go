@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/tributary-db/tributary/checker"
-	"github.com/tributary-db/tributary/internal/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
 	"github.com/tributary-db/tributary/loader"
 	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/vocab"

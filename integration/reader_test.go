@@ -1,11 +1,13 @@
 package integration
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
 
-	"github.com/tributary-db/tributary/internal/e2e"
+	"github.com/tributary-db/tributary/dbutil"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
 )
 
 // sourceSub is source's subtask status in a query-status result.
@@ -19,6 +21,28 @@ func sourceSub(r e2e.Result, source string) (e2e.Result, bool) {
 		}
 	}
 	return nil, false
+}
+
+// binaryLogs are the first and last of upstream i's binlog files (SHOW BINARY LOGS): the names the
+// server chose, which the tests compare messages with instead of assuming mysql-bin.000001.
+func (c *e2eCluster) binaryLogs(i int) (first, last string) {
+	c.t.Helper()
+	files, err := dbutil.BinaryLogs(context.Background(), c.UpDBs[i])
+	if err != nil || len(files) == 0 {
+		c.t.Fatalf("SHOW BINARY LOGS on upstream %d: %v %v", i+1, files, err)
+	}
+	return files[0].Name, files[len(files)-1].Name
+}
+
+// binlogFile is upstream i's current binlog file (SHOW MASTER STATUS).
+func (c *e2eCluster) binlogFile(i int) string {
+	c.t.Helper()
+	var file string
+	var pos, doDB, ignoreDB any
+	if err := c.UpDBs[i].QueryRow("SHOW MASTER STATUS").Scan(&file, &pos, &doDB, &ignoreDB); err != nil {
+		c.t.Fatalf("SHOW MASTER STATUS on upstream %d: %v", i+1, err)
+	}
+	return file
 }
 
 // firstError is the RawCause and Message of a subtask's first error ("" when none).
@@ -49,12 +73,15 @@ func TestE2EReaderErrors(t *testing.T) {
 	first := "  - source-id: " + s1 + "\n"
 	withMeta := c.writeFile("meta.yaml", strings.Replace(string(body), first, first+"    meta:\n      binlog-name: pid-bin.000001\n      binlog-pos: 4\n", 1))
 	out := c.fails("start-task", withMeta)
-	contains(t, out, "meta_position", "pid-bin.000001 is not a binlog file of the source, which has mysql-bin.000001 to mysql-bin.00000")
+	firstFile, lastFile := c.binaryLogs(0)
+	contains(t, out, "meta_position", "pid-bin.000001 is not a binlog file of the source, which has "+firstFile+" to "+lastFile)
 	c.noTask()
 
+	// Where each source starts: its current binlog file (nothing writes to the upstreams meanwhile).
+	startFile := map[string]string{s1: c.binlogFile(0), s2: c.binlogFile(1)}
 	r := c.ok("start-task", f)
 	for _, s := range r.List("sources") {
-		if msg := s.Str("msg"); !strings.Contains(msg, "no meta: the task starts this source at its current binlog position (mysql-bin.00000") ||
+		if msg := s.Str("msg"); !strings.Contains(msg, "no meta: the task starts this source at its current binlog position ("+startFile[s.Str("source")]+", ") ||
 			!strings.Contains(msg, "rows written before it are not copied") {
 			t.Fatalf("start-task says of %s: %q", s.Str("source"), msg)
 		}
@@ -88,14 +115,19 @@ func TestE2EReaderErrors(t *testing.T) {
 	// Source 1's checkpoint purged while the task is paused.
 	c.ok("pause-task", c.task)
 	c.up(0, "FLUSH BINARY LOGS", insertRows("db_1.t_2", 20, 31, ""), "FLUSH BINARY LOGS", "PURGE BINARY LOGS BEFORE NOW() + INTERVAL 1 DAY")
+	// The checkpoint is still in the file source 1 started in (no rotation until the FLUSH above).
+	firstFile, lastFile = c.binaryLogs(0)
+	if startFile[s1] >= firstFile { // one base name: the numbered names sort as the files do
+		t.Fatalf("%s was not purged: the source has %s to %s", startFile[s1], firstFile, lastFile)
+	}
 	c.ok("resume-task", c.task)
 	sub := c.until("source 1 paused on its purged checkpoint", func(r e2e.Result) bool {
 		sub, ok := sourceSub(r, s1)
-		return ok && sub.Str("stage") == "Paused" && strings.Contains(func() string { raw, _ := firstError(sub); return raw }(), "its binlog cannot be read from (mysql-bin.000001, ")
+		return ok && sub.Str("stage") == "Paused" && strings.Contains(func() string { raw, _ := firstError(sub); return raw }(), "its binlog cannot be read from ("+startFile[s1]+", ")
 	}, "query-status", c.task)
 	s, _ := sourceSub(sub, s1)
 	raw, msg := firstError(s)
-	for _, want := range []string{"ERROR 1236", "The source has binlog files mysql-bin.00000", "start-task --remove-meta", "A retry cannot fix this"} {
+	for _, want := range []string{"ERROR 1236", "The source has binlog files " + firstFile + " to " + lastFile, "start-task --remove-meta", "A retry cannot fix this"} {
 		if !strings.Contains(raw, want) {
 			t.Fatalf("the error does not say %q: %s", want, raw)
 		}

@@ -25,10 +25,9 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/tributary-db/tributary/ha"
-	"github.com/tributary-db/tributary/internal/certtest"
-	"github.com/tributary-db/tributary/internal/e2e"
-	"github.com/tributary-db/tributary/internal/mariadbtest"
-	"github.com/tributary-db/tributary/internal/netutil"
+	"github.com/tributary-db/tributary/internal/testkit/certtest"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/netutil"
 	pb "github.com/tributary-db/tributary/proto"
 )
 
@@ -36,9 +35,7 @@ import (
 // "tri" with password, created outside the binlog; requireSSL makes the user REQUIRE SSL.
 func securityCluster(t *testing.T, o e2e.Options, password string, requireSSL bool) *e2eCluster {
 	t.Helper()
-	if !mariadbtest.Available() {
-		t.Skip("mariadbd not found: install mariadb-server (apt-get install -y mariadb-server) to run this test")
-	}
+	e2e.SkipShort(t)
 	root, _ := filepath.Abs("..")
 	o.Root, o.Bin = root, binaries(t)
 	c, err := e2e.Start(o)
@@ -134,6 +131,7 @@ func (c *e2eCluster) replicates(taskFile string) {
 // another CA signed, one whose certificate has a common name outside cert-allowed-cn, HTTP(S) GETs,
 // and etcd clients; with the right certificates a task replicates.
 func TestClusterTLS(t *testing.T) {
+	e2e.SkipShort(t) // before making its certificates
 	dir := t.TempDir()
 	ca, err := certtest.NewCA(dir, "ca")
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tributary-db/tributary/internal/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
 )
 
 // definitionBody is e2e.DefinitionBody, failing the test on error.

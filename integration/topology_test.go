@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tributary-db/tributary/internal/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
 )
 
 // topologyTask merges four targets from the same-named tables of both sources, each in another routing

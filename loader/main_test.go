@@ -3,7 +3,9 @@ package loader
 import (
 	"testing"
 
-	"github.com/tributary-db/tributary/internal/mariadbtest"
+	"github.com/tributary-db/tributary/internal/testkit/leak"
+	"github.com/tributary-db/tributary/internal/testkit/mariadbtest"
 )
 
-func TestMain(m *testing.M) { mariadbtest.Main(m) }
+// TestMain removes the MariaDB template datadir after the tests and fails a run that leaves a goroutine.
+func TestMain(m *testing.M) { leak.VerifyTestMain(m, mariadbtest.RemoveTemplate) }

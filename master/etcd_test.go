@@ -8,11 +8,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 
-	"github.com/tributary-db/tributary/internal/netutil"
+	"github.com/tributary-db/tributary/internal/testkit/etcdtest"
+	"github.com/tributary-db/tributary/internal/testkit/netutil"
 )
 
 func startTestEtcd(t *testing.T, st EtcdStorage) (*embed.Etcd, error) {
 	t.Helper()
+	etcdtest.SkipShort(t)
 	c, _ := netutil.FreePort()
 	p, _ := netutil.FreePort()
 	e, err := StartEtcd(EtcdConfig{Name: "m", DataDir: t.TempDir(), ClientURL: fmt.Sprintf("http://127.0.0.1:%d", c),

@@ -3,7 +3,6 @@ package master
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -11,15 +10,14 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/tributary-db/tributary/internal/etcdtest"
+	"github.com/tributary-db/tributary/internal/testkit/etcdtest"
+	"github.com/tributary-db/tributary/internal/testkit/leak"
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 	"github.com/tributary-db/tributary/pessimist"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	etcdtest.Stop()
-	os.Exit(code)
-}
+// TestMain stops the tests' embedded etcd, then fails a run that leaves a goroutine.
+func TestMain(m *testing.M) { leak.VerifyTestMain(m, etcdtest.Stop) }
 
 // TestLeaderFailoverResolvesLock: the leader master dies (its etcd client goes away, its session
 // lease expires); the other master is elected, rebuilds the lock from etcd alone and resolves it; a
@@ -40,6 +38,10 @@ func TestLeaderFailoverResolvesLock(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var fences []clientv3.Cmp
+	// The campaigns end with ctx (the deferred cancel); the test waits for them after it (a cleanup
+	// runs after the defers), so that no resign is still on its way when etcd stops.
+	var campaigns sync.WaitGroup
+	t.Cleanup(campaigns.Wait)
 	start := func(c *clientv3.Client, name string) {
 		l := NewLeadership(c, name, prefix, 1, nil)
 		run := LeaderRun(c, layout, &Service{}, nil)
@@ -49,20 +51,20 @@ func TestLeaderFailoverResolvesLock(t *testing.T) {
 			mu.Unlock()
 			return run(ctx, fence)
 		}
-		go l.Campaign(ctx)
+		campaigns.Go(func() { l.Campaign(ctx) })
 	}
 	waitLeader := func(want string) {
 		t.Helper()
 		var got string
-		for deadline := time.Now().Add(20 * time.Second); got != want; time.Sleep(20 * time.Millisecond) {
-			got, _ = Leader(ctx, cli, prefix)
-			if time.Now().After(deadline) {
-				t.Fatalf("leader %q, want %q", got, want)
-			}
-		}
+		wait.Eventually(t, 20*time.Second, func() bool { got, _ = Leader(ctx, cli, prefix); return got == want },
+			func() string { return fmt.Sprintf("leader %q, want %q", got, want) })
 	}
 	start(cli1, "m1")
 	waitLeader("m1")
+	// The election shows m1 a moment before its Run starts: wait for its fence, or fences[0] below may
+	// be m2's.
+	wait.Eventually(t, 20*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(fences) == 1 },
+		func() string { return "m1 leads but its Run never started" })
 	start(cli, "m2")
 
 	a1 := pessimist.NewAgent(cli, layout, "task", "s1", nil)

@@ -3,13 +3,15 @@ package master
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tributary-db/tributary/ha"
-	"github.com/tributary-db/tributary/internal/etcdtest"
+	"github.com/tributary-db/tributary/internal/testkit/etcdtest"
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 	"github.com/tributary-db/tributary/pessimist"
 )
 
@@ -53,18 +55,18 @@ func TestSchedulerBindsMovesAndIsFenced(t *testing.T) {
 
 	binding := func(source, worker string) ha.Binding {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			st, err := ha.Load(ctx, cli)
-			if err != nil {
-				t.Fatal(err)
+		var st ha.State
+		var b ha.Binding
+		var err error
+		wait.Eventually(t, 10*time.Second, func() bool {
+			if st, err = ha.Load(ctx, cli); err != nil {
+				return false
 			}
-			if b, ok := st.Bindings[source]; ok && b.Worker == worker {
-				return b
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s not bound to %s: %+v", source, worker, st.Bindings)
-			}
-		}
+			var ok bool
+			b, ok = st.Bindings[source]
+			return ok && b.Worker == worker
+		}, func() string { return fmt.Sprintf("%s not bound to %s: %+v (%v)", source, worker, st.Bindings, err) })
+		return b
 	}
 	first := binding("s1", "w1")
 	put(ha.KeepaliveKey("w2"), "")

@@ -5,13 +5,15 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/tributary-db/tributary/internal/etcdtest"
+	"github.com/tributary-db/tributary/internal/testkit/etcdtest"
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 	"github.com/tributary-db/tributary/pessimist"
 	pb "github.com/tributary-db/tributary/proto"
 )
@@ -30,7 +32,11 @@ func TestServiceOverGRPC(t *testing.T) {
 	svc := &Service{}
 	l := NewLeadership(cli, "m1", base+"election", 5, nil)
 	l.Run = LeaderRun(cli, layout, svc, nil)
-	go l.Campaign(ctx)
+	// The campaign ends with ctx (the deferred cancel); wait for it after (a cleanup runs after the
+	// defers), so that its resign is not on its way when etcd stops.
+	var campaign sync.WaitGroup
+	t.Cleanup(campaign.Wait)
+	campaign.Go(func() { l.Campaign(ctx) })
 
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -55,14 +61,8 @@ func TestServiceOverGRPC(t *testing.T) {
 		return resp
 	}
 	var resp *pb.ShowDDLLocksResponse
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if resp = show(); resp.Result {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("master never served locks: %+v", resp)
-		}
-	}
+	wait.Eventually(t, 10*time.Second, func() bool { resp = show(); return resp.Result },
+		func() string { return fmt.Sprintf("master never served locks: %+v", resp) })
 	if resp.Msg != "no DDL lock exists" || len(resp.Locks) != 0 {
 		t.Fatalf("empty: %+v", resp)
 	}
@@ -71,11 +71,7 @@ func TestServiceOverGRPC(t *testing.T) {
 	if _, err := a1.PutInfo(ctx, "`shardddl`.`tb`", []string{"ALTER TABLE `shardddl`.`tb` ADD COLUMN `c` INT"}); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); len(show().Locks) == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("lock never shown")
-		}
-	}
+	wait.Eventually(t, 10*time.Second, func() bool { return len(show().Locks) != 0 }, func() string { return "lock never shown" })
 	lk := show().Locks[0]
 	if lk.ID != "test-`shardddl`.`tb`" || lk.Mode != "pessimistic" || lk.Owner != "s2" || // the missing source, whose info will complete the lock, runs it
 		strings.Join(lk.Synced, ",") != "s1" || strings.Join(lk.Unsynced, ",") != "s2" {
@@ -84,11 +80,7 @@ func TestServiceOverGRPC(t *testing.T) {
 	if _, err := a2.PutInfo(ctx, "`shardddl`.`tb`", []string{"ALTER TABLE `shardddl`.`tb` ADD COLUMN `c` FLOAT"}); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); show().Locks[0].Stage != "conflict"; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("conflict never shown")
-		}
-	}
+	wait.Eventually(t, 10*time.Second, func() bool { return show().Locks[0].Stage == "conflict" }, func() string { return "conflict never shown" })
 	if c := show().Locks[0].Conflict; len(c) != 2 || !strings.Contains(c[1].DDLs[0], "FLOAT") {
 		t.Fatalf("conflict %+v", c)
 	}
@@ -102,9 +94,5 @@ func TestServiceOverGRPC(t *testing.T) {
 	if err != nil || !u.Result {
 		t.Fatalf("force-remove: %+v %v", u, err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); len(show().Locks) != 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("lock still shown after force-remove")
-		}
-	}
+	wait.Eventually(t, 10*time.Second, func() bool { return len(show().Locks) == 0 }, func() string { return "lock still shown after force-remove" })
 }

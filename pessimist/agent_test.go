@@ -11,6 +11,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 )
 
 // taskEnv is an agent test's etcd client, a context that ends with the test (or after timeout), and a
@@ -63,11 +65,11 @@ func firstWait(a *Agent) <-chan struct{} {
 // handedPast waits until a's operations watch has handed out an event of a revision above rev.
 func handedPast(t *testing.T, a *Agent, rev int64) {
 	t.Helper()
-	waitFor(t, "the operations watch to hand out an event after the info", func() bool {
+	wait.Eventually(t, 10*time.Second, func() bool {
 		a.wmu.Lock()
 		defer a.wmu.Unlock()
 		return a.ops != nil && a.ops.handed > rev
-	})
+	}, func() string { return "the operations watch to hand out an event after the info" })
 }
 
 // TestWaitSeesForceRemoveAfterRead: a wait has no watch of its info, only the agent's watch of the
@@ -91,7 +93,7 @@ func TestWaitSeesForceRemoveAfterRead(t *testing.T) {
 	go func() { _, err := a1.WaitOperation(ctx, info); errc <- err }()
 	<-read
 	id := LockID("task", target)
-	waitFor(t, "the lock to show", func() bool { l, _ := c.Locks(); return len(l) == 1 })
+	wait.Eventually(t, 10*time.Second, func() bool { l, _ := c.Locks(); return len(l) == 1 }, func() string { return "the lock to show" })
 	if _, err := c.UnlockLock(ctx, id, "", true); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +144,7 @@ func TestOpsWatchSharedBetweenLocks(t *testing.T) {
 		opB2 <- op
 		errc <- err
 	}()
-	waitFor(t, "s2's operations watch", func() bool { return watchOf(a2) != nil })
+	wait.Eventually(t, 10*time.Second, func() bool { return watchOf(a2) != nil }, func() string { return "s2's operations watch" })
 	shared := watchOf(a2)
 	// Lock A: s1 owns it, s2 takes part; its done exec reaches s2's wait on B too.
 	infoA1, err := a1.PutInfo(ctx, "`db`.`a`", []string{d1})
@@ -200,7 +202,7 @@ func TestOpsWatchSharedBetweenLocks(t *testing.T) {
 	// s2's watch ends (as on a lost leader): its next wait starts a new one and still gets its answer;
 	// once no wait uses it, the new watch ends after opsIdle.
 	shared.cancel()
-	waitFor(t, "the failed watch to be dropped", func() bool { return watchOf(a2) != shared })
+	wait.Eventually(t, 10*time.Second, func() bool { return watchOf(a2) != shared }, func() string { return "the failed watch to be dropped" })
 	a2.opsIdle = 10 * time.Millisecond
 	infoC1, err := a1.PutInfo(ctx, "`db`.`c`", []string{d1})
 	if err != nil {
@@ -227,7 +229,7 @@ func TestOpsWatchSharedBetweenLocks(t *testing.T) {
 	if err := a2.DoneOperationDeleteInfo(ctx, skipC, infoC2); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the idle watch to end", func() bool { return watchOf(a2) == nil })
+	wait.Eventually(t, 10*time.Second, func() bool { return watchOf(a2) == nil }, func() string { return "the idle watch to end" })
 }
 
 // TestWaitReadsOnlyWhenItMayHaveMissedSomething: a wait on an info its agent has just created, with

@@ -8,18 +8,9 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-)
 
-// waitFor polls cond until it holds or the deadline passes (SucceedsSoon style).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}
+	"github.com/tributary-db/tributary/internal/testkit/wait"
+)
 
 func testLayout(t *testing.T) Layout {
 	return NewLayout(fmt.Sprintf("/test/%s/%d/", t.Name(), time.Now().UnixNano()))
@@ -61,11 +52,10 @@ func TestCoordinatorRebuildsAfterCompaction(t *testing.T) {
 	}
 	run := start(ctx, func(ctx context.Context) { c.Run(ctx) })
 	defer run.stop()
-	info, _, err := a1.Info(ctx, "`db`.`t`")
-	for err == nil && info.ModRevision == 0 {
-		time.Sleep(time.Millisecond)
-		info, _, err = a1.Info(ctx, "`db`.`t`")
-	}
+	var info Info
+	var err error
+	wait.Eventually(t, 10*time.Second, func() bool { info, _, err = a1.Info(ctx, "`db`.`t`"); return err != nil || info.ModRevision != 0 },
+		func() string { return "s1's info never written" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,10 +129,10 @@ func TestCoordinatorUnlockAndLocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := LockID("task", "`db`.`t`")
-	waitFor(t, "the lock to show", func() bool {
+	wait.Eventually(t, 10*time.Second, func() bool {
 		l, err := c.Locks()
 		return err == nil && len(l) == 1 && l[0].ID == id && len(l[0].Unsynced) == 1 && l[0].Unsynced[0] == "s2"
-	})
+	}, func() string { return "the lock to show" })
 	if _, err := c.UnlockLock(ctx, "task-`db`.`nope`", "", false); !errors.Is(err, ErrLockNotFound) {
 		t.Fatalf("unlock of unknown lock: %v", err)
 	}
@@ -159,10 +149,10 @@ func TestCoordinatorUnlockAndLocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	// s2 was missing; the lock waits for it as "unlocked" until it arrives and skips.
-	waitFor(t, "the unlocked stage", func() bool {
+	wait.Eventually(t, 10*time.Second, func() bool {
 		l, err := c.Locks()
 		return err == nil && len(l) == 1 && l[0].Stage == "unlocked"
-	})
+	}, func() string { return "the unlocked stage" })
 	a2 := coordinated(NewAgent(cli, layout, "task", "s2", nil))
 	info2, err := a2.PutInfo(ctx, "`db`.`t`", []string{d1})
 	if err != nil {
@@ -175,16 +165,16 @@ func TestCoordinatorUnlockAndLocks(t *testing.T) {
 	if err := a2.DoneOperationDeleteInfo(ctx, op2, info2); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "no lock", func() bool {
+	wait.Eventually(t, 10*time.Second, func() bool {
 		l, err := c.Locks()
 		return err == nil && len(l) == 0
-	})
+	}, func() string { return "no lock" })
 	// Force-remove while a source waits: the waiting agent learns the lock is gone.
 	info, err = a1.PutInfo(ctx, "`db`.`t`", []string{d2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the second lock", func() bool { l, _ := c.Locks(); return len(l) == 1 })
+	wait.Eventually(t, 10*time.Second, func() bool { l, _ := c.Locks(); return len(l) == 1 }, func() string { return "the second lock" })
 	errc := make(chan error, 1)
 	go func() { _, err := a1.WaitOperation(wctx, info); errc <- err }()
 	if _, err := c.UnlockLock(ctx, id, "", true); err != nil {
@@ -332,7 +322,7 @@ func TestOwnSkipPoisonsTheCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := LockID("task", target)
-	waitFor(t, "the lock to show", func() bool { l, err := c.Locks(); return err == nil && len(l) == 1 })
+	wait.Eventually(t, 10*time.Second, func() bool { l, err := c.Locks(); return err == nil && len(l) == 1 }, func() string { return "the lock to show" })
 	if _, err := c.UnlockLock(ctx, id, "", false); err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +333,7 @@ func TestOwnSkipPoisonsTheCount(t *testing.T) {
 	if err := a1.DoneOperationDeleteInfo(ctx, op, info); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the unlocked stage", func() bool { l, err := c.Locks(); return err == nil && len(l) == 1 && l[0].Stage == "unlocked" })
+	wait.Eventually(t, 10*time.Second, func() bool { l, err := c.Locks(); return err == nil && len(l) == 1 && l[0].Stage == "unlocked" }, func() string { return "the unlocked stage" })
 	info2, err := a2.PutInfo(ctx, target, []string{d1})
 	if err != nil || info2.exec != nil {
 		t.Fatalf("the missing source's info: %+v %v", info2, err)
@@ -355,7 +345,7 @@ func TestOwnSkipPoisonsTheCount(t *testing.T) {
 	if err := a2.DoneOperationDeleteInfo(ctx, op2, info2); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "no lock", func() bool { l, err := c.Locks(); return err == nil && len(l) == 0 })
+	wait.Eventually(t, 10*time.Second, func() bool { l, err := c.Locks(); return err == nil && len(l) == 0 }, func() string { return "no lock" })
 	if r, err := cli.Get(ctx, layout.ArriveKey("task", target)); err != nil || len(r.Kvs) != 1 || string(r.Kvs[0].Value) != arrivePoison {
 		t.Fatalf("the count after a skip of its own: %v %v", r, err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 	"github.com/tributary-db/tributary/shardgroup"
 	"github.com/tributary-db/tributary/vocab"
 )
@@ -189,7 +190,7 @@ func (m *model) run() error {
 			}
 			return fmt.Errorf("not finished after 30s: checkpoints %v, keys %v", m.checkpointsCopy(), m.keys())
 		}
-		time.Sleep(time.Duration(m.rng.Intn(1000)) * time.Microsecond)
+		time.Sleep(time.Duration(m.rng.Intn(1000)) * time.Microsecond) // the random moment of the next fault
 		switch r := m.rng.Intn(20); {
 		case r == 0 && m.coordRestarts < 4:
 			m.coordRestarts++
@@ -212,11 +213,7 @@ func (m *model) run() error {
 	}
 	// The coordinator cleans up after the last done; wait for it (bounded).
 	var left []string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if left = m.keys(); len(left) == 0 {
-			break
-		}
-	}
+	wait.Until(10*time.Second, func() bool { left = m.keys(); return len(left) == 0 })
 	for _, c := range coords {
 		c.stop()
 	}

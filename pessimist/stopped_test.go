@@ -7,6 +7,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 )
 
 // TestLockSurvivesStoppedTask: stop-task keeps a lock's keys; a start-task of the same task (the same
@@ -30,7 +32,7 @@ func TestLockSurvivesStoppedTask(t *testing.T) {
 	if _, err := NewAgent(cli, layout, "task", "s1", nil).PutInfo(ctx, target, []string{d1}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the lock to show", func() bool { l, err := c.Locks(); return err == nil && len(l) == 1 })
+	wait.Eventually(t, 10*time.Second, func() bool { l, err := c.Locks(); return err == nil && len(l) == 1 }, func() string { return "the lock to show" })
 
 	// start-task again: the same sources write nothing, so the arrival counted before stays valid.
 	before, err := cli.Get(ctx, layout.TaskKey("task"))
@@ -75,13 +77,13 @@ func TestLockSurvivesStoppedTask(t *testing.T) {
 	if err := a1.DoneOperationDeleteInfo(ctx, op1, i1); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "no lock", func() bool { l, err := c.Locks(); return err == nil && len(l) == 0 })
+	wait.Eventually(t, 10*time.Second, func() bool { l, err := c.Locks(); return err == nil && len(l) == 0 }, func() string { return "no lock" })
 
 	// A lock of a stopped task, unlocked: all its keys go.
 	if _, err := a1.PutInfo(ctx, target, []string{d2}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the second lock", func() bool { l, _ := c.Locks(); return len(l) == 1 })
+	wait.Eventually(t, 10*time.Second, func() bool { l, _ := c.Locks(); return len(l) == 1 }, func() string { return "the second lock" })
 	if task, err := c.LockTask(id); err != nil || task != "task" {
 		t.Fatalf("LockTask: %q %v", task, err)
 	}
@@ -97,7 +99,7 @@ func TestLockSurvivesStoppedTask(t *testing.T) {
 	if err := c.RemoveStoppedLock(ctx, id, stopped); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "no lock after the unlock", func() bool { l, err := c.Locks(); return err == nil && len(l) == 0 })
+	wait.Eventually(t, 10*time.Second, func() bool { l, err := c.Locks(); return err == nil && len(l) == 0 }, func() string { return "no lock after the unlock" })
 	for _, kind := range []string{kindInfo, kindOp, kindDone, kindRound, kindArrive, kindUnlock} {
 		resp, err := cli.Get(ctx, layout.key(kind, "task", target), clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil || resp.Count != 0 {

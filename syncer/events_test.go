@@ -10,6 +10,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/sink"
 	"github.com/tributary-db/tributary/vocab"
@@ -63,7 +64,7 @@ func TestXAAndSavepoints(t *testing.T) {
 	if c.hasRow(100) {
 		t.Fatal("a prepared XA transaction's row reached the downstream before its XA COMMIT")
 	}
-	eventually(t, 10*time.Second, func() bool { return len(s1.Status().PreparedXA) == 2 }, func() string {
+	wait.Eventually(t, 10*time.Second, func() bool { return len(s1.Status().PreparedXA) == 2 }, func() string {
 		return "query-status does not show the two prepared XA transactions"
 	})
 	if got := s1.Status().PreparedXA[0].XID; got != "X'7831',X'',1" {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tributary-db/tributary/config"
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/router"
 )
@@ -102,9 +103,10 @@ func fidelityBoundaries(t *testing.T, load bool, downSetup ...string) {
 	check := func(step string) {
 		t.Helper()
 		diffs := map[string]string{}
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			pending := 0
+		var err error
+		pending := 0
+		wait.Until(60*time.Second, func() bool {
+			pending = 0
 			for _, bt := range tables {
 				for _, fc := range bt.checks {
 					d, err := fc.state()
@@ -119,19 +121,18 @@ func fidelityBoundaries(t *testing.T, load bool, downSetup ...string) {
 					}
 				}
 			}
-			if pending == 0 {
-				return
-			}
-			if err := failed(); err != nil || time.Now().After(deadline) {
-				for _, bt := range tables {
-					if d, ok := diffs[bt.name]; ok {
-						t.Errorf("%s, type %s: downstream differs from the merged upstream: %s", step, bt.t.sql(), d)
-					}
-				}
-				t.Fatalf("%s: syncer error: %v", step, err)
-			}
-			time.Sleep(20 * time.Millisecond)
+			err = failed()
+			return pending == 0 || err != nil
+		})
+		if pending == 0 {
+			return
 		}
+		for _, bt := range tables {
+			if d, ok := diffs[bt.name]; ok {
+				t.Errorf("%s, type %s: downstream differs from the merged upstream: %s", step, bt.t.sql(), d)
+			}
+		}
+		t.Fatalf("%s: syncer error: %v", step, err)
 	}
 	// One row per value; in the table without a key, each row twice.
 	for _, bt := range tables {

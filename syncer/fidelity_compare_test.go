@@ -9,7 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tributary-db/tributary/internal/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 )
 
 // How the fidelity tests compare a target with its merged shards (fidelity_test.go).
@@ -192,25 +193,29 @@ func multisetMinus(a, b []string) []string {
 // timeout it returns what differs.
 func (fc fchecker) converge(fs *fidSyncers, timeout time.Duration) string {
 	var last string
-	for deadline := time.Now().Add(timeout); ; time.Sleep(15 * time.Millisecond) {
+	var failed error
+	converged := wait.Until(timeout, func() bool {
 		d, err := fc.state()
 		if err == nil && d == "" {
-			return ""
+			return true
 		}
 		if err != nil {
 			last = err.Error()
 		} else {
 			last = d
 		}
-		if err := fs.failed(); err != nil {
-			// Read once more: what it committed before it stopped.
-			if d, err2 := fc.state(); err2 == nil {
-				last = d
-			}
-			return fmt.Sprintf("%v\nstate: %s", err, last)
+		failed = fs.failed()
+		return failed != nil
+	})
+	switch {
+	case failed != nil:
+		// Read once more: what it committed before it stopped.
+		if d, err2 := fc.state(); err2 == nil {
+			last = d
 		}
-		if time.Now().After(deadline) {
-			return "not converged after " + timeout.String() + ": " + last
-		}
+		return fmt.Sprintf("%v\nstate: %s", failed, last)
+	case !converged:
+		return "not converged after " + timeout.String() + ": " + last
 	}
+	return ""
 }

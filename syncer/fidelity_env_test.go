@@ -13,8 +13,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tributary-db/tributary/dbutil"
-	"github.com/tributary-db/tributary/internal/etcdtest"
-	"github.com/tributary-db/tributary/internal/mariadbtest"
+	"github.com/tributary-db/tributary/internal/testkit/etcdtest"
+	"github.com/tributary-db/tributary/internal/testkit/mariadbtest"
 	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/router"
@@ -126,7 +126,7 @@ func (fs *fidSyncers) startOne(i int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	done := make(chan struct{})
-	go func() { defer close(done); errc <- s.Run(ctx) }()
+	go func() { defer close(done); errc <- runSyncer(ctx, s) }()
 	stop := func() { cancel(); <-done }
 	fs.t.Cleanup(stop)
 	fs.runs[i] = &fidRun{stop: stop, errc: errc}

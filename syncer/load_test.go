@@ -13,7 +13,8 @@ import (
 	"time"
 
 	"github.com/tributary-db/tributary/config"
-	"github.com/tributary-db/tributary/internal/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 	"github.com/tributary-db/tributary/loader"
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/vocab"
@@ -117,15 +118,15 @@ func (c *cluster) convergeTable(downTable, upTable, cols string) {
 	}
 	slices.Sort(want)
 	var got []string
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	wait.Eventually(c.t, 60*time.Second, func() bool {
 		r, err := e2e.Rows(c.downDB, "SELECT "+cols+" FROM "+downTable)
 		if err == nil {
-			if got = r; slices.Equal(got, want) {
-				return
-			}
+			got = r
 		}
-	}
-	c.t.Fatalf("%s did not converge: %d rows, want %d\n%s", downTable, len(got), len(want), symDiff(got, want))
+		return err == nil && slices.Equal(got, want)
+	}, func() string {
+		return fmt.Sprintf("%s did not converge: %d rows, want %d\n%s", downTable, len(got), len(want), symDiff(got, want))
+	})
 }
 
 // symDiff lists (up to 20) rows only downstream and only upstream.
@@ -189,7 +190,7 @@ func fullLoadThenSync(t *testing.T, localInfile bool) {
 		go func() { errs <- RunLoad(ctx, p) }()
 	}
 	start(0)
-	eventually(t, 60*time.Second, func() bool {
+	wait.Eventually(t, 60*time.Second, func() bool {
 		u := units[0].Load()
 		return u != nil && u.Progress().State == "loaded"
 	}, func() string { return "source 1 did not finish loading" })
@@ -249,7 +250,9 @@ func fullLoadResumes(t *testing.T, gtid bool) {
 	if err := RunLoad(ctx, p); !errors.Is(err, crash) {
 		t.Fatalf("first run: %v, want the simulated crash", err)
 	}
-	time.Sleep(300 * time.Millisecond) // let the writers change rows between the two snapshots
+	// Let the writers change rows between the two snapshots: the window is what the test is about (the
+	// longer, the more rows change under the resumed load), no event to wait for.
+	time.Sleep(300 * time.Millisecond)
 	errs := make(chan error, 2)
 	go func() { errs <- RunLoad(ctx, c.loadParams(0)) }()
 	go func() { errs <- RunLoad(ctx, c.loadParams(1)) }()
@@ -304,7 +307,7 @@ func TestFullLoadIntoExistingEmptyTarget(t *testing.T) {
 		p.OnUnit = func(u *loader.Unit) { units[i].Store(u) }
 		go func() { errs <- RunLoad(t.Context(), p) }()
 		// the second source plans only once the first has loaded its rows in place
-		eventually(t, 60*time.Second, func() bool {
+		wait.Eventually(t, 60*time.Second, func() bool {
 			u := units[i].Load()
 			return i == 1 || (u != nil && u.Progress().State == "loaded")
 		}, func() string { return "source 1 did not finish loading" })
@@ -334,7 +337,7 @@ func TestCutOverRefusesATargetCreatedMeanwhile(t *testing.T) {
 	p := c.loadParams(0)
 	p.OnUnit = func(u *loader.Unit) { first.Store(u) }
 	go func() { errs <- RunLoad(ctx, p) }()
-	eventually(t, 60*time.Second, func() bool {
+	wait.Eventually(t, 60*time.Second, func() bool {
 		u := first.Load()
 		return u != nil && u.Progress().State == "loaded"
 	}, func() string { return "source 1 did not finish loading" })
@@ -377,7 +380,7 @@ func TestFullLoadWithUpstreamALTERDuringCopy(t *testing.T) {
 				_, err := c.upDBs[0].Exec("ALTER TABLE db_1.t_2 ADD COLUMN c INT")
 				altered <- err
 			}()
-			eventually(t, 30*time.Second, func() bool {
+			wait.Eventually(t, 30*time.Second, func() bool {
 				var n int
 				c.upDBs[0].QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'Waiting for table metadata lock' AND INFO LIKE 'ALTER TABLE db_1.t_2%'").Scan(&n)
 				return n == 1
@@ -450,7 +453,7 @@ func TestLoadProgressMovesWithinATransaction(t *testing.T) {
 	go func() { errs <- RunLoad(ctx, p) }()
 	seen := map[int64]bool{}
 	var bytes int64
-	eventually(t, 120*time.Second, func() bool {
+	wait.Eventually(t, 120*time.Second, func() bool {
 		u := unit.Load()
 		if u == nil {
 			return false

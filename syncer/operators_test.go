@@ -10,7 +10,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/tributary-db/tributary/ha"
-	"github.com/tributary-db/tributary/internal/etcdtest"
+	"github.com/tributary-db/tributary/internal/testkit/etcdtest"
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 	"github.com/tributary-db/tributary/sink"
 	"github.com/tributary-db/tributary/vocab"
 )
@@ -215,11 +216,11 @@ func TestSafeModeReplacesCollisions(t *testing.T) {
 	// Rows of different keys commit on different connections: a later marker row may show first.
 	c.waitRow(8)
 	var got string
-	eventually(t, 30*time.Second, func() bool { got = c.downScalar("SELECT v FROM db.t WHERE id = 7"); return got == "second" },
+	wait.Eventually(t, 30*time.Second, func() bool { got = c.downScalar("SELECT v FROM db.t WHERE id = 7"); return got == "second" },
 		func() string { return fmt.Sprintf("row 7 is %q, want the later row", got) })
 	c.up(1, "UPDATE db_2.t_1 SET id = 9, v = 'moved' WHERE id = 7", "INSERT INTO db_2.t_1 VALUES (10, 'marker')")
 	c.waitRow(10)
-	eventually(t, 30*time.Second, func() bool {
+	wait.Eventually(t, 30*time.Second, func() bool {
 		got = c.downScalar("SELECT CONCAT(COUNT(*), ':', MAX(v)) FROM db.t WHERE id IN (7, 9)")
 		return got == "1:moved"
 	}, func() string { return fmt.Sprintf("rows 7 and 9: %q, want only 9 'moved'", got) })

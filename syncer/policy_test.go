@@ -11,7 +11,8 @@ import (
 
 	"github.com/tributary-db/tributary/config"
 	"github.com/tributary-db/tributary/ddl"
-	"github.com/tributary-db/tributary/internal/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/router"
 )
@@ -38,7 +39,7 @@ func (c *cluster) same(i int, upQuery, downQuery string) {
 		c.t.Fatal(err)
 	}
 	var got []string
-	eventually(c.t, 30*time.Second, func() bool {
+	wait.Eventually(c.t, 30*time.Second, func() bool {
 		got, err = e2e.Rows(c.downDB, downQuery)
 		return err == nil && slices.Equal(got, want)
 	}, func() string {
@@ -187,7 +188,7 @@ func TestDDLSafetyTable(t *testing.T) {
 	}
 	c.converge("id, v, c")
 	// The index came and went through two locks: the DROP's marker row is there and the index is not.
-	eventually(t, 30*time.Second, func() bool {
+	wait.Eventually(t, 30*time.Second, func() bool {
 		return c.downScalar("SELECT COUNT(*) FROM dm_meta.test_ddl_marker WHERE ddl LIKE 'DROP INDEX `ic`%' AND state = 'done'") == "1" &&
 			c.downScalar("SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = 'db' AND TABLE_NAME = 't' AND INDEX_NAME = 'ic'") == "0"
 	}, func() string { return "the shard lock's CREATE/DROP INDEX did not run downstream" })
@@ -215,7 +216,7 @@ func TestDDLSafetyTable(t *testing.T) {
 			c.up(i, "ALTER TABLE "+table+" ADD COLUMN d INT")
 		}
 	}
-	eventually(t, 30*time.Second, func() bool {
+	wait.Eventually(t, 30*time.Second, func() bool {
 		return c.downScalar("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'db' AND TABLE_NAME = 't' AND COLUMN_NAME = 'd'") == "1"
 	}, func() string { return "the lock waited for a dropped shard" })
 	// DROP DATABASE of a schema holding shards: they leave their groups, the merged schema stays.
@@ -307,7 +308,7 @@ func (c *cluster) runTask(i int, task string, rules ...config.FilterRule) <-chan
 		User: "root", ServerID: 9400 + uint32(i), Router: c.router, Filter: filter, Downstream: c.syncDB, DDLDownstream: c.ddlDB, GroupStatements: true, MetaSchema: "dm_meta",
 		Agent: pessimist.NewAgent(c.cli, c.layout, task, src, nil), Log: c.logger()})
 	errc := make(chan error, 1)
-	go func() { errc <- s.Run(ctx) }()
+	go func() { errc <- runSyncer(ctx, s) }()
 	c.t.Cleanup(cancel)
 	select {
 	case <-s.Started():

@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/tributary-db/tributary/dbutil"
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/sink"
 )
@@ -39,7 +41,8 @@ func TestReadErrorsPause(t *testing.T) {
 	stop = c.startSyncer(0)
 	var re *ReadError
 	err := c.failure(0)
-	if !errors.As(err, &re) || re.Class != readPosition || !strings.Contains(err.Error(), "binlog files pid-bin.000001 to pid-bin.000001") {
+	first, last := binaryLogs(t, c.upDBs[0]) // the names the server chose
+	if !errors.As(err, &re) || re.Class != readPosition || !strings.Contains(err.Error(), "binlog files "+first+" to "+last) {
 		t.Fatalf("resume after a restart under another binlog name: %v", err)
 	}
 	stop()
@@ -50,24 +53,33 @@ func TestReadErrorsPause(t *testing.T) {
 
 	// Purged.
 	c.up(0, "FLUSH BINARY LOGS", insert("db_1.t_1", 11, 21), "FLUSH BINARY LOGS", "PURGE BINARY LOGS BEFORE NOW() + INTERVAL 1 DAY")
-	files, err := dbutil.BinaryLogs(context.Background(), c.upDBs[0])
-	if err != nil || len(files) == 0 {
-		t.Fatalf("SHOW BINARY LOGS: %v %v", files, err)
-	}
-	first, last := files[0].Name, files[len(files)-1].Name
-	if first == "mysql-bin.000001" {
-		t.Fatal("nothing purged")
+	first, last = binaryLogs(t, c.upDBs[0])
+	// The resume position is in the file the syncer started in: nothing rotated the binlog before the
+	// restarts above.
+	resume := c.startPosition(0).File
+	if resume >= first { // one base name: the numbered names sort as the files do
+		t.Fatalf("%s was not purged: the source has %s to %s", resume, first, last)
 	}
 	c.startSyncer(0)
 	err = c.failure(0)
 	if !errors.As(err, &re) || re.Class != readPosition || re.Code != 1236 || !sink.IsPermanent(err) {
 		t.Fatalf("resume from a purged binlog: %v", err)
 	}
-	for _, want := range []string{"(mysql-bin.000001, ", "binlog files " + first + " to " + last, "gtid_binlog_pos 0-", "start-task --remove-meta", "purged"} {
+	for _, want := range []string{"(" + resume + ", ", "binlog files " + first + " to " + last, "gtid_binlog_pos 0-", "start-task --remove-meta", "purged"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Fatalf("the error does not say %q:\n%v", want, err)
 		}
 	}
+}
+
+// binaryLogs are the first and last of the source's binlog files (SHOW BINARY LOGS).
+func binaryLogs(t *testing.T, db *sql.DB) (first, last string) {
+	t.Helper()
+	files, err := dbutil.BinaryLogs(context.Background(), db)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("SHOW BINARY LOGS: %v %v", files, err)
+	}
+	return files[0].Name, files[len(files)-1].Name
 }
 
 // TestReadRetryShowsTheFailure: while the source is down the syncer retries with a backoff that grows
@@ -80,14 +92,14 @@ func TestReadRetryShowsTheFailure(t *testing.T) {
 	c.up(0, insert("db_1.t_1", 1, 11))
 	c.waitRow(10)
 	c.ups[0].Stop()
-	eventually(t, 30*time.Second, func() bool { st := s.Status(); return st.ReadErr != nil && st.ReadAttempt >= 2 },
+	wait.Eventually(t, 30*time.Second, func() bool { st := s.Status(); return st.ReadErr != nil && st.ReadAttempt >= 2 },
 		func() string { st := s.Status(); return "no second attempt shown: " + errString(st.ReadErr) })
 	if err := c.ups[0].Boot(); err != nil {
 		t.Fatal(err)
 	}
 	c.up(0, insert("db_1.t_1", 11, 21))
 	c.waitRow(20)
-	eventually(t, 30*time.Second, func() bool { return s.Status().ReadErr == nil },
+	wait.Eventually(t, 30*time.Second, func() bool { return s.Status().ReadErr == nil },
 		func() string { return "the failure is still shown: " + errString(s.Status().ReadErr) })
 }
 
@@ -99,7 +111,7 @@ func (c *cluster) runAs(user, password string, serverID uint32) <-chan error {
 		User: user, Password: password, ServerID: serverID, Router: c.router, Downstream: c.syncDB, DDLDownstream: c.ddlDB, GroupStatements: true,
 		MetaSchema: "dm_meta_" + user, Agent: pessimist.NewAgent(c.cli, c.layout, "other", "s1", nil), Epoch: 1, Log: c.logger()})
 	errc := make(chan error, 1)
-	go func() { errc <- s.Run(ctx) }()
+	go func() { errc <- runSyncer(ctx, s) }()
 	c.t.Cleanup(cancel)
 	return errc
 }

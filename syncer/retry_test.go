@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tributary-db/tributary/dbutil"
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 )
 
 // TestLockWaitIsRetried: a downstream row locked by someone else for longer than the session's
@@ -34,7 +35,7 @@ func TestLockWaitIsRetried(t *testing.T) {
 	}
 	c.up(0, "UPDATE db_1.t_1 SET v = 'after the lock' WHERE id = 1")
 	// Two lock waits: the first timed out and the transaction is waiting again.
-	eventually(t, 30*time.Second, func() bool { return waits() >= before+2 }, func() string { return "the syncer did not wait on the lock twice" })
+	wait.Eventually(t, 30*time.Second, func() bool { return waits() >= before+2 }, func() string { return "the syncer did not wait on the lock twice" })
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}

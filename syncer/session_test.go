@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tributary-db/tributary/internal/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/e2e"
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 )
 
 // body is e2e.DefinitionBody, failing the test on error.
@@ -73,7 +74,7 @@ func TestDDLRunsInItsEventSession(t *testing.T) {
 	shapes := func() {
 		t.Helper()
 		want := body(t, c.upDBs[0], c.shards[0][0])
-		eventually(t, 30*time.Second, func() bool { return body(t, c.downDB, "db.t") == want },
+		wait.Eventually(t, 30*time.Second, func() bool { return body(t, c.downDB, "db.t") == want },
 			func() string { return "downstream db.t:\n" + body(t, c.downDB, "db.t") + "\nupstream:\n" + want })
 	}
 
@@ -121,14 +122,14 @@ func TestDDLRunsInItsEventSession(t *testing.T) {
 		t.Fatalf("upstream db_1.p: %v %v (numbered with an increment of 1?)", want, err)
 	}
 	var got []string
-	eventually(t, 30*time.Second, func() bool {
+	wait.Eventually(t, 30*time.Second, func() bool {
 		got, err = e2e.Rows(c.downDB, "SELECT id, c, n FROM db.p")
 		return err == nil && slices.Equal(got, want)
 	}, func() string {
 		return "db.p downstream: " + strings.Join(got, ",") + " " + errString(err) + "; upstream " + strings.Join(want, ",")
 	})
 	for _, table := range []string{"p", "child"} {
-		eventually(t, 30*time.Second, func() bool {
+		wait.Eventually(t, 30*time.Second, func() bool {
 			var n int
 			return c.downDB.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'db' AND TABLE_NAME = ?", table).Scan(&n) == nil && n == 1
 		}, func() string { return "db." + table + " not created downstream" })

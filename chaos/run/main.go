@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/tributary-db/tributary/chaos"
-	"github.com/tributary-db/tributary/internal/mariadbtest"
+	"github.com/tributary-db/tributary/internal/testkit/mariadbtest"
 )
 
 func main() {

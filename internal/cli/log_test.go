@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 )
 
 // --log-format json writes one JSON object per line, text a tab-separated line; the config file key
@@ -61,15 +64,10 @@ func TestLogFormatAndRotation(t *testing.T) {
 	log.Sync()
 	// lumberjack removes the old backups in the background after a rotation.
 	var matches []string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		matches, _ = filepath.Glob(filepath.Join(dir, "rotated-*.log"))
-		if len(matches) == 2 || time.Now().After(deadline) {
-			break
-		}
-	}
-	if len(matches) != 2 {
-		t.Fatalf("%d rotated files (%v), want 2 (--log-max-backups)", len(matches), matches)
-	}
+	wait.Eventually(t, 10*time.Second, func() bool { matches, _ = filepath.Glob(filepath.Join(dir, "rotated-*.log")); return len(matches) == 2 },
+		func() string {
+			return fmt.Sprintf("%d rotated files (%v), want 2 (--log-max-backups)", len(matches), matches)
+		})
 	if st, err := os.Stat(file); err != nil || st.Size() > 1<<20 {
 		t.Fatalf("current log file: %v, %v", st, err)
 	}

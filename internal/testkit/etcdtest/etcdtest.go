@@ -1,4 +1,5 @@
 // Package etcdtest starts one embedded etcd member per test process for tests that need a real etcd.
+// Under go test -short (make unit) no member starts: Client skips the test.
 package etcdtest
 
 import (
@@ -13,7 +14,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
-	"github.com/tributary-db/tributary/internal/netutil"
+	"github.com/tributary-db/tributary/internal/testkit/netutil"
 )
 
 var shared struct {
@@ -29,11 +30,20 @@ var shared struct {
 // tests' throw-away data lives there.
 func Client(t testing.TB) *clientv3.Client {
 	t.Helper()
+	SkipShort(t)
 	shared.once.Do(func() { shared.e, shared.cli, shared.dir, shared.err = start() })
 	if shared.err != nil {
 		t.Fatalf("embedded etcd: %v", shared.err)
 	}
 	return shared.cli
+}
+
+// SkipShort skips t under go test -short (make unit starts no embedded etcd; make test runs these tests).
+func SkipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs an embedded etcd: skipped under -short (make unit); make test runs it")
+	}
 }
 
 // Stop stops the shared member (call it from TestMain after m.Run).

@@ -1,6 +1,7 @@
 // Package e2e runs a whole Tributary cluster as real processes on one machine: throw-away mariadbd
 // upstreams and downstream, dm-master, dm-workers, and dmctl for every command. The integration
-// tests and `make demo` share it.
+// tests and `make demo` share it. Under go test -short (make unit) nothing starts: tests call
+// SkipShort, and Start refuses.
 package e2e
 
 import (
@@ -19,10 +20,12 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
-	"github.com/tributary-db/tributary/internal/mariadbtest"
-	"github.com/tributary-db/tributary/internal/netutil"
+	"github.com/tributary-db/tributary/internal/testkit/mariadbtest"
+	"github.com/tributary-db/tributary/internal/testkit/netutil"
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 	"github.com/tributary-db/tributary/loader"
 )
 
@@ -209,8 +212,23 @@ type Cluster struct {
 	workerJoin func(worker string, masters []string) ([]string, error)
 }
 
+// SkipShort skips t under go test -short, and when no mariadbd is installed: a test that builds or
+// runs the binaries calls it first (make unit starts no process; make test runs these tests).
+func SkipShort(t testing.TB) {
+	t.Helper()
+	if mariadbtest.Short() {
+		t.Skip("needs the real binaries and throw-away mariadbd: skipped under -short (make unit); make test runs it")
+	}
+	if !mariadbtest.Available() {
+		t.Skip("mariadbd not found: install mariadb-server (apt-get install -y mariadb-server) to run this test")
+	}
+}
+
 // Start launches the databases, one dm-master and the workers, and waits until the master leads.
 func Start(o Options) (_ *Cluster, err error) {
+	if mariadbtest.Short() {
+		return nil, errors.New("a cluster under go test -short: the test should have skipped (e2e.SkipShort)")
+	}
 	if !mariadbtest.Available() {
 		return nil, errors.New("mariadbd not found: install mariadb-server (apt-get install -y mariadb-server)")
 	}
@@ -419,14 +437,10 @@ func (c *Cluster) Close() {
 
 // Reached waits until a process has paused at failpoint name.
 func (c *Cluster) Reached(name string, timeout time.Duration) error {
-	for deadline := time.Now().Add(timeout); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(filepath.Join(c.fpDir, name+".reached")); err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no process reached failpoint %s within %s", name, timeout)
-		}
+	if !wait.Until(timeout, func() bool { _, err := os.Stat(filepath.Join(c.fpDir, name+".reached")); return err == nil }) {
+		return fmt.Errorf("no process reached failpoint %s within %s", name, timeout)
 	}
+	return nil
 }
 
 // Release lets a process paused at failpoint name go on.
@@ -492,17 +506,16 @@ func Dmctl(bin, addr string, args ...string) (Result, string, error) {
 
 // Until runs dmctl until ok accepts its output or timeout passes.
 func (c *Cluster) Until(timeout time.Duration, ok func(Result) bool, args ...string) (Result, error) {
+	var r Result
 	var last string
-	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
-		r, out, err := c.Dmctl(args...)
-		if err == nil && ok(r) {
-			return r, nil
-		}
-		last = out
-		if time.Now().After(deadline) {
-			return r, fmt.Errorf("dmctl %s: not as expected after %s; last output:\n%s", strings.Join(args, " "), timeout, last)
-		}
+	if wait.Until(timeout, func() bool {
+		var err error
+		r, last, err = c.Dmctl(args...)
+		return err == nil && ok(r)
+	}) {
+		return r, nil
 	}
+	return r, fmt.Errorf("dmctl %s: not as expected after %s; last output:\n%s", strings.Join(args, " "), timeout, last)
 }
 
 // SourceFile writes the source file of upstream i (source-id "mysql-replica-0<i+1>") and returns its path.
@@ -653,19 +666,18 @@ func (c *Cluster) Merged(cols string) ([]string, error) {
 func (c *Cluster) Converge(cols string, timeout time.Duration) (int, error) {
 	var want, got []string
 	var err error
-	for deadline := time.Now().Add(timeout); ; time.Sleep(200 * time.Millisecond) {
+	if wait.Until(timeout, func() bool {
 		if want, err = c.Merged(cols); err == nil {
-			if got, err = Rows(c.DownDB, "SELECT "+cols+" FROM db.t"); err == nil && slices.Equal(got, want) {
-				return len(got), nil
-			}
+			got, err = Rows(c.DownDB, "SELECT "+cols+" FROM db.t")
 		}
-		if time.Now().After(deadline) {
-			if err != nil {
-				return 0, err
-			}
-			return 0, fmt.Errorf("downstream db.t has %d rows, merged upstream %d: %s", len(got), len(want), FirstDiff(got, want))
-		}
+		return err == nil && slices.Equal(got, want)
+	}) {
+		return len(got), nil
 	}
+	if err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("downstream db.t has %d rows, merged upstream %d: %s", len(got), len(want), FirstDiff(got, want))
 }
 
 // FirstDiff describes where two sorted row lists first differ.

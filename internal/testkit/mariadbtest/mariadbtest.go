@@ -1,6 +1,7 @@
 // Package mariadbtest starts throw-away mariadbd instances for tests: ROW binlog with FULL row image
-// and metadata, an own datadir under a temp dir, a free port. Tests skip with a clear message only when
-// no mariadbd binary exists (.ci/run installs one).
+// and metadata, an own datadir under a temp dir, a free port. Tests skip with a clear message when
+// no mariadbd binary exists (.ci/run installs one) and under go test -short (make unit), where no
+// server starts at all: start refuses to, so a test that bypasses Start fails instead of starting one.
 //
 // Servers are configured the way users run them: utf8mb4 server charset and the strict sql_mode of
 // Debian's MariaDB package (and MySQL 8), not --no-defaults latin1. Latin1 gives the old behaviour for
@@ -10,6 +11,8 @@ package mariadbtest
 import (
 	"bytes"
 	"database/sql"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -24,7 +27,8 @@ import (
 
 	_ "github.com/go-sql-driver/mysql" // the downstream and test driver
 
-	"github.com/tributary-db/tributary/internal/netutil"
+	"github.com/tributary-db/tributary/internal/testkit/netutil"
+	"github.com/tributary-db/tributary/internal/testkit/wait"
 )
 
 // Server is one running mariadbd.
@@ -114,6 +118,7 @@ var Latin1 = []string{"--character-set-server=latin1", "--collation-server=latin
 // defaults (for example --binlog-row-metadata=MINIMAL, or Latin1...).
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
+	SkipShort(t)
 	if binary("mariadbd") == "" {
 		t.Skip("mariadbd not found: install mariadb-server (apt-get install -y mariadb-server) to run this test")
 	}
@@ -124,6 +129,18 @@ func Start(t testing.TB, extra ...string) *Server {
 	t.Cleanup(func() { s.Stop(); os.RemoveAll(s.Dir) })
 	return s
 }
+
+// SkipShort skips t under go test -short (make unit runs no server; make test runs these tests).
+func SkipShort(t testing.TB) {
+	t.Helper()
+	if Short() {
+		t.Skip("needs a throw-away mariadbd: skipped under -short (make unit); make test runs it")
+	}
+}
+
+// Short reports whether this is a test binary run with -short, in which no server may start. Outside
+// a test binary (make demo, the chaos soak's command) it is false.
+func Short() bool { return testing.Testing() && flag.Parsed() && testing.Short() }
 
 // Available reports whether a mariadbd binary is installed.
 func Available() bool { return binary("mariadbd") != "" }
@@ -169,6 +186,9 @@ func Main(m *testing.M) {
 }
 
 func start(extra []string) (*Server, error) {
+	if Short() {
+		return nil, errors.New("a mariadbd under go test -short: the test should have skipped (mariadbtest.SkipShort)")
+	}
 	tmpl, err := template()
 	if err != nil {
 		return nil, err
@@ -232,27 +252,32 @@ func (s *Server) boot() error {
 		return err
 	}
 	defer db.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var datadir string
-		if err := db.QueryRow("SELECT @@datadir").Scan(&datadir); err == nil {
-			if filepath.Clean(datadir) != filepath.Join(s.Dir, "data") {
-				s.Kill()
-				return fmt.Errorf("port %d is served by another mariadbd (%s)", s.Port, datadir)
-			}
-			return nil
-		} else if time.Now().After(deadline) {
-			s.Kill()
-			log, _ := os.ReadFile(filepath.Join(s.Dir, "error.log"))
-			return fmt.Errorf("mariadbd on port %d not ready after 30s: %v\n%s", s.Port, err, log)
-		}
+	var datadir string
+	var qerr error
+	exited := false
+	ready := wait.Until(30*time.Second, func() bool {
 		select {
 		case <-s.exited:
-			log, _ := os.ReadFile(filepath.Join(s.Dir, "error.log"))
-			return fmt.Errorf("mariadbd exited at start:\n%s", log)
-		case <-time.After(20 * time.Millisecond):
+			exited = true
+			return true
+		default:
 		}
+		qerr = db.QueryRow("SELECT @@datadir").Scan(&datadir)
+		return qerr == nil
+	})
+	switch {
+	case exited:
+		log, _ := os.ReadFile(filepath.Join(s.Dir, "error.log"))
+		return fmt.Errorf("mariadbd exited at start:\n%s", log)
+	case !ready:
+		s.Kill()
+		log, _ := os.ReadFile(filepath.Join(s.Dir, "error.log"))
+		return fmt.Errorf("mariadbd on port %d not ready after 30s: %v\n%s", s.Port, qerr, log)
+	case filepath.Clean(datadir) != filepath.Join(s.Dir, "data"):
+		s.Kill()
+		return fmt.Errorf("port %d is served by another mariadbd (%s)", s.Port, datadir)
 	}
+	return nil
 }
 
 // Addr is host:port.

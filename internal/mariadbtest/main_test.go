@@ -1,5 +1,0 @@
-package mariadbtest
-
-import "testing"
-
-func TestMain(m *testing.M) { Main(m) }

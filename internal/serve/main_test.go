@@ -1,0 +1,10 @@
+package serve
+
+import (
+	"testing"
+
+	"github.com/tributary-db/tributary/internal/testkit/leak"
+)
+
+// TestMain fails a run that leaves a goroutine.
+func TestMain(m *testing.M) { leak.VerifyTestMain(m, nil) }
