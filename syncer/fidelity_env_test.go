@@ -126,7 +126,7 @@ func (fs *fidSyncers) startOne(i int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	done := make(chan struct{})
-	go func() { defer close(done); errc <- runSyncer(ctx, s) }()
+	go func() { defer close(done); errc <- s.Run(ctx) }()
 	stop := func() { cancel(); <-done }
 	fs.t.Cleanup(stop)
 	fs.runs[i] = &fidRun{stop: stop, errc: errc}

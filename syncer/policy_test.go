@@ -308,7 +308,7 @@ func (c *cluster) runTask(i int, task string, rules ...config.FilterRule) <-chan
 		User: "root", ServerID: 9400 + uint32(i), Router: c.router, Filter: filter, Downstream: c.syncDB, DDLDownstream: c.ddlDB, GroupStatements: true, MetaSchema: "dm_meta",
 		Agent: pessimist.NewAgent(c.cli, c.layout, task, src, nil), Log: c.logger()})
 	errc := make(chan error, 1)
-	go func() { errc <- runSyncer(ctx, s) }()
+	go func() { errc <- s.Run(ctx) }()
 	c.t.Cleanup(cancel)
 	select {
 	case <-s.Started():

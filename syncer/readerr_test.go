@@ -111,7 +111,7 @@ func (c *cluster) runAs(user, password string, serverID uint32) <-chan error {
 		User: user, Password: password, ServerID: serverID, Router: c.router, Downstream: c.syncDB, DDLDownstream: c.ddlDB, GroupStatements: true,
 		MetaSchema: "dm_meta_" + user, Agent: pessimist.NewAgent(c.cli, c.layout, "other", "s1", nil), Epoch: 1, Log: c.logger()})
 	errc := make(chan error, 1)
-	go func() { errc <- runSyncer(ctx, s) }()
+	go func() { errc <- s.Run(ctx) }()
 	c.t.Cleanup(cancel)
 	return errc
 }

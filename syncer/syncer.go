@@ -144,10 +144,13 @@ func NewSyncer(cfg SyncerConfig) *Syncer {
 func (s *Syncer) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // stops the goroutines waiting for operations
-	if err := s.init(ctx); err != nil {
+	err := s.init(ctx)
+	if s.upstream != nil {
+		defer s.upstream.Close() // also when init fails after opening it
+	}
+	if err != nil {
 		return err
 	}
-	defer s.upstream.Close()
 	if s.cfg.SafeMode || s.cfg.SafeModeDuration > 0 {
 		s.setSafeMode(true)
 		if !s.cfg.SafeMode {
