@@ -18,21 +18,21 @@ vet:
 # soak with a fixed seed (chaos.TestSoakShort); the real
 # binaries' scenarios run in task-mode incremental (the harness's default) and the full-load ones
 # (TestLoad*) in all and full. Then the e2e scenarios again in task-mode all (load, then binlog): all
-# of ./integration/'s TestE2E* but the fault tests (make test-faults) and the input checks, which
+# of ./tests/integration/'s TestE2E* but the fault tests (make test-faults) and the input checks, which
 # depend on neither mode. Both runs run; the target fails if either did.
 E2E_ALL_SKIP := TestE2E(PartitionFromEtcd|ThreeMastersFailover|FailoverWhileLockHalfFormed|BadInputIsRefusedAndChangesNothing)$$
 test: vet
 	@status=0; \
 	echo "$(GO) test -count=1 -timeout 20m $(PKGS)"; \
 	$(GO) test -count=1 -timeout 20m $(PKGS) || status=1; \
-	echo "TRIBUTARY_TASK_MODE=all $(GO) test -count=1 -timeout 10m -run '^TestE2E' -skip '$(E2E_ALL_SKIP)' ./integration/"; \
-	TRIBUTARY_TASK_MODE=all $(GO) test -count=1 -timeout 10m -run '^TestE2E' -skip '$(E2E_ALL_SKIP)' ./integration/ || status=1; \
+	echo "TRIBUTARY_TASK_MODE=all $(GO) test -count=1 -timeout 10m -run '^TestE2E' -skip '$(E2E_ALL_SKIP)' ./tests/integration/"; \
+	TRIBUTARY_TASK_MODE=all $(GO) test -count=1 -timeout 10m -run '^TestE2E' -skip '$(E2E_ALL_SKIP)' ./tests/integration/ || status=1; \
 	exit $$status
 
 # The tests that need no server, in under a minute: go test -short over every package. Every test
-# that starts a throw-away mariadbd (internal/testkit/mariadbtest), an embedded etcd
-# (internal/testkit/etcdtest, master's StartEtcd), the real binaries (internal/testkit/e2e,
-# ./integration/), pt-online-schema-change or headless Chromium skips under -short, saying so; so do
+# that starts a throw-away mariadbd (tests/framework/mariadbtest), an embedded etcd
+# (tests/framework/etcdtest, master's StartEtcd), the real binaries (tests/framework/e2e,
+# ./tests/integration/), pt-online-schema-change or headless Chromium skips under -short, saying so; so do
 # the long ones (the chaos soak, pessimist's path-fault run). What is left: parsing, routing, config,
 # the DDL toolkit, the shard group and lock model on in-memory state, the delay and fault proxies, the
 # dashboards' metric check. make test runs it all.
@@ -45,16 +45,16 @@ unit:
 FAULT_RUNS ?= 1
 test-faults:
 	TRIBUTARY_FAULTS=all TRIBUTARY_FAULT_RUNS=$(FAULT_RUNS) $(GO) test -count=1 -timeout 60m -v \
-		-run 'TestFaultMatrix|TestLoadFaults|TestE2EPartition|TestE2EThreeMasters|TestE2EWorkerFailover|TestE2EFailoverWhile|TestE2EKillWorker' ./integration/ 2>&1 \
+		-run 'TestFaultMatrix|TestLoadFaults|TestE2EPartition|TestE2EThreeMasters|TestE2EWorkerFailover|TestE2EFailoverWhile|TestE2EKillWorker' ./tests/integration/ 2>&1 \
 		| grep -E '^(=== RUN|--- |\s+--- |PASS|FAIL|ok)'
 
 # The chaos soak: 3 masters, 3 workers, 3 upstreams and a downstream under a steady workload and
-# continuous shard DDL while faults overlap; the checkers judge the run (package chaos, docs/testing.md
+# continuous shard DDL while faults overlap; the checkers judge the run (package tests/chaos, docs/testing.md
 # "Chaos soak"). DURATION and SEED choose the run; a failing seed replays the same schedule.
 DURATION ?= 3m
 SEED ?= 1
 chaos:
-	$(GO) run ./chaos/run -duration $(DURATION) -seed $(SEED)
+	$(GO) run ./tests/chaos/run -duration $(DURATION) -seed $(SEED)
 
 # Lock resolution on embedded etcd (pessimist benchmarks), and binlog catch-up of 1M rows over 4 and 16
 # shard tables with DM's default syncer settings and Tributary's, each beside a plain batched INSERT into
@@ -62,9 +62,9 @@ chaos:
 # beside the same with no lock (and the RSS of 1M rows held back), a hot table and 20k updates with the
 # downstream behind a delaying proxy (a round trip of 1 ms and more), and a lock end to end through real processes at 2 and 8
 # sources (integration's BenchmarkLockLatency); printed as one table with the machine
-# (go run ./bench -rows N -lock-benchtime 20x -latency-rounds 20).
+# (go run ./tests/bench -rows N -lock-benchtime 20x -latency-rounds 20).
 bench:
-	$(GO) run ./bench
+	$(GO) run ./tests/bench
 
 # Coverage-guided fuzzing of DDL splitting (FUZZTIME=1m by default).
 FUZZTIME ?= 1m

@@ -3,7 +3,7 @@ package checker
 import (
 	"testing"
 
-	"github.com/tributary-db/tributary/internal/testkit/mariadbtest"
+	"github.com/tributary-db/tributary/tests/framework/mariadbtest"
 )
 
 func TestMain(m *testing.M) { mariadbtest.Main(m) }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/tributary-db/tributary/internal/testkit/mariadbtest"
+	"github.com/tributary-db/tributary/tests/framework/mariadbtest"
 )
 
 // TestTableEstimatesFollowTheFile: InnoDB's persistent statistics taken at 1000 rows and not

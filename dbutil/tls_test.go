@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/tributary-db/tributary/config"
-	"github.com/tributary-db/tributary/internal/testkit/certtest"
-	"github.com/tributary-db/tributary/internal/testkit/mariadbtest"
+	"github.com/tributary-db/tributary/tests/framework/certtest"
+	"github.com/tributary-db/tributary/tests/framework/mariadbtest"
 )
 
 // TestOpenDBTLS connects to a MariaDB started with TLS as a user that must use it (REQUIRE SSL): with

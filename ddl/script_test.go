@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tributary-db/tributary/internal/testkit/script"
+	"github.com/tributary-db/tributary/tests/framework/script"
 )
 
 // TestSplitScripts replays testdata/split/*.txt (golden output; TRIBUTARY_UPDATE_TESTDATA=1 rewrites

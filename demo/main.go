@@ -16,8 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tributary-db/tributary/internal/testkit/e2e"
-	"github.com/tributary-db/tributary/internal/testkit/mariadbtest"
+	"github.com/tributary-db/tributary/tests/framework/e2e"
+	"github.com/tributary-db/tributary/tests/framework/mariadbtest"
 )
 
 func main() {

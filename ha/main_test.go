@@ -3,8 +3,8 @@ package ha
 import (
 	"testing"
 
-	"github.com/tributary-db/tributary/internal/testkit/etcdtest"
-	"github.com/tributary-db/tributary/internal/testkit/leak"
+	"github.com/tributary-db/tributary/tests/framework/etcdtest"
+	"github.com/tributary-db/tributary/tests/framework/leak"
 )
 
 // TestMain stops the embedded etcd of the tests and removes its data directory, then fails a run that

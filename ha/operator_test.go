@@ -7,7 +7,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tributary-db/tributary/internal/testkit/etcdtest"
+	"github.com/tributary-db/tributary/tests/framework/etcdtest"
 )
 
 // TestOperatorStore: a worker stores decisions only while its binding is the source's and the task

@@ -8,7 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tributary-db/tributary/internal/testkit/etcdtest"
+	"github.com/tributary-db/tributary/tests/framework/etcdtest"
 )
 
 // countingWatcher counts the events each watch it makes delivers, by key.

@@ -3,8 +3,8 @@ package loader
 import (
 	"testing"
 
-	"github.com/tributary-db/tributary/internal/testkit/leak"
-	"github.com/tributary-db/tributary/internal/testkit/mariadbtest"
+	"github.com/tributary-db/tributary/tests/framework/leak"
+	"github.com/tributary-db/tributary/tests/framework/mariadbtest"
 )
 
 // TestMain removes the MariaDB template datadir after the tests and fails a run that leaves a goroutine.

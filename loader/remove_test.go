@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/tributary-db/tributary/internal/testkit/mariadbtest"
+	"github.com/tributary-db/tributary/tests/framework/mariadbtest"
 	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/vocab"
 )

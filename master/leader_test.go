@@ -10,9 +10,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/tributary-db/tributary/internal/testkit/etcdtest"
-	"github.com/tributary-db/tributary/internal/testkit/leak"
-	"github.com/tributary-db/tributary/internal/testkit/wait"
+	"github.com/tributary-db/tributary/tests/framework/etcdtest"
+	"github.com/tributary-db/tributary/tests/framework/leak"
+	"github.com/tributary-db/tributary/tests/framework/wait"
 	"github.com/tributary-db/tributary/pessimist"
 )
 

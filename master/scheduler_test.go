@@ -10,8 +10,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tributary-db/tributary/ha"
-	"github.com/tributary-db/tributary/internal/testkit/etcdtest"
-	"github.com/tributary-db/tributary/internal/testkit/wait"
+	"github.com/tributary-db/tributary/tests/framework/etcdtest"
+	"github.com/tributary-db/tributary/tests/framework/wait"
 	"github.com/tributary-db/tributary/pessimist"
 )
 

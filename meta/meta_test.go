@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tributary-db/tributary/internal/testkit/mariadbtest"
+	"github.com/tributary-db/tributary/tests/framework/mariadbtest"
 	"github.com/tributary-db/tributary/vocab"
 )
 

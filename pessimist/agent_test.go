@@ -12,7 +12,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tributary-db/tributary/internal/testkit/wait"
+	"github.com/tributary-db/tributary/tests/framework/wait"
 )
 
 // taskEnv is an agent test's etcd client, a context that ends with the test (or after timeout), and a

@@ -6,8 +6,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tributary-db/tributary/internal/testkit/etcdtest"
-	"github.com/tributary-db/tributary/internal/testkit/leak"
+	"github.com/tributary-db/tributary/tests/framework/etcdtest"
+	"github.com/tributary-db/tributary/tests/framework/leak"
 )
 
 func TestMain(m *testing.M) {

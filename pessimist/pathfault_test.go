@@ -12,7 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/tributary-db/tributary/internal/testkit/netutil"
+	"github.com/tributary-db/tributary/tests/framework/netutil"
 )
 
 // TestLocksThroughPathFaults: two sources run lock after lock, one of them through a network path

@@ -8,7 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tributary-db/tributary/internal/testkit/wait"
+	"github.com/tributary-db/tributary/tests/framework/wait"
 )
 
 // TestLockSurvivesStoppedTask: stop-task keeps a lock's keys; a start-task of the same task (the same

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tributary-db/tributary/internal/testkit/script"
+	"github.com/tributary-db/tributary/tests/framework/script"
 	"github.com/tributary-db/tributary/vocab"
 )
 

@@ -9,7 +9,7 @@ import (
 	"github.com/tributary-db/tributary/config"
 	"github.com/tributary-db/tributary/dbutil"
 	"github.com/tributary-db/tributary/ddl"
-	"github.com/tributary-db/tributary/internal/testkit/e2e"
+	"github.com/tributary-db/tributary/tests/framework/e2e"
 )
 
 // workerDB opens root's pool to the downstream on port with the session a dm-worker's syncers have

@@ -11,7 +11,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 
-	"github.com/tributary-db/tributary/internal/testkit/mariadbtest"
+	"github.com/tributary-db/tributary/tests/framework/mariadbtest"
 )
 
 // TestFastRowsDecodeAsGoMySQL: the syncer's decoding of rows events (the fast path of fastrows.go

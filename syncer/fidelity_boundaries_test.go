@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/tributary-db/tributary/config"
-	"github.com/tributary-db/tributary/internal/testkit/wait"
+	"github.com/tributary-db/tributary/tests/framework/wait"
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/router"
 )

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tributary-db/tributary/internal/testkit/e2e"
-	"github.com/tributary-db/tributary/internal/testkit/wait"
+	"github.com/tributary-db/tributary/tests/framework/e2e"
+	"github.com/tributary-db/tributary/tests/framework/wait"
 )
 
 // How the fidelity tests compare a target with its merged shards (fidelity_test.go).

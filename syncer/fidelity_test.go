@@ -37,7 +37,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/tributary-db/tributary/config"
-	"github.com/tributary-db/tributary/internal/testkit/e2e"
+	"github.com/tributary-db/tributary/tests/framework/e2e"
 	"github.com/tributary-db/tributary/router"
 	"github.com/tributary-db/tributary/vocab"
 )

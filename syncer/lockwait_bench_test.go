@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tributary-db/tributary/internal/testkit/wait"
+	"github.com/tributary-db/tributary/tests/framework/wait"
 )
 
 // BenchmarkThroughputWhileLockWaits measures what a waiting shard DDL lock costs the tables it does not

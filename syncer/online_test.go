@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tributary-db/tributary/internal/testkit/onlinetest"
+	"github.com/tributary-db/tributary/tests/framework/onlinetest"
 	"github.com/tributary-db/tributary/onlineddl"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/tributary-db/tributary/ha"
-	"github.com/tributary-db/tributary/internal/testkit/etcdtest"
-	"github.com/tributary-db/tributary/internal/testkit/wait"
+	"github.com/tributary-db/tributary/tests/framework/etcdtest"
+	"github.com/tributary-db/tributary/tests/framework/wait"
 	"github.com/tributary-db/tributary/sink"
 	"github.com/tributary-db/tributary/vocab"
 )

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/tributary-db/tributary/ddl"
-	"github.com/tributary-db/tributary/internal/testkit/mariadbtest"
+	"github.com/tributary-db/tributary/tests/framework/mariadbtest"
 	"github.com/tributary-db/tributary/vocab"
 )
 

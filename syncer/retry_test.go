@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/tributary-db/tributary/dbutil"
-	"github.com/tributary-db/tributary/internal/testkit/wait"
+	"github.com/tributary-db/tributary/tests/framework/wait"
 )
 
 // TestLockWaitIsRetried: a downstream row locked by someone else for longer than the session's

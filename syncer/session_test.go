@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tributary-db/tributary/internal/testkit/e2e"
-	"github.com/tributary-db/tributary/internal/testkit/wait"
+	"github.com/tributary-db/tributary/tests/framework/e2e"
+	"github.com/tributary-db/tributary/tests/framework/wait"
 )
 
 // body is e2e.DefinitionBody, failing the test on error.

@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/tributary-db/tributary/internal/testkit/wait"
+	"github.com/tributary-db/tributary/tests/framework/wait"
 )
 
 // --log-format json writes one JSON object per line, text a tab-separated line; the config file key

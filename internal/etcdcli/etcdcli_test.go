@@ -9,8 +9,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/tributary-db/tributary/internal/testkit/etcdtest"
-	"github.com/tributary-db/tributary/internal/testkit/netutil"
+	"github.com/tributary-db/tributary/tests/framework/etcdtest"
+	"github.com/tributary-db/tributary/tests/framework/netutil"
 )
 
 func TestMain(m *testing.M) {

@@ -3,7 +3,7 @@ package serve
 import (
 	"testing"
 
-	"github.com/tributary-db/tributary/internal/testkit/leak"
+	"github.com/tributary-db/tributary/tests/framework/leak"
 )
 
 // TestMain fails a run that leaves a goroutine.
