@@ -1,4 +1,4 @@
-// Package testkit is the home of Tributary's test frameworks; this package itself holds nothing but
+// Package framework is the home of Tributary's test frameworks; this package itself holds nothing but
 // this map. Each framework is a package of its own:
 //
 //   - wait: the one way tests wait for something: Eventually(t, timeout, cond, what) fails the test
@@ -14,14 +14,16 @@
 //   - etcdtest: one embedded etcd member per test process, shared by the package's tests (each keeps
 //     to its own key prefix); Stop from TestMain ends it.
 //   - e2e: a whole cluster as real processes: upstream and downstream mariadbd, dm-masters, dm-workers,
-//     every command through dmctl. ./integration/, make demo and the chaos soak run on it.
+//     every command through dmctl. tests/integration, make demo and the chaos soak (tests/chaos) run on it.
 //   - certtest: throw-away TLS certificates (a CA and what it signs) for the TLS tests.
 //   - onlinetest: the statement sequences gh-ost and pt-online-schema-change write, replayed by the
 //     online DDL tests.
 //   - netutil: FreePort, and the proxies that stand for a network: DelayProxy (a downstream in another
 //     zone, for the benchmarks) and FaultProxy (a path that stalls, cuts and heals, for the chaos soak
 //     and the path-fault tests).
+//   - script: data-driven test scripts with golden output, in raft's testdata style.
+//   - house: no code; its test holds the import rules of the package map (docs/design.md, Layout).
 //
 // Under go test -short (make unit) no server starts: mariadbtest.Start, etcdtest.Client and
 // e2e.SkipShort skip the test, saying why, and starting a mariadbd or a cluster is refused.
-package testkit
+package framework
