@@ -246,7 +246,10 @@ func (s *Server) QueryStatus(ctx context.Context, req *pb.QueryStatusRequest) (*
 type subtask struct {
 	spec spec
 	cfg  ServerConfig
-	log  *zap.Logger
+	log  *zap.Logger // with the task, the source and the epoch
+	// unitLog is the logger the units that name their task and source themselves (the syncer, the
+	// pessimist agent) are given: with the epoch only, so that no log line has a key twice.
+	unitLog *zap.Logger
 
 	mu      sync.Mutex
 	stage   string
@@ -263,7 +266,9 @@ type subtask struct {
 }
 
 func newSubtask(sp spec, cfg ServerConfig, log *zap.Logger) *subtask {
-	return &subtask{wake: make(chan struct{}, 1), spec: sp, cfg: cfg, ops: syncer.NewOperators(cfg.Client, sp.task.Name, sp.inst.SourceID, sp.epoch), log: log.With(zap.String("task", sp.task.Name), zap.String("source", sp.inst.SourceID), zap.Int64("epoch", sp.epoch))}
+	return &subtask{wake: make(chan struct{}, 1), spec: sp, cfg: cfg, ops: syncer.NewOperators(cfg.Client, sp.task.Name, sp.inst.SourceID, sp.epoch),
+		log:     log.With(zap.String("task", sp.task.Name), zap.String("source", sp.inst.SourceID), zap.Int64("epoch", sp.epoch)),
+		unitLog: log.With(zap.Int64("epoch", sp.epoch))}
 }
 
 // setStage starts or pauses the subtask.
@@ -438,7 +443,7 @@ func (t *subtask) runOnce(ctx context.Context) error {
 		Host: sp.source.From.Host, Port: uint16(sp.source.From.Port), User: sp.source.From.User, Password: sp.source.From.PlainPassword(), TLS: upTLS,
 		ServerID: sp.source.ServerID, EnableGTID: sp.source.EnableGTID, Router: router, Filter: filter, Online: online, Downstream: down, DDLDownstream: ddlDown, GroupStatements: true,
 		MetaSchema: sp.task.MetaSchema, Agent: t.agent(sp),
-		BatchRows: sc.Batch, WorkerCount: sc.WorkerCount, Epoch: sp.epoch, Log: t.log,
+		BatchRows: sc.Batch, WorkerCount: sc.WorkerCount, Epoch: sp.epoch, Log: t.unitLog,
 		Operators: t.ops, SafeMode: sc.SafeMode, SafeModeDuration: sc.SafeModeFor(), SpreadHotTables: sc.SpreadHotTables,
 	}
 	if cfg.ServerID == 0 {
@@ -593,7 +598,7 @@ func (t *subtask) masterStatus(ctx context.Context) (vocab.Position, string, err
 // switch (failpoint builds only) it leaves every exec to the coordinator, whose step between the last
 // info and the exec the matrix kills processes at.
 func (t *subtask) agent(sp spec) *pessimist.Agent {
-	a := pessimist.NewAgent(t.cfg.Client, t.cfg.Layout, sp.task.Name, sp.inst.SourceID, t.log)
+	a := pessimist.NewAgent(t.cfg.Client, t.cfg.Layout, sp.task.Name, sp.inst.SourceID, t.unitLog)
 	a.SetTaskKey(ha.TaskKey(sp.task.Name))
 	if failpoint.Active("agent-coordinated") {
 		a.LeaveExecToCoordinator()

@@ -259,6 +259,7 @@ func TestE2EAddColumn(t *testing.T) {
 		t.Fatalf("downstream db.t has %d columns, want 3", cols)
 	}
 	c.ddlsRun(1)
+	c.logsHaveNoDuplicateKeys()
 }
 
 // ddlsRun checks that exactly n ALTER TABLE statements reached the downstream table db.t.
