@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -233,7 +232,7 @@ func Check(ctx context.Context, task *config.Task, sources map[string]*config.So
 	for t := range byTarget {
 		targets = append(targets, t)
 	}
-	sort.Slice(targets, func(i, j int) bool { return targets[i].Less(targets[j]) })
+	vocab.SortTables(targets)
 	for _, target := range targets {
 		shards := byTarget[target]
 		first := shards[0]
@@ -447,7 +446,7 @@ func checkTargetsEmpty(ctx context.Context, r report, down *sql.DB, metaSchema, 
 			targets = append(targets, t)
 		}
 	}
-	sort.Slice(targets, func(i, j int) bool { return targets[i].Less(targets[j]) })
+	vocab.SortTables(targets)
 	for _, target := range targets {
 		exists, err := tableExists(ctx, down, target)
 		if err != nil {

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/tributary-db/tributary/vocab"
@@ -71,7 +70,7 @@ func DropHidden(ctx context.Context, down *sql.DB, metaSchema, task string) ([]v
 	for t := range set {
 		hidden = append(hidden, t)
 	}
-	sort.Slice(hidden, func(i, j int) bool { return hidden[i].Less(hidden[j]) })
+	vocab.SortTables(hidden)
 	var drop []vocab.TableName
 	var errs []error
 	for _, t := range hidden {

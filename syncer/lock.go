@@ -364,10 +364,7 @@ func (d *ddlPath) resolve(res opResult, v lockView) (lockReady, error) {
 	if lr.reread {
 		global = lr.rereadFrom
 	}
-	if !v.oldestXA.IsZero() && v.oldestXA.Compare(global) < 0 {
-		global = v.oldestXA
-	}
-	global = d.safeBefore(global)
+	global = d.safeGlobal(global, v.oldestXA)
 	globalGTID := ""
 	if v.gtidFor != nil {
 		globalGTID = v.gtidFor(global)
@@ -407,9 +404,14 @@ func (d *ddlPath) resolve(res opResult, v lockView) (lockReady, error) {
 	return lr, nil
 }
 
-// safeBefore is g, or the start of the event of a group's unresolved step if that is earlier: a
-// restart must read that DDL again.
-func (d *ddlPath) safeBefore(g vocab.Position) vocab.Position {
+// safeGlobal is where a restart may resume when the reader is at lastPos: not past the start of the
+// oldest prepared XA transaction (oldestXA; zero: none), whose rows wait in memory, nor past the start
+// of the event of a group's unresolved step, whose DDL a restart must read again.
+func (d *ddlPath) safeGlobal(lastPos, oldestXA vocab.Position) vocab.Position {
+	g := lastPos
+	if !oldestXA.IsZero() && oldestXA.Compare(g) < 0 {
+		g = oldestXA
+	}
 	for target, grp := range d.shard.groups {
 		if u, ok := grp.Unresolved(); ok {
 			p := u.FirstPosition

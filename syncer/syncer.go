@@ -361,9 +361,6 @@ func (s *Syncer) handleStatement(ctx context.Context, e *replication.QueryEvent,
 // safeGlobal is the position a restart may resume from: the last complete event group, but not past
 // the start of any pending sharding DDL (the rebuilt group must read it again).
 func (s *Syncer) safeGlobal() vocab.Position {
-	g := s.cur.lastPos
-	if p, ok := s.xa.oldestPrepared(); ok && p.Compare(g) < 0 {
-		g = p // a prepared XA transaction's rows wait in memory: a restart reads them again
-	}
-	return s.ddl.safeBefore(g)
+	xa, _ := s.xa.oldestPrepared()
+	return s.ddl.safeGlobal(s.cur.lastPos, xa)
 }

@@ -109,12 +109,15 @@ func splitFile(f string) (base string, seq uint64, ok bool) {
 	return f[:i], n, true
 }
 
-// SortTables sorts ts by schema, then name.
+// SortTables sorts ts by schema, then name (Less).
 func SortTables(ts []TableName) {
 	slices.SortFunc(ts, func(a, b TableName) int {
-		if c := strings.Compare(a.Schema, b.Schema); c != 0 {
-			return c
+		switch {
+		case a.Less(b):
+			return -1
+		case b.Less(a):
+			return 1
 		}
-		return strings.Compare(a.Name, b.Name)
+		return 0
 	})
 }
