@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tributary-db/tributary/tests/framework/mariadbtest"
 	"github.com/tributary-db/tributary/meta"
+	"github.com/tributary-db/tributary/tests/framework/mariadbtest"
 	"github.com/tributary-db/tributary/vocab"
 )
 

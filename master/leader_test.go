@@ -10,10 +10,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/tests/framework/etcdtest"
 	"github.com/tributary-db/tributary/tests/framework/leak"
 	"github.com/tributary-db/tributary/tests/framework/wait"
-	"github.com/tributary-db/tributary/pessimist"
 )
 
 // TestMain stops the tests' embedded etcd, then fails a run that leaves a goroutine.

@@ -10,9 +10,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tributary-db/tributary/ha"
+	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/tests/framework/etcdtest"
 	"github.com/tributary-db/tributary/tests/framework/wait"
-	"github.com/tributary-db/tributary/pessimist"
 )
 
 // TestSchedulerBindsMovesAndIsFenced: on real etcd the scheduler binds a source to a live worker,

@@ -9,8 +9,8 @@ import (
 
 	"github.com/tributary-db/tributary/dbutil"
 	"github.com/tributary-db/tributary/ddl"
-	"github.com/tributary-db/tributary/tests/framework/mariadbtest"
 	"github.com/tributary-db/tributary/meta"
+	"github.com/tributary-db/tributary/tests/framework/mariadbtest"
 	"github.com/tributary-db/tributary/vocab"
 )
 

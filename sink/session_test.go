@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/tributary-db/tributary/dbutil"
-	"github.com/tributary-db/tributary/tests/framework/mariadbtest"
 	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/session"
+	"github.com/tributary-db/tributary/tests/framework/mariadbtest"
 )
 
 // TestDDLSessionIsPutBack: the connection a DDL ran on is in the sink's own settings afterwards,

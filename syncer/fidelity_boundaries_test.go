@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/tributary-db/tributary/config"
-	"github.com/tributary-db/tributary/tests/framework/wait"
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/router"
+	"github.com/tributary-db/tributary/tests/framework/wait"
 )
 
 // TestFidelityBoundaries writes each type's boundary values, one row per value (and NULL), into a

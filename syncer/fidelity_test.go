@@ -37,8 +37,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/tributary-db/tributary/config"
-	"github.com/tributary-db/tributary/tests/framework/e2e"
 	"github.com/tributary-db/tributary/router"
+	"github.com/tributary-db/tributary/tests/framework/e2e"
 	"github.com/tributary-db/tributary/vocab"
 )
 

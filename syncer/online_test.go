@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tributary-db/tributary/tests/framework/onlinetest"
 	"github.com/tributary-db/tributary/onlineddl"
+	"github.com/tributary-db/tributary/tests/framework/onlinetest"
 )
 
 func (c *cluster) comAlter() int {

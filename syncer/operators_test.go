@@ -10,9 +10,9 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/tributary-db/tributary/ha"
+	"github.com/tributary-db/tributary/sink"
 	"github.com/tributary-db/tributary/tests/framework/etcdtest"
 	"github.com/tributary-db/tributary/tests/framework/wait"
-	"github.com/tributary-db/tributary/sink"
 	"github.com/tributary-db/tributary/vocab"
 )
 

@@ -11,10 +11,10 @@ import (
 
 	"github.com/tributary-db/tributary/config"
 	"github.com/tributary-db/tributary/ddl"
-	"github.com/tributary-db/tributary/tests/framework/e2e"
-	"github.com/tributary-db/tributary/tests/framework/wait"
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/router"
+	"github.com/tributary-db/tributary/tests/framework/e2e"
+	"github.com/tributary-db/tributary/tests/framework/wait"
 )
 
 // policyRouter routes shard tables db_*.t_* to db.t and db_*.u_* to db.u, every other table of db_*

@@ -16,9 +16,9 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/tributary-db/tributary/dbutil"
-	"github.com/tributary-db/tributary/tests/framework/wait"
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/sink"
+	"github.com/tributary-db/tributary/tests/framework/wait"
 )
 
 // TestReadErrorsPause: a binlog read a retry cannot fix pauses the syncer with a ReadError that says

@@ -20,18 +20,18 @@ import (
 
 	"github.com/tributary-db/tributary/config"
 	"github.com/tributary-db/tributary/dbutil"
-	"github.com/tributary-db/tributary/tests/framework/e2e"
-	"github.com/tributary-db/tributary/tests/framework/etcdtest"
-	"github.com/tributary-db/tributary/tests/framework/mariadbtest"
-	"github.com/tributary-db/tributary/tests/framework/netutil"
-	"github.com/tributary-db/tributary/tests/framework/wait"
 	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/onlineddl"
 	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/router"
 	"github.com/tributary-db/tributary/sink"
-	"github.com/tributary-db/tributary/vocab"
+	"github.com/tributary-db/tributary/tests/framework/e2e"
+	"github.com/tributary-db/tributary/tests/framework/etcdtest"
 	"github.com/tributary-db/tributary/tests/framework/leak"
+	"github.com/tributary-db/tributary/tests/framework/mariadbtest"
+	"github.com/tributary-db/tributary/tests/framework/netutil"
+	"github.com/tributary-db/tributary/tests/framework/wait"
+	"github.com/tributary-db/tributary/vocab"
 )
 
 func testLogger() *zap.Logger {

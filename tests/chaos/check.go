@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tributary-db/tributary/tests/framework/e2e"
 	"github.com/tributary-db/tributary/loader"
+	"github.com/tributary-db/tributary/tests/framework/e2e"
 )
 
 // statusWatch polls query-status while the soak runs and keeps how long each subtask stayed Paused.

@@ -12,8 +12,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tributary-db/tributary/tests/framework/e2e"
 	"github.com/tributary-db/tributary/pessimist"
+	"github.com/tributary-db/tributary/tests/framework/e2e"
 )
 
 // diagnose keeps what a run that did not settle needs to be understood, beside the processes' logs

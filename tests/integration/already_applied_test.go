@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tributary-db/tributary/tests/framework/e2e"
 	"github.com/tributary-db/tributary/loader"
+	"github.com/tributary-db/tributary/tests/framework/e2e"
 )
 
 // The shard DDL's ADD COLUMN meets a column of the same name someone added downstream by hand. The

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tributary-db/tributary/tests/framework/e2e"
 	"github.com/tributary-db/tributary/meta"
+	"github.com/tributary-db/tributary/tests/framework/e2e"
 )
 
 // fails runs dmctl and returns its output, failing the test unless the command was refused (exit

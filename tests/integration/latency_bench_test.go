@@ -20,8 +20,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tributary-db/tributary/tests/framework/e2e"
 	"github.com/tributary-db/tributary/pessimist"
+	"github.com/tributary-db/tributary/tests/framework/e2e"
 )
 
 // BenchmarkLockLatency measures a pessimistic lock end to end through real processes: one mariadbd per

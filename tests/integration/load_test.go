@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tributary-db/tributary/loader"
 	"github.com/tributary-db/tributary/tests/framework/e2e"
 	"github.com/tributary-db/tributary/tests/framework/wait"
-	"github.com/tributary-db/tributary/loader"
 	"github.com/tributary-db/tributary/vocab"
 )
 

@@ -18,11 +18,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/tributary-db/tributary/master"
+	"github.com/tributary-db/tributary/pessimist"
 	"github.com/tributary-db/tributary/tests/framework/mariadbtest"
 	"github.com/tributary-db/tributary/tests/framework/netutil"
 	"github.com/tributary-db/tributary/tests/framework/wait"
-	"github.com/tributary-db/tributary/master"
-	"github.com/tributary-db/tributary/pessimist"
 )
 
 var (

@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tributary-db/tributary/master"
 	"github.com/tributary-db/tributary/tests/framework/e2e"
 	"github.com/tributary-db/tributary/tests/framework/wait"
-	"github.com/tributary-db/tributary/master"
 )
 
 // The operator's view of one lock's life, on real processes: the HTTP API answers every path its

@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/tributary-db/tributary/checker"
-	"github.com/tributary-db/tributary/tests/framework/e2e"
 	"github.com/tributary-db/tributary/loader"
 	"github.com/tributary-db/tributary/meta"
+	"github.com/tributary-db/tributary/tests/framework/e2e"
 	"github.com/tributary-db/tributary/vocab"
 )
 

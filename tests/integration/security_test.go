@@ -25,10 +25,10 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/tributary-db/tributary/ha"
+	pb "github.com/tributary-db/tributary/proto"
 	"github.com/tributary-db/tributary/tests/framework/certtest"
 	"github.com/tributary-db/tributary/tests/framework/e2e"
 	"github.com/tributary-db/tributary/tests/framework/netutil"
-	pb "github.com/tributary-db/tributary/proto"
 )
 
 // securityCluster starts a cluster (no sources yet) whose upstreams and downstream have a user

@@ -23,10 +23,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tributary-db/tributary/loader"
 	"github.com/tributary-db/tributary/tests/framework/mariadbtest"
 	"github.com/tributary-db/tributary/tests/framework/netutil"
 	"github.com/tributary-db/tributary/tests/framework/wait"
-	"github.com/tributary-db/tributary/loader"
 )
 
 // Build compiles dm-master, dm-worker and dmctl into dir. root is the module's directory.
