@@ -83,6 +83,59 @@ func (ErrorOp) EnumDescriptor() ([]byte, []int) {
 	return file_proto_master_proto_rawDescGZIP(), []int{0}
 }
 
+// SchemaOp is DM's: binlog-schema list is GetSchema, update is SetSchema, delete is RemoveSchema.
+type SchemaOp int32
+
+const (
+	SchemaOp_InvalidSchemaOp SchemaOp = 0
+	SchemaOp_GetSchema       SchemaOp = 1
+	SchemaOp_SetSchema       SchemaOp = 2
+	SchemaOp_RemoveSchema    SchemaOp = 3
+)
+
+// Enum value maps for SchemaOp.
+var (
+	SchemaOp_name = map[int32]string{
+		0: "InvalidSchemaOp",
+		1: "GetSchema",
+		2: "SetSchema",
+		3: "RemoveSchema",
+	}
+	SchemaOp_value = map[string]int32{
+		"InvalidSchemaOp": 0,
+		"GetSchema":       1,
+		"SetSchema":       2,
+		"RemoveSchema":    3,
+	}
+)
+
+func (x SchemaOp) Enum() *SchemaOp {
+	p := new(SchemaOp)
+	*p = x
+	return p
+}
+
+func (x SchemaOp) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SchemaOp) Descriptor() protoreflect.EnumDescriptor {
+	return file_proto_master_proto_enumTypes[1].Descriptor()
+}
+
+func (SchemaOp) Type() protoreflect.EnumType {
+	return &file_proto_master_proto_enumTypes[1]
+}
+
+func (x SchemaOp) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SchemaOp.Descriptor instead.
+func (SchemaOp) EnumDescriptor() ([]byte, []int) {
+	return file_proto_master_proto_rawDescGZIP(), []int{1}
+}
+
 type ShowDDLLocksRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Task          string                 `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"` // empty: every task
@@ -664,10 +717,13 @@ func (x *OperateSourceResponse) GetSources() []*CommonWorkerResponse {
 }
 
 type StartTaskRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Task          string                 `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"` // the task YAML file's content
-	Sources       []string               `protobuf:"bytes,2,rep,name=sources,proto3" json:"sources,omitempty"`
-	RemoveMeta    bool                   `protobuf:"varint,3,opt,name=removeMeta,proto3" json:"removeMeta,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Task       string                 `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"` // the task YAML file's content
+	Sources    []string               `protobuf:"bytes,2,rep,name=sources,proto3" json:"sources,omitempty"`
+	RemoveMeta bool                   `protobuf:"varint,3,opt,name=removeMeta,proto3" json:"removeMeta,omitempty"`
+	// startTime (DM's --start-time, "YYYY-MM-DD HH:MM:SS" in the source's time zone): sources without
+	// a checkpoint start at the first event group that begins at or after it.
+	StartTime     string `protobuf:"bytes,4,opt,name=startTime,proto3" json:"startTime,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -721,6 +777,13 @@ func (x *StartTaskRequest) GetRemoveMeta() bool {
 		return x.RemoveMeta
 	}
 	return false
+}
+
+func (x *StartTaskRequest) GetStartTime() string {
+	if x != nil {
+		return x.StartTime
+	}
+	return ""
 }
 
 type StartTaskResponse struct {
@@ -3041,6 +3104,402 @@ func (x *GetConfigResponse) GetCfg() string {
 	return ""
 }
 
+type OperateSchemaRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Op            SchemaOp               `protobuf:"varint,1,opt,name=op,proto3,enum=tributary.SchemaOp" json:"op,omitempty"`
+	Task          string                 `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
+	Sources       []string               `protobuf:"bytes,3,rep,name=sources,proto3" json:"sources,omitempty"`
+	Database      string                 `protobuf:"bytes,4,opt,name=database,proto3" json:"database,omitempty"`
+	Table         string                 `protobuf:"bytes,5,opt,name=table,proto3" json:"table,omitempty"`
+	Schema        string                 `protobuf:"bytes,6,opt,name=schema,proto3" json:"schema,omitempty"` // SetSchema: the CREATE TABLE statement (empty with fromSource or fromTarget)
+	Flush         bool                   `protobuf:"varint,7,opt,name=flush,proto3" json:"flush,omitempty"`  // SetSchema: write the checkpoint (with the schema) at once
+	Sync          bool                   `protobuf:"varint,8,opt,name=sync,proto3" json:"sync,omitempty"`    // SetSchema: tell the shard group, as a DDL would
+	FromSource    bool                   `protobuf:"varint,9,opt,name=fromSource,proto3" json:"fromSource,omitempty"`
+	FromTarget    bool                   `protobuf:"varint,10,opt,name=fromTarget,proto3" json:"fromTarget,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OperateSchemaRequest) Reset() {
+	*x = OperateSchemaRequest{}
+	mi := &file_proto_master_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperateSchemaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperateSchemaRequest) ProtoMessage() {}
+
+func (x *OperateSchemaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_master_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperateSchemaRequest.ProtoReflect.Descriptor instead.
+func (*OperateSchemaRequest) Descriptor() ([]byte, []int) {
+	return file_proto_master_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *OperateSchemaRequest) GetOp() SchemaOp {
+	if x != nil {
+		return x.Op
+	}
+	return SchemaOp_InvalidSchemaOp
+}
+
+func (x *OperateSchemaRequest) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+func (x *OperateSchemaRequest) GetSources() []string {
+	if x != nil {
+		return x.Sources
+	}
+	return nil
+}
+
+func (x *OperateSchemaRequest) GetDatabase() string {
+	if x != nil {
+		return x.Database
+	}
+	return ""
+}
+
+func (x *OperateSchemaRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *OperateSchemaRequest) GetSchema() string {
+	if x != nil {
+		return x.Schema
+	}
+	return ""
+}
+
+func (x *OperateSchemaRequest) GetFlush() bool {
+	if x != nil {
+		return x.Flush
+	}
+	return false
+}
+
+func (x *OperateSchemaRequest) GetSync() bool {
+	if x != nil {
+		return x.Sync
+	}
+	return false
+}
+
+func (x *OperateSchemaRequest) GetFromSource() bool {
+	if x != nil {
+		return x.FromSource
+	}
+	return false
+}
+
+func (x *OperateSchemaRequest) GetFromTarget() bool {
+	if x != nil {
+		return x.FromTarget
+	}
+	return false
+}
+
+type OperateSchemaResponse struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	Result        bool                    `protobuf:"varint,1,opt,name=result,proto3" json:"result,omitempty"`
+	Msg           string                  `protobuf:"bytes,2,opt,name=msg,proto3" json:"msg,omitempty"`
+	Sources       []*CommonWorkerResponse `protobuf:"bytes,3,rep,name=sources,proto3" json:"sources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OperateSchemaResponse) Reset() {
+	*x = OperateSchemaResponse{}
+	mi := &file_proto_master_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperateSchemaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperateSchemaResponse) ProtoMessage() {}
+
+func (x *OperateSchemaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_master_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperateSchemaResponse.ProtoReflect.Descriptor instead.
+func (*OperateSchemaResponse) Descriptor() ([]byte, []int) {
+	return file_proto_master_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *OperateSchemaResponse) GetResult() bool {
+	if x != nil {
+		return x.Result
+	}
+	return false
+}
+
+func (x *OperateSchemaResponse) GetMsg() string {
+	if x != nil {
+		return x.Msg
+	}
+	return ""
+}
+
+func (x *OperateSchemaResponse) GetSources() []*CommonWorkerResponse {
+	if x != nil {
+		return x.Sources
+	}
+	return nil
+}
+
+type OperateWorkerSchemaRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Op            SchemaOp               `protobuf:"varint,1,opt,name=op,proto3,enum=tributary.SchemaOp" json:"op,omitempty"`
+	Task          string                 `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
+	Source        string                 `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
+	Database      string                 `protobuf:"bytes,4,opt,name=database,proto3" json:"database,omitempty"`
+	Table         string                 `protobuf:"bytes,5,opt,name=table,proto3" json:"table,omitempty"`
+	Schema        string                 `protobuf:"bytes,6,opt,name=schema,proto3" json:"schema,omitempty"`
+	Flush         bool                   `protobuf:"varint,7,opt,name=flush,proto3" json:"flush,omitempty"`
+	Sync          bool                   `protobuf:"varint,8,opt,name=sync,proto3" json:"sync,omitempty"`
+	FromSource    bool                   `protobuf:"varint,9,opt,name=fromSource,proto3" json:"fromSource,omitempty"`
+	FromTarget    bool                   `protobuf:"varint,10,opt,name=fromTarget,proto3" json:"fromTarget,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OperateWorkerSchemaRequest) Reset() {
+	*x = OperateWorkerSchemaRequest{}
+	mi := &file_proto_master_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperateWorkerSchemaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperateWorkerSchemaRequest) ProtoMessage() {}
+
+func (x *OperateWorkerSchemaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_master_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperateWorkerSchemaRequest.ProtoReflect.Descriptor instead.
+func (*OperateWorkerSchemaRequest) Descriptor() ([]byte, []int) {
+	return file_proto_master_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *OperateWorkerSchemaRequest) GetOp() SchemaOp {
+	if x != nil {
+		return x.Op
+	}
+	return SchemaOp_InvalidSchemaOp
+}
+
+func (x *OperateWorkerSchemaRequest) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+func (x *OperateWorkerSchemaRequest) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *OperateWorkerSchemaRequest) GetDatabase() string {
+	if x != nil {
+		return x.Database
+	}
+	return ""
+}
+
+func (x *OperateWorkerSchemaRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *OperateWorkerSchemaRequest) GetSchema() string {
+	if x != nil {
+		return x.Schema
+	}
+	return ""
+}
+
+func (x *OperateWorkerSchemaRequest) GetFlush() bool {
+	if x != nil {
+		return x.Flush
+	}
+	return false
+}
+
+func (x *OperateWorkerSchemaRequest) GetSync() bool {
+	if x != nil {
+		return x.Sync
+	}
+	return false
+}
+
+func (x *OperateWorkerSchemaRequest) GetFromSource() bool {
+	if x != nil {
+		return x.FromSource
+	}
+	return false
+}
+
+func (x *OperateWorkerSchemaRequest) GetFromTarget() bool {
+	if x != nil {
+		return x.FromTarget
+	}
+	return false
+}
+
+type TransferSourceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Source        string                 `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	Worker        string                 `protobuf:"bytes,2,opt,name=worker,proto3" json:"worker,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferSourceRequest) Reset() {
+	*x = TransferSourceRequest{}
+	mi := &file_proto_master_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferSourceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferSourceRequest) ProtoMessage() {}
+
+func (x *TransferSourceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_master_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferSourceRequest.ProtoReflect.Descriptor instead.
+func (*TransferSourceRequest) Descriptor() ([]byte, []int) {
+	return file_proto_master_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *TransferSourceRequest) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *TransferSourceRequest) GetWorker() string {
+	if x != nil {
+		return x.Worker
+	}
+	return ""
+}
+
+type TransferSourceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Result        bool                   `protobuf:"varint,1,opt,name=result,proto3" json:"result,omitempty"`
+	Msg           string                 `protobuf:"bytes,2,opt,name=msg,proto3" json:"msg,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferSourceResponse) Reset() {
+	*x = TransferSourceResponse{}
+	mi := &file_proto_master_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferSourceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferSourceResponse) ProtoMessage() {}
+
+func (x *TransferSourceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_master_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferSourceResponse.ProtoReflect.Descriptor instead.
+func (*TransferSourceResponse) Descriptor() ([]byte, []int) {
+	return file_proto_master_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *TransferSourceResponse) GetResult() bool {
+	if x != nil {
+		return x.Result
+	}
+	return false
+}
+
+func (x *TransferSourceResponse) GetMsg() string {
+	if x != nil {
+		return x.Msg
+	}
+	return ""
+}
+
 var File_proto_master_proto protoreflect.FileDescriptor
 
 const file_proto_master_proto_rawDesc = "" +
@@ -3087,13 +3546,14 @@ const file_proto_master_proto_rawDesc = "" +
 	"\x15OperateSourceResponse\x12\x16\n" +
 	"\x06result\x18\x01 \x01(\bR\x06result\x12\x10\n" +
 	"\x03msg\x18\x02 \x01(\tR\x03msg\x129\n" +
-	"\asources\x18\x03 \x03(\v2\x1f.tributary.CommonWorkerResponseR\asources\"`\n" +
+	"\asources\x18\x03 \x03(\v2\x1f.tributary.CommonWorkerResponseR\asources\"~\n" +
 	"\x10StartTaskRequest\x12\x12\n" +
 	"\x04task\x18\x01 \x01(\tR\x04task\x12\x18\n" +
 	"\asources\x18\x02 \x03(\tR\asources\x12\x1e\n" +
 	"\n" +
 	"removeMeta\x18\x03 \x01(\bR\n" +
-	"removeMeta\"\x9a\x01\n" +
+	"removeMeta\x12\x1c\n" +
+	"\tstartTime\x18\x04 \x01(\tR\tstartTime\"\x9a\x01\n" +
 	"\x11StartTaskResponse\x12\x16\n" +
 	"\x06result\x18\x01 \x01(\bR\x06result\x12\x10\n" +
 	"\x03msg\x18\x02 \x01(\tR\x03msg\x129\n" +
@@ -3284,7 +3744,49 @@ const file_proto_master_proto_rawDesc = "" +
 	"\x11GetConfigResponse\x12\x16\n" +
 	"\x06result\x18\x01 \x01(\bR\x06result\x12\x10\n" +
 	"\x03msg\x18\x02 \x01(\tR\x03msg\x12\x10\n" +
-	"\x03cfg\x18\x03 \x01(\tR\x03cfg*V\n" +
+	"\x03cfg\x18\x03 \x01(\tR\x03cfg\"\x9d\x02\n" +
+	"\x14OperateSchemaRequest\x12#\n" +
+	"\x02op\x18\x01 \x01(\x0e2\x13.tributary.SchemaOpR\x02op\x12\x12\n" +
+	"\x04task\x18\x02 \x01(\tR\x04task\x12\x18\n" +
+	"\asources\x18\x03 \x03(\tR\asources\x12\x1a\n" +
+	"\bdatabase\x18\x04 \x01(\tR\bdatabase\x12\x14\n" +
+	"\x05table\x18\x05 \x01(\tR\x05table\x12\x16\n" +
+	"\x06schema\x18\x06 \x01(\tR\x06schema\x12\x14\n" +
+	"\x05flush\x18\a \x01(\bR\x05flush\x12\x12\n" +
+	"\x04sync\x18\b \x01(\bR\x04sync\x12\x1e\n" +
+	"\n" +
+	"fromSource\x18\t \x01(\bR\n" +
+	"fromSource\x12\x1e\n" +
+	"\n" +
+	"fromTarget\x18\n" +
+	" \x01(\bR\n" +
+	"fromTarget\"|\n" +
+	"\x15OperateSchemaResponse\x12\x16\n" +
+	"\x06result\x18\x01 \x01(\bR\x06result\x12\x10\n" +
+	"\x03msg\x18\x02 \x01(\tR\x03msg\x129\n" +
+	"\asources\x18\x03 \x03(\v2\x1f.tributary.CommonWorkerResponseR\asources\"\xa1\x02\n" +
+	"\x1aOperateWorkerSchemaRequest\x12#\n" +
+	"\x02op\x18\x01 \x01(\x0e2\x13.tributary.SchemaOpR\x02op\x12\x12\n" +
+	"\x04task\x18\x02 \x01(\tR\x04task\x12\x16\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\x12\x1a\n" +
+	"\bdatabase\x18\x04 \x01(\tR\bdatabase\x12\x14\n" +
+	"\x05table\x18\x05 \x01(\tR\x05table\x12\x16\n" +
+	"\x06schema\x18\x06 \x01(\tR\x06schema\x12\x14\n" +
+	"\x05flush\x18\a \x01(\bR\x05flush\x12\x12\n" +
+	"\x04sync\x18\b \x01(\bR\x04sync\x12\x1e\n" +
+	"\n" +
+	"fromSource\x18\t \x01(\bR\n" +
+	"fromSource\x12\x1e\n" +
+	"\n" +
+	"fromTarget\x18\n" +
+	" \x01(\bR\n" +
+	"fromTarget\"G\n" +
+	"\x15TransferSourceRequest\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12\x16\n" +
+	"\x06worker\x18\x02 \x01(\tR\x06worker\"B\n" +
+	"\x16TransferSourceResponse\x12\x16\n" +
+	"\x06result\x18\x01 \x01(\bR\x06result\x12\x10\n" +
+	"\x03msg\x18\x02 \x01(\tR\x03msg*V\n" +
 	"\aErrorOp\x12\x12\n" +
 	"\x0eInvalidErrorOp\x10\x00\x12\b\n" +
 	"\x04Skip\x10\x01\x12\v\n" +
@@ -3293,7 +3795,12 @@ const file_proto_master_proto_rawDesc = "" +
 	"\x06Revert\x10\x03\x12\n" +
 	"\n" +
 	"\x06Inject\x10\x04\x12\b\n" +
-	"\x04List\x10\x052\xac\a\n" +
+	"\x04List\x10\x05*O\n" +
+	"\bSchemaOp\x12\x13\n" +
+	"\x0fInvalidSchemaOp\x10\x00\x12\r\n" +
+	"\tGetSchema\x10\x01\x12\r\n" +
+	"\tSetSchema\x10\x02\x12\x10\n" +
+	"\fRemoveSchema\x10\x032\xd7\b\n" +
 	"\x06Master\x12O\n" +
 	"\fShowDDLLocks\x12\x1e.tributary.ShowDDLLocksRequest\x1a\x1f.tributary.ShowDDLLocksResponse\x12R\n" +
 	"\rUnlockDDLLock\x12\x1f.tributary.UnlockDDLLockRequest\x1a .tributary.UnlockDDLLockResponse\x12R\n" +
@@ -3307,10 +3814,13 @@ const file_proto_master_proto_rawDesc = "" +
 	"\rOfflineMember\x12\x1f.tributary.OfflineMemberRequest\x1a .tributary.OfflineMemberResponse\x12L\n" +
 	"\vHandleError\x12\x1d.tributary.HandleErrorRequest\x1a\x1e.tributary.HandleErrorResponse\x12@\n" +
 	"\aEncrypt\x12\x19.tributary.EncryptRequest\x1a\x1a.tributary.EncryptResponse\x12F\n" +
-	"\tGetConfig\x12\x1b.tributary.GetConfigRequest\x1a\x1c.tributary.GetConfigResponse2\xab\x01\n" +
+	"\tGetConfig\x12\x1b.tributary.GetConfigRequest\x1a\x1c.tributary.GetConfigResponse\x12R\n" +
+	"\rOperateSchema\x12\x1f.tributary.OperateSchemaRequest\x1a .tributary.OperateSchemaResponse\x12U\n" +
+	"\x0eTransferSource\x12 .tributary.TransferSourceRequest\x1a!.tributary.TransferSourceResponse2\x84\x02\n" +
 	"\x06Worker\x12L\n" +
 	"\vQueryStatus\x12\x1d.tributary.QueryStatusRequest\x1a\x1e.tributary.QueryStatusResponse\x12S\n" +
-	"\vHandleError\x12#.tributary.HandleWorkerErrorRequest\x1a\x1f.tributary.CommonWorkerResponseB,Z*github.com/tributary-db/tributary/proto;pbb\x06proto3"
+	"\vHandleError\x12#.tributary.HandleWorkerErrorRequest\x1a\x1f.tributary.CommonWorkerResponse\x12W\n" +
+	"\rOperateSchema\x12%.tributary.OperateWorkerSchemaRequest\x1a\x1f.tributary.CommonWorkerResponseB,Z*github.com/tributary-db/tributary/proto;pbb\x06proto3"
 
 var (
 	file_proto_master_proto_rawDescOnce sync.Once
@@ -3324,115 +3834,130 @@ func file_proto_master_proto_rawDescGZIP() []byte {
 	return file_proto_master_proto_rawDescData
 }
 
-var file_proto_master_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_proto_master_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_proto_master_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_proto_master_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_proto_master_proto_goTypes = []any{
-	(ErrorOp)(0),                     // 0: tributary.ErrorOp
-	(*ShowDDLLocksRequest)(nil),      // 1: tributary.ShowDDLLocksRequest
-	(*DDLLock)(nil),                  // 2: tributary.DDLLock
-	(*SourceDDLs)(nil),               // 3: tributary.SourceDDLs
-	(*ShowDDLLocksResponse)(nil),     // 4: tributary.ShowDDLLocksResponse
-	(*UnlockDDLLockRequest)(nil),     // 5: tributary.UnlockDDLLockRequest
-	(*UnlockDDLLockResponse)(nil),    // 6: tributary.UnlockDDLLockResponse
-	(*CommonWorkerResponse)(nil),     // 7: tributary.CommonWorkerResponse
-	(*OperateSourceRequest)(nil),     // 8: tributary.OperateSourceRequest
-	(*OperateSourceResponse)(nil),    // 9: tributary.OperateSourceResponse
-	(*StartTaskRequest)(nil),         // 10: tributary.StartTaskRequest
-	(*StartTaskResponse)(nil),        // 11: tributary.StartTaskResponse
-	(*OperateTaskRequest)(nil),       // 12: tributary.OperateTaskRequest
-	(*OperateTaskResponse)(nil),      // 13: tributary.OperateTaskResponse
-	(*QueryStatusListRequest)(nil),   // 14: tributary.QueryStatusListRequest
-	(*QueryStatusListResponse)(nil),  // 15: tributary.QueryStatusListResponse
-	(*QueryStatusRequest)(nil),       // 16: tributary.QueryStatusRequest
-	(*QueryStatusResponse)(nil),      // 17: tributary.QueryStatusResponse
-	(*SourceStatus)(nil),             // 18: tributary.SourceStatus
-	(*ProcessResult)(nil),            // 19: tributary.ProcessResult
-	(*ProcessError)(nil),             // 20: tributary.ProcessError
-	(*SubTaskStatus)(nil),            // 21: tributary.SubTaskStatus
-	(*LoadStatus)(nil),               // 22: tributary.LoadStatus
-	(*SyncStatus)(nil),               // 23: tributary.SyncStatus
-	(*PreparedXA)(nil),               // 24: tributary.PreparedXA
-	(*ShardingGroup)(nil),            // 25: tributary.ShardingGroup
-	(*ListMemberRequest)(nil),        // 26: tributary.ListMemberRequest
-	(*ListMemberResponse)(nil),       // 27: tributary.ListMemberResponse
-	(*Members)(nil),                  // 28: tributary.Members
-	(*ListLeaderMember)(nil),         // 29: tributary.ListLeaderMember
-	(*ListMasterMember)(nil),         // 30: tributary.ListMasterMember
-	(*MasterInfo)(nil),               // 31: tributary.MasterInfo
-	(*ListWorkerMember)(nil),         // 32: tributary.ListWorkerMember
-	(*WorkerInfo)(nil),               // 33: tributary.WorkerInfo
-	(*CheckTaskRequest)(nil),         // 34: tributary.CheckTaskRequest
-	(*CheckTaskResponse)(nil),        // 35: tributary.CheckTaskResponse
-	(*OfflineMemberRequest)(nil),     // 36: tributary.OfflineMemberRequest
-	(*OfflineMemberResponse)(nil),    // 37: tributary.OfflineMemberResponse
-	(*HandleErrorRequest)(nil),       // 38: tributary.HandleErrorRequest
-	(*HandleErrorResponse)(nil),      // 39: tributary.HandleErrorResponse
-	(*HandleWorkerErrorRequest)(nil), // 40: tributary.HandleWorkerErrorRequest
-	(*EncryptRequest)(nil),           // 41: tributary.EncryptRequest
-	(*EncryptResponse)(nil),          // 42: tributary.EncryptResponse
-	(*GetConfigRequest)(nil),         // 43: tributary.GetConfigRequest
-	(*GetConfigResponse)(nil),        // 44: tributary.GetConfigResponse
+	(ErrorOp)(0),                       // 0: tributary.ErrorOp
+	(SchemaOp)(0),                      // 1: tributary.SchemaOp
+	(*ShowDDLLocksRequest)(nil),        // 2: tributary.ShowDDLLocksRequest
+	(*DDLLock)(nil),                    // 3: tributary.DDLLock
+	(*SourceDDLs)(nil),                 // 4: tributary.SourceDDLs
+	(*ShowDDLLocksResponse)(nil),       // 5: tributary.ShowDDLLocksResponse
+	(*UnlockDDLLockRequest)(nil),       // 6: tributary.UnlockDDLLockRequest
+	(*UnlockDDLLockResponse)(nil),      // 7: tributary.UnlockDDLLockResponse
+	(*CommonWorkerResponse)(nil),       // 8: tributary.CommonWorkerResponse
+	(*OperateSourceRequest)(nil),       // 9: tributary.OperateSourceRequest
+	(*OperateSourceResponse)(nil),      // 10: tributary.OperateSourceResponse
+	(*StartTaskRequest)(nil),           // 11: tributary.StartTaskRequest
+	(*StartTaskResponse)(nil),          // 12: tributary.StartTaskResponse
+	(*OperateTaskRequest)(nil),         // 13: tributary.OperateTaskRequest
+	(*OperateTaskResponse)(nil),        // 14: tributary.OperateTaskResponse
+	(*QueryStatusListRequest)(nil),     // 15: tributary.QueryStatusListRequest
+	(*QueryStatusListResponse)(nil),    // 16: tributary.QueryStatusListResponse
+	(*QueryStatusRequest)(nil),         // 17: tributary.QueryStatusRequest
+	(*QueryStatusResponse)(nil),        // 18: tributary.QueryStatusResponse
+	(*SourceStatus)(nil),               // 19: tributary.SourceStatus
+	(*ProcessResult)(nil),              // 20: tributary.ProcessResult
+	(*ProcessError)(nil),               // 21: tributary.ProcessError
+	(*SubTaskStatus)(nil),              // 22: tributary.SubTaskStatus
+	(*LoadStatus)(nil),                 // 23: tributary.LoadStatus
+	(*SyncStatus)(nil),                 // 24: tributary.SyncStatus
+	(*PreparedXA)(nil),                 // 25: tributary.PreparedXA
+	(*ShardingGroup)(nil),              // 26: tributary.ShardingGroup
+	(*ListMemberRequest)(nil),          // 27: tributary.ListMemberRequest
+	(*ListMemberResponse)(nil),         // 28: tributary.ListMemberResponse
+	(*Members)(nil),                    // 29: tributary.Members
+	(*ListLeaderMember)(nil),           // 30: tributary.ListLeaderMember
+	(*ListMasterMember)(nil),           // 31: tributary.ListMasterMember
+	(*MasterInfo)(nil),                 // 32: tributary.MasterInfo
+	(*ListWorkerMember)(nil),           // 33: tributary.ListWorkerMember
+	(*WorkerInfo)(nil),                 // 34: tributary.WorkerInfo
+	(*CheckTaskRequest)(nil),           // 35: tributary.CheckTaskRequest
+	(*CheckTaskResponse)(nil),          // 36: tributary.CheckTaskResponse
+	(*OfflineMemberRequest)(nil),       // 37: tributary.OfflineMemberRequest
+	(*OfflineMemberResponse)(nil),      // 38: tributary.OfflineMemberResponse
+	(*HandleErrorRequest)(nil),         // 39: tributary.HandleErrorRequest
+	(*HandleErrorResponse)(nil),        // 40: tributary.HandleErrorResponse
+	(*HandleWorkerErrorRequest)(nil),   // 41: tributary.HandleWorkerErrorRequest
+	(*EncryptRequest)(nil),             // 42: tributary.EncryptRequest
+	(*EncryptResponse)(nil),            // 43: tributary.EncryptResponse
+	(*GetConfigRequest)(nil),           // 44: tributary.GetConfigRequest
+	(*GetConfigResponse)(nil),          // 45: tributary.GetConfigResponse
+	(*OperateSchemaRequest)(nil),       // 46: tributary.OperateSchemaRequest
+	(*OperateSchemaResponse)(nil),      // 47: tributary.OperateSchemaResponse
+	(*OperateWorkerSchemaRequest)(nil), // 48: tributary.OperateWorkerSchemaRequest
+	(*TransferSourceRequest)(nil),      // 49: tributary.TransferSourceRequest
+	(*TransferSourceResponse)(nil),     // 50: tributary.TransferSourceResponse
 }
 var file_proto_master_proto_depIdxs = []int32{
-	3,  // 0: tributary.DDLLock.conflict:type_name -> tributary.SourceDDLs
-	2,  // 1: tributary.ShowDDLLocksResponse.locks:type_name -> tributary.DDLLock
-	3,  // 2: tributary.UnlockDDLLockResponse.executed:type_name -> tributary.SourceDDLs
-	3,  // 3: tributary.UnlockDDLLockResponse.skipped:type_name -> tributary.SourceDDLs
-	7,  // 4: tributary.OperateSourceResponse.sources:type_name -> tributary.CommonWorkerResponse
-	7,  // 5: tributary.StartTaskResponse.sources:type_name -> tributary.CommonWorkerResponse
-	7,  // 6: tributary.OperateTaskResponse.sources:type_name -> tributary.CommonWorkerResponse
-	17, // 7: tributary.QueryStatusListResponse.sources:type_name -> tributary.QueryStatusResponse
-	18, // 8: tributary.QueryStatusResponse.sourceStatus:type_name -> tributary.SourceStatus
-	21, // 9: tributary.QueryStatusResponse.subTaskStatus:type_name -> tributary.SubTaskStatus
-	19, // 10: tributary.SourceStatus.result:type_name -> tributary.ProcessResult
-	20, // 11: tributary.ProcessResult.errors:type_name -> tributary.ProcessError
-	19, // 12: tributary.SubTaskStatus.result:type_name -> tributary.ProcessResult
-	23, // 13: tributary.SubTaskStatus.sync:type_name -> tributary.SyncStatus
-	22, // 14: tributary.SubTaskStatus.load:type_name -> tributary.LoadStatus
-	25, // 15: tributary.SyncStatus.unresolvedGroups:type_name -> tributary.ShardingGroup
-	24, // 16: tributary.SyncStatus.preparedXA:type_name -> tributary.PreparedXA
-	28, // 17: tributary.ListMemberResponse.members:type_name -> tributary.Members
-	29, // 18: tributary.Members.leader:type_name -> tributary.ListLeaderMember
-	30, // 19: tributary.Members.master:type_name -> tributary.ListMasterMember
-	32, // 20: tributary.Members.worker:type_name -> tributary.ListWorkerMember
-	31, // 21: tributary.ListMasterMember.masters:type_name -> tributary.MasterInfo
-	33, // 22: tributary.ListWorkerMember.workers:type_name -> tributary.WorkerInfo
+	4,  // 0: tributary.DDLLock.conflict:type_name -> tributary.SourceDDLs
+	3,  // 1: tributary.ShowDDLLocksResponse.locks:type_name -> tributary.DDLLock
+	4,  // 2: tributary.UnlockDDLLockResponse.executed:type_name -> tributary.SourceDDLs
+	4,  // 3: tributary.UnlockDDLLockResponse.skipped:type_name -> tributary.SourceDDLs
+	8,  // 4: tributary.OperateSourceResponse.sources:type_name -> tributary.CommonWorkerResponse
+	8,  // 5: tributary.StartTaskResponse.sources:type_name -> tributary.CommonWorkerResponse
+	8,  // 6: tributary.OperateTaskResponse.sources:type_name -> tributary.CommonWorkerResponse
+	18, // 7: tributary.QueryStatusListResponse.sources:type_name -> tributary.QueryStatusResponse
+	19, // 8: tributary.QueryStatusResponse.sourceStatus:type_name -> tributary.SourceStatus
+	22, // 9: tributary.QueryStatusResponse.subTaskStatus:type_name -> tributary.SubTaskStatus
+	20, // 10: tributary.SourceStatus.result:type_name -> tributary.ProcessResult
+	21, // 11: tributary.ProcessResult.errors:type_name -> tributary.ProcessError
+	20, // 12: tributary.SubTaskStatus.result:type_name -> tributary.ProcessResult
+	24, // 13: tributary.SubTaskStatus.sync:type_name -> tributary.SyncStatus
+	23, // 14: tributary.SubTaskStatus.load:type_name -> tributary.LoadStatus
+	26, // 15: tributary.SyncStatus.unresolvedGroups:type_name -> tributary.ShardingGroup
+	25, // 16: tributary.SyncStatus.preparedXA:type_name -> tributary.PreparedXA
+	29, // 17: tributary.ListMemberResponse.members:type_name -> tributary.Members
+	30, // 18: tributary.Members.leader:type_name -> tributary.ListLeaderMember
+	31, // 19: tributary.Members.master:type_name -> tributary.ListMasterMember
+	33, // 20: tributary.Members.worker:type_name -> tributary.ListWorkerMember
+	32, // 21: tributary.ListMasterMember.masters:type_name -> tributary.MasterInfo
+	34, // 22: tributary.ListWorkerMember.workers:type_name -> tributary.WorkerInfo
 	0,  // 23: tributary.HandleErrorRequest.op:type_name -> tributary.ErrorOp
-	7,  // 24: tributary.HandleErrorResponse.sources:type_name -> tributary.CommonWorkerResponse
+	8,  // 24: tributary.HandleErrorResponse.sources:type_name -> tributary.CommonWorkerResponse
 	0,  // 25: tributary.HandleWorkerErrorRequest.op:type_name -> tributary.ErrorOp
-	1,  // 26: tributary.Master.ShowDDLLocks:input_type -> tributary.ShowDDLLocksRequest
-	5,  // 27: tributary.Master.UnlockDDLLock:input_type -> tributary.UnlockDDLLockRequest
-	8,  // 28: tributary.Master.OperateSource:input_type -> tributary.OperateSourceRequest
-	10, // 29: tributary.Master.StartTask:input_type -> tributary.StartTaskRequest
-	12, // 30: tributary.Master.OperateTask:input_type -> tributary.OperateTaskRequest
-	14, // 31: tributary.Master.QueryStatus:input_type -> tributary.QueryStatusListRequest
-	26, // 32: tributary.Master.ListMember:input_type -> tributary.ListMemberRequest
-	34, // 33: tributary.Master.CheckTask:input_type -> tributary.CheckTaskRequest
-	36, // 34: tributary.Master.OfflineMember:input_type -> tributary.OfflineMemberRequest
-	38, // 35: tributary.Master.HandleError:input_type -> tributary.HandleErrorRequest
-	41, // 36: tributary.Master.Encrypt:input_type -> tributary.EncryptRequest
-	43, // 37: tributary.Master.GetConfig:input_type -> tributary.GetConfigRequest
-	16, // 38: tributary.Worker.QueryStatus:input_type -> tributary.QueryStatusRequest
-	40, // 39: tributary.Worker.HandleError:input_type -> tributary.HandleWorkerErrorRequest
-	4,  // 40: tributary.Master.ShowDDLLocks:output_type -> tributary.ShowDDLLocksResponse
-	6,  // 41: tributary.Master.UnlockDDLLock:output_type -> tributary.UnlockDDLLockResponse
-	9,  // 42: tributary.Master.OperateSource:output_type -> tributary.OperateSourceResponse
-	11, // 43: tributary.Master.StartTask:output_type -> tributary.StartTaskResponse
-	13, // 44: tributary.Master.OperateTask:output_type -> tributary.OperateTaskResponse
-	15, // 45: tributary.Master.QueryStatus:output_type -> tributary.QueryStatusListResponse
-	27, // 46: tributary.Master.ListMember:output_type -> tributary.ListMemberResponse
-	35, // 47: tributary.Master.CheckTask:output_type -> tributary.CheckTaskResponse
-	37, // 48: tributary.Master.OfflineMember:output_type -> tributary.OfflineMemberResponse
-	39, // 49: tributary.Master.HandleError:output_type -> tributary.HandleErrorResponse
-	42, // 50: tributary.Master.Encrypt:output_type -> tributary.EncryptResponse
-	44, // 51: tributary.Master.GetConfig:output_type -> tributary.GetConfigResponse
-	17, // 52: tributary.Worker.QueryStatus:output_type -> tributary.QueryStatusResponse
-	7,  // 53: tributary.Worker.HandleError:output_type -> tributary.CommonWorkerResponse
-	40, // [40:54] is the sub-list for method output_type
-	26, // [26:40] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	1,  // 26: tributary.OperateSchemaRequest.op:type_name -> tributary.SchemaOp
+	8,  // 27: tributary.OperateSchemaResponse.sources:type_name -> tributary.CommonWorkerResponse
+	1,  // 28: tributary.OperateWorkerSchemaRequest.op:type_name -> tributary.SchemaOp
+	2,  // 29: tributary.Master.ShowDDLLocks:input_type -> tributary.ShowDDLLocksRequest
+	6,  // 30: tributary.Master.UnlockDDLLock:input_type -> tributary.UnlockDDLLockRequest
+	9,  // 31: tributary.Master.OperateSource:input_type -> tributary.OperateSourceRequest
+	11, // 32: tributary.Master.StartTask:input_type -> tributary.StartTaskRequest
+	13, // 33: tributary.Master.OperateTask:input_type -> tributary.OperateTaskRequest
+	15, // 34: tributary.Master.QueryStatus:input_type -> tributary.QueryStatusListRequest
+	27, // 35: tributary.Master.ListMember:input_type -> tributary.ListMemberRequest
+	35, // 36: tributary.Master.CheckTask:input_type -> tributary.CheckTaskRequest
+	37, // 37: tributary.Master.OfflineMember:input_type -> tributary.OfflineMemberRequest
+	39, // 38: tributary.Master.HandleError:input_type -> tributary.HandleErrorRequest
+	42, // 39: tributary.Master.Encrypt:input_type -> tributary.EncryptRequest
+	44, // 40: tributary.Master.GetConfig:input_type -> tributary.GetConfigRequest
+	46, // 41: tributary.Master.OperateSchema:input_type -> tributary.OperateSchemaRequest
+	49, // 42: tributary.Master.TransferSource:input_type -> tributary.TransferSourceRequest
+	17, // 43: tributary.Worker.QueryStatus:input_type -> tributary.QueryStatusRequest
+	41, // 44: tributary.Worker.HandleError:input_type -> tributary.HandleWorkerErrorRequest
+	48, // 45: tributary.Worker.OperateSchema:input_type -> tributary.OperateWorkerSchemaRequest
+	5,  // 46: tributary.Master.ShowDDLLocks:output_type -> tributary.ShowDDLLocksResponse
+	7,  // 47: tributary.Master.UnlockDDLLock:output_type -> tributary.UnlockDDLLockResponse
+	10, // 48: tributary.Master.OperateSource:output_type -> tributary.OperateSourceResponse
+	12, // 49: tributary.Master.StartTask:output_type -> tributary.StartTaskResponse
+	14, // 50: tributary.Master.OperateTask:output_type -> tributary.OperateTaskResponse
+	16, // 51: tributary.Master.QueryStatus:output_type -> tributary.QueryStatusListResponse
+	28, // 52: tributary.Master.ListMember:output_type -> tributary.ListMemberResponse
+	36, // 53: tributary.Master.CheckTask:output_type -> tributary.CheckTaskResponse
+	38, // 54: tributary.Master.OfflineMember:output_type -> tributary.OfflineMemberResponse
+	40, // 55: tributary.Master.HandleError:output_type -> tributary.HandleErrorResponse
+	43, // 56: tributary.Master.Encrypt:output_type -> tributary.EncryptResponse
+	45, // 57: tributary.Master.GetConfig:output_type -> tributary.GetConfigResponse
+	47, // 58: tributary.Master.OperateSchema:output_type -> tributary.OperateSchemaResponse
+	50, // 59: tributary.Master.TransferSource:output_type -> tributary.TransferSourceResponse
+	18, // 60: tributary.Worker.QueryStatus:output_type -> tributary.QueryStatusResponse
+	8,  // 61: tributary.Worker.HandleError:output_type -> tributary.CommonWorkerResponse
+	8,  // 62: tributary.Worker.OperateSchema:output_type -> tributary.CommonWorkerResponse
+	46, // [46:63] is the sub-list for method output_type
+	29, // [29:46] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_proto_master_proto_init() }
@@ -3450,8 +3975,8 @@ func file_proto_master_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_master_proto_rawDesc), len(file_proto_master_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   44,
+			NumEnums:      2,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

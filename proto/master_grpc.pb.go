@@ -22,18 +22,20 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Master_ShowDDLLocks_FullMethodName  = "/tributary.Master/ShowDDLLocks"
-	Master_UnlockDDLLock_FullMethodName = "/tributary.Master/UnlockDDLLock"
-	Master_OperateSource_FullMethodName = "/tributary.Master/OperateSource"
-	Master_StartTask_FullMethodName     = "/tributary.Master/StartTask"
-	Master_OperateTask_FullMethodName   = "/tributary.Master/OperateTask"
-	Master_QueryStatus_FullMethodName   = "/tributary.Master/QueryStatus"
-	Master_ListMember_FullMethodName    = "/tributary.Master/ListMember"
-	Master_CheckTask_FullMethodName     = "/tributary.Master/CheckTask"
-	Master_OfflineMember_FullMethodName = "/tributary.Master/OfflineMember"
-	Master_HandleError_FullMethodName   = "/tributary.Master/HandleError"
-	Master_Encrypt_FullMethodName       = "/tributary.Master/Encrypt"
-	Master_GetConfig_FullMethodName     = "/tributary.Master/GetConfig"
+	Master_ShowDDLLocks_FullMethodName   = "/tributary.Master/ShowDDLLocks"
+	Master_UnlockDDLLock_FullMethodName  = "/tributary.Master/UnlockDDLLock"
+	Master_OperateSource_FullMethodName  = "/tributary.Master/OperateSource"
+	Master_StartTask_FullMethodName      = "/tributary.Master/StartTask"
+	Master_OperateTask_FullMethodName    = "/tributary.Master/OperateTask"
+	Master_QueryStatus_FullMethodName    = "/tributary.Master/QueryStatus"
+	Master_ListMember_FullMethodName     = "/tributary.Master/ListMember"
+	Master_CheckTask_FullMethodName      = "/tributary.Master/CheckTask"
+	Master_OfflineMember_FullMethodName  = "/tributary.Master/OfflineMember"
+	Master_HandleError_FullMethodName    = "/tributary.Master/HandleError"
+	Master_Encrypt_FullMethodName        = "/tributary.Master/Encrypt"
+	Master_GetConfig_FullMethodName      = "/tributary.Master/GetConfig"
+	Master_OperateSchema_FullMethodName  = "/tributary.Master/OperateSchema"
+	Master_TransferSource_FullMethodName = "/tributary.Master/TransferSource"
 )
 
 // MasterClient is the client API for Master service.
@@ -66,6 +68,11 @@ type MasterClient interface {
 	// GetConfig returns a task's or a source's file as stored (dmctl config task|source NAME, DM's
 	// get-config); its passwords are encrypted.
 	GetConfig(ctx context.Context, in *GetConfigRequest, opts ...grpc.CallOption) (*GetConfigResponse, error)
+	// OperateSchema lists, sets or removes the tracked schema of an upstream table of a subtask (dmctl
+	// binlog-schema list|update|delete, DM's operate-schema).
+	OperateSchema(ctx context.Context, in *OperateSchemaRequest, opts ...grpc.CallOption) (*OperateSchemaResponse, error)
+	// TransferSource binds a source to another worker (dmctl transfer-source).
+	TransferSource(ctx context.Context, in *TransferSourceRequest, opts ...grpc.CallOption) (*TransferSourceResponse, error)
 }
 
 type masterClient struct {
@@ -196,6 +203,26 @@ func (c *masterClient) GetConfig(ctx context.Context, in *GetConfigRequest, opts
 	return out, nil
 }
 
+func (c *masterClient) OperateSchema(ctx context.Context, in *OperateSchemaRequest, opts ...grpc.CallOption) (*OperateSchemaResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OperateSchemaResponse)
+	err := c.cc.Invoke(ctx, Master_OperateSchema_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) TransferSource(ctx context.Context, in *TransferSourceRequest, opts ...grpc.CallOption) (*TransferSourceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TransferSourceResponse)
+	err := c.cc.Invoke(ctx, Master_TransferSource_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MasterServer is the server API for Master service.
 // All implementations must embed UnimplementedMasterServer
 // for forward compatibility.
@@ -226,6 +253,11 @@ type MasterServer interface {
 	// GetConfig returns a task's or a source's file as stored (dmctl config task|source NAME, DM's
 	// get-config); its passwords are encrypted.
 	GetConfig(context.Context, *GetConfigRequest) (*GetConfigResponse, error)
+	// OperateSchema lists, sets or removes the tracked schema of an upstream table of a subtask (dmctl
+	// binlog-schema list|update|delete, DM's operate-schema).
+	OperateSchema(context.Context, *OperateSchemaRequest) (*OperateSchemaResponse, error)
+	// TransferSource binds a source to another worker (dmctl transfer-source).
+	TransferSource(context.Context, *TransferSourceRequest) (*TransferSourceResponse, error)
 	mustEmbedUnimplementedMasterServer()
 }
 
@@ -271,6 +303,12 @@ func (UnimplementedMasterServer) Encrypt(context.Context, *EncryptRequest) (*Enc
 }
 func (UnimplementedMasterServer) GetConfig(context.Context, *GetConfigRequest) (*GetConfigResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method GetConfig not implemented")
+}
+func (UnimplementedMasterServer) OperateSchema(context.Context, *OperateSchemaRequest) (*OperateSchemaResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method OperateSchema not implemented")
+}
+func (UnimplementedMasterServer) TransferSource(context.Context, *TransferSourceRequest) (*TransferSourceResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method TransferSource not implemented")
 }
 func (UnimplementedMasterServer) mustEmbedUnimplementedMasterServer() {}
 func (UnimplementedMasterServer) testEmbeddedByValue()                {}
@@ -509,6 +547,42 @@ func _Master_GetConfig_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Master_OperateSchema_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OperateSchemaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).OperateSchema(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_OperateSchema_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).OperateSchema(ctx, req.(*OperateSchemaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_TransferSource_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TransferSourceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).TransferSource(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_TransferSource_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).TransferSource(ctx, req.(*TransferSourceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Master_ServiceDesc is the grpc.ServiceDesc for Master service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -564,14 +638,23 @@ var Master_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "GetConfig",
 			Handler:    _Master_GetConfig_Handler,
 		},
+		{
+			MethodName: "OperateSchema",
+			Handler:    _Master_OperateSchema_Handler,
+		},
+		{
+			MethodName: "TransferSource",
+			Handler:    _Master_TransferSource_Handler,
+		},
 	},
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "proto/master.proto",
 }
 
 const (
-	Worker_QueryStatus_FullMethodName = "/tributary.Worker/QueryStatus"
-	Worker_HandleError_FullMethodName = "/tributary.Worker/HandleError"
+	Worker_QueryStatus_FullMethodName   = "/tributary.Worker/QueryStatus"
+	Worker_HandleError_FullMethodName   = "/tributary.Worker/HandleError"
+	Worker_OperateSchema_FullMethodName = "/tributary.Worker/OperateSchema"
 )
 
 // WorkerClient is the client API for Worker service.
@@ -584,6 +667,8 @@ type WorkerClient interface {
 	QueryStatus(ctx context.Context, in *QueryStatusRequest, opts ...grpc.CallOption) (*QueryStatusResponse, error)
 	// HandleError applies a binlog skip, replace or revert to one subtask of the worker.
 	HandleError(ctx context.Context, in *HandleWorkerErrorRequest, opts ...grpc.CallOption) (*CommonWorkerResponse, error)
+	// OperateSchema lists, sets or removes the tracked schema of a table of one subtask of the worker.
+	OperateSchema(ctx context.Context, in *OperateWorkerSchemaRequest, opts ...grpc.CallOption) (*CommonWorkerResponse, error)
 }
 
 type workerClient struct {
@@ -614,6 +699,16 @@ func (c *workerClient) HandleError(ctx context.Context, in *HandleWorkerErrorReq
 	return out, nil
 }
 
+func (c *workerClient) OperateSchema(ctx context.Context, in *OperateWorkerSchemaRequest, opts ...grpc.CallOption) (*CommonWorkerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommonWorkerResponse)
+	err := c.cc.Invoke(ctx, Worker_OperateSchema_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // WorkerServer is the server API for Worker service.
 // All implementations must embed UnimplementedWorkerServer
 // for forward compatibility.
@@ -624,6 +719,8 @@ type WorkerServer interface {
 	QueryStatus(context.Context, *QueryStatusRequest) (*QueryStatusResponse, error)
 	// HandleError applies a binlog skip, replace or revert to one subtask of the worker.
 	HandleError(context.Context, *HandleWorkerErrorRequest) (*CommonWorkerResponse, error)
+	// OperateSchema lists, sets or removes the tracked schema of a table of one subtask of the worker.
+	OperateSchema(context.Context, *OperateWorkerSchemaRequest) (*CommonWorkerResponse, error)
 	mustEmbedUnimplementedWorkerServer()
 }
 
@@ -639,6 +736,9 @@ func (UnimplementedWorkerServer) QueryStatus(context.Context, *QueryStatusReques
 }
 func (UnimplementedWorkerServer) HandleError(context.Context, *HandleWorkerErrorRequest) (*CommonWorkerResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method HandleError not implemented")
+}
+func (UnimplementedWorkerServer) OperateSchema(context.Context, *OperateWorkerSchemaRequest) (*CommonWorkerResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method OperateSchema not implemented")
 }
 func (UnimplementedWorkerServer) mustEmbedUnimplementedWorkerServer() {}
 func (UnimplementedWorkerServer) testEmbeddedByValue()                {}
@@ -697,6 +797,24 @@ func _Worker_HandleError_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Worker_OperateSchema_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OperateWorkerSchemaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkerServer).OperateSchema(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Worker_OperateSchema_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkerServer).OperateSchema(ctx, req.(*OperateWorkerSchemaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Worker_ServiceDesc is the grpc.ServiceDesc for Worker service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -711,6 +829,10 @@ var Worker_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "HandleError",
 			Handler:    _Worker_HandleError_Handler,
+		},
+		{
+			MethodName: "OperateSchema",
+			Handler:    _Worker_OperateSchema_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
