@@ -1,6 +1,7 @@
 // dmctl: the command line of a Tributary cluster, printing DM-shaped JSON. The exit status is 0 when
-// the master answered (its "result" says whether the command succeeded), 1 when it could not be
-// reached, 2 for a usage error.
+// the command worked: the answer's "result" and every source's "result" in it are true; 1 when one of
+// them is false (the JSON is printed all the same) or the master could not be reached; 2 for a usage
+// error.
 package main
 
 import (
@@ -145,7 +146,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 				return 1
 			}
 			fmt.Fprintln(stdout, string(out))
-			return 0
+			return exitStatus(out)
 		}
 	}
 	// protojson varies its whitespace on purpose; json.Indent makes the output stable.
@@ -159,6 +160,30 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintln(stdout, out.String())
+	return exitStatus(out.Bytes())
+}
+
+// exitStatus is 1 when a printed answer says it did not work: its "result" is false, or the
+// "result" of one of its sources is (a source whose worker failed or could not be asked), as the
+// scripts around DM's dmctl test; else 0.
+func exitStatus(printed []byte) int {
+	var answer struct {
+		Result  *bool `json:"result"`
+		Sources []struct {
+			Result *bool `json:"result"`
+		} `json:"sources"`
+	}
+	if json.Unmarshal(printed, &answer) != nil {
+		return 0
+	}
+	if answer.Result != nil && !*answer.Result {
+		return 1
+	}
+	for _, s := range answer.Sources {
+		if s.Result != nil && !*s.Result {
+			return 1
+		}
+	}
 	return 0
 }
 

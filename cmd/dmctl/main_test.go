@@ -56,3 +56,24 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("no task: %+v (want an empty list, printed as [])", got)
 	}
 }
+
+// dmctl's exit status follows the answer it prints: a result false anywhere a script looks (the
+// answer's or one source's) is 1, so `dmctl check-task t.yaml && start` does what it says.
+func TestExitStatus(t *testing.T) {
+	for _, c := range []struct {
+		printed string
+		want    int
+	}{
+		{`{"result": true, "msg": "pre-check is passed. "}`, 0},
+		{`{"result": false, "msg": "precheck failed"}`, 1},
+		{`{"result": true, "sources": [{"result": true, "source": "s1"}, {"result": false, "source": "s2", "msg": "worker offline"}]}`, 1},
+		{`{"result": true, "sources": [{"result": true, "source": "s1"}]}`, 0},
+		{`{"op": "Pause", "result": false, "sources": []}`, 1},
+		{`{"result": true, "msg": "", "tasks": [{"taskName": "t", "sources": ["s1"]}]}`, 0},
+		{`{"msg": "no result field"}`, 0},
+	} {
+		if got := exitStatus([]byte(c.printed)); got != c.want {
+			t.Errorf("exitStatus(%s) = %d, want %d", c.printed, got, c.want)
+		}
+	}
+}

@@ -487,19 +487,37 @@ func (c *Cluster) Dmctl(args ...string) (Result, string, error) {
 	return Dmctl(c.Bin, c.Master.Addr, append(slices.Clone(c.DmctlArgs), args...)...)
 }
 
-// Dmctl runs dmctl against the master at addr.
+// Dmctl runs dmctl against the master at addr. An answer that says it did not work (exit status 1
+// with a JSON answer) is returned as any other, after a check that the exit status agrees with the
+// answer: 1 exactly when its result or one of its sources' result is false.
 func Dmctl(bin, addr string, args ...string) (Result, string, error) {
 	cmd := exec.Command(filepath.Join(bin, "dmctl"), append([]string{"--master-addr", addr, "--rpc-timeout", "60s"}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	out := stdout.String() + stderr.String()
-	if err != nil {
+	var exit *exec.ExitError
+	if err != nil && (!errors.As(err, &exit) || exit.ExitCode() != 1) {
 		return nil, out, fmt.Errorf("dmctl %s: %v: %s", strings.Join(args, " "), err, out)
 	}
 	var r Result
-	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
-		return nil, out, fmt.Errorf("dmctl %s printed no JSON: %v: %s", strings.Join(args, " "), err, out)
+	if jerr := json.Unmarshal(stdout.Bytes(), &r); jerr != nil {
+		if err != nil {
+			return nil, out, fmt.Errorf("dmctl %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return nil, out, fmt.Errorf("dmctl %s printed no JSON: %v: %s", strings.Join(args, " "), jerr, out)
+	}
+	failed := !r.Bool("result")
+	for _, s := range r.List("sources") {
+		if !s.Bool("result") {
+			failed = true
+		}
+	}
+	if _, ok := r["result"]; !ok {
+		failed = false // as dmctl: an answer without a result field is not a failure
+	}
+	if failed != (err != nil) {
+		return nil, out, fmt.Errorf("dmctl %s: exit status %v does not agree with the answer (a result false: %v): %s", strings.Join(args, " "), err, failed, out)
 	}
 	return r, out, nil
 }
