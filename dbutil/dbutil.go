@@ -190,6 +190,7 @@ func Columns(ctx context.Context, db Querier, t vocab.TableName) ([]vocab.Column
 		extra = strings.ToUpper(extra)
 		c := vocab.Column{
 			Name:      name,
+			Type:      typ,
 			Unsigned:  strings.Contains(strings.ToLower(typ), "unsigned"),
 			Generated: strings.Contains(extra, "VIRTUAL GENERATED") || strings.Contains(extra, "STORED GENERATED") || strings.Contains(extra, "PERSISTENT"),
 		}

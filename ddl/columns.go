@@ -13,6 +13,9 @@ import (
 // columnOf describes a column definition of a DDL.
 func columnOf(def *ast.ColumnDef) vocab.Column {
 	c := vocab.Column{Name: def.Name.Name.O}
+	if def.Tp != nil {
+		c.Type = strings.ToLower(def.Tp.InfoSchemaStr())
+	}
 	if def.Tp != nil && mysql.HasUnsignedFlag(def.Tp.GetFlag()) {
 		c.Unsigned = true
 	}
@@ -25,6 +28,32 @@ func columnOf(def *ast.ColumnDef) vocab.Column {
 		}
 	}
 	return c
+}
+
+// CreateTableColumns reads the columns of one CREATE TABLE statement (with its column definitions,
+// not LIKE or SELECT), as binlog-schema update is given it. The statement's table name is not used.
+func CreateTableColumns(sql string) ([]vocab.Column, error) {
+	stmts, err := parse(sql)
+	if err != nil {
+		return nil, err
+	}
+	if len(stmts) != 1 {
+		return nil, fmt.Errorf("want one CREATE TABLE statement, got %d statements", len(stmts))
+	}
+	ct, ok := stmts[0].(*ast.CreateTableStmt)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("want a CREATE TABLE statement, got %q", truncate(sql))
+	case ct.ReferTable != nil || ct.Select != nil:
+		return nil, fmt.Errorf("want a CREATE TABLE statement with its column definitions, not LIKE or SELECT: %q", truncate(sql))
+	case len(ct.Cols) == 0:
+		return nil, fmt.Errorf("CREATE TABLE without columns: %q", truncate(sql))
+	}
+	cols := make([]vocab.Column, len(ct.Cols))
+	for i, c := range ct.Cols {
+		cols[i] = columnOf(c)
+	}
+	return cols, nil
 }
 
 // TrackColumns applies one DDL statement, with upstream names, to the columns of the tables it

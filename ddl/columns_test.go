@@ -81,16 +81,16 @@ func TestTrackColumnFlags(t *testing.T) {
 		want []vocab.Column
 	}{
 		{"CREATE TABLE t (a BIGINT UNSIGNED PRIMARY KEY, b INT AS (a+1) VIRTUAL, c INT GENERATED ALWAYS AS (a*2) STORED, d SMALLINT)",
-			[]vocab.Column{{Name: "a", Unsigned: true}, {Name: "b", Generated: true}, {Name: "c", Generated: true}, {Name: "d"}}},
-		{"ALTER TABLE t ADD COLUMN c INT AS (id+1)", []vocab.Column{{Name: "id", Unsigned: true}, {Name: "v"}, {Name: "g", Generated: true}, {Name: "c", Generated: true}}},
-		{"ALTER TABLE t ADD COLUMN c INT AS (id+1) PERSISTENT FIRST", []vocab.Column{{Name: "c", Generated: true}, {Name: "id", Unsigned: true}, {Name: "v"}, {Name: "g", Generated: true}}},
-		{"ALTER TABLE t MODIFY g INT", []vocab.Column{{Name: "id", Unsigned: true}, {Name: "v"}, {Name: "g"}}},
-		{"ALTER TABLE t MODIFY id INT", []vocab.Column{{Name: "id"}, {Name: "v"}, {Name: "g", Generated: true}}},
-		{"ALTER TABLE t CHANGE v v TINYINT UNSIGNED", []vocab.Column{{Name: "id", Unsigned: true}, {Name: "v", Unsigned: true}, {Name: "g", Generated: true}}},
+			[]vocab.Column{{Name: "a", Unsigned: true, Type: "bigint(20) unsigned"}, {Name: "b", Generated: true, Type: "int(11)"}, {Name: "c", Generated: true, Type: "int(11)"}, {Name: "d", Type: "smallint(6)"}}},
+		{"ALTER TABLE t ADD COLUMN c INT AS (id+1)", []vocab.Column{{Name: "id", Unsigned: true}, {Name: "v"}, {Name: "g", Generated: true}, {Name: "c", Generated: true, Type: "int(11)"}}},
+		{"ALTER TABLE t ADD COLUMN c INT AS (id+1) PERSISTENT FIRST", []vocab.Column{{Name: "c", Generated: true, Type: "int(11)"}, {Name: "id", Unsigned: true}, {Name: "v"}, {Name: "g", Generated: true}}},
+		{"ALTER TABLE t MODIFY g INT", []vocab.Column{{Name: "id", Unsigned: true}, {Name: "v"}, {Name: "g", Type: "int(11)"}}},
+		{"ALTER TABLE t MODIFY id INT", []vocab.Column{{Name: "id", Type: "int(11)"}, {Name: "v"}, {Name: "g", Generated: true}}},
+		{"ALTER TABLE t CHANGE v v TINYINT UNSIGNED", []vocab.Column{{Name: "id", Unsigned: true}, {Name: "v", Unsigned: true, Type: "tinyint(4) unsigned"}, {Name: "g", Generated: true}}},
 		{"ALTER TABLE t DROP COLUMN g", []vocab.Column{{Name: "id", Unsigned: true}, {Name: "v"}}},
 		{"ALTER TABLE t RENAME COLUMN g TO h", []vocab.Column{{Name: "id", Unsigned: true}, {Name: "v"}, {Name: "h", Generated: true}}},
 		{"ALTER TABLE t ADD COLUMN b BINARY(4), ADD COLUMN c CHAR(3) CHARACTER SET binary, ADD COLUMN d CHAR(3), ADD COLUMN e VARBINARY(4)",
-			[]vocab.Column{{Name: "id", Unsigned: true}, {Name: "v"}, {Name: "g", Generated: true}, {Name: "b", BinaryLen: 4}, {Name: "c", BinaryLen: 3}, {Name: "d"}, {Name: "e"}}},
+			[]vocab.Column{{Name: "id", Unsigned: true}, {Name: "v"}, {Name: "g", Generated: true}, {Name: "b", BinaryLen: 4, Type: "binary(4)"}, {Name: "c", BinaryLen: 3, Type: "binary(3)"}, {Name: "d", Type: "char(3)"}, {Name: "e", Type: "varbinary(4)"}}},
 	}
 	for _, c := range cases {
 		got, err := TrackColumns(c.sql, "db", lookup)
@@ -108,5 +108,19 @@ func TestTrackColumnFlags(t *testing.T) {
 	}
 	if !reflect.DeepEqual(cols, []vocab.Column{{Name: "id"}, {Name: "g", Generated: true}}) {
 		t.Fatalf("old and new JSON: %+v", cols)
+	}
+}
+
+// binlog-schema update reads the columns of the CREATE TABLE it is given, and refuses anything else.
+func TestCreateTableColumns(t *testing.T) {
+	cols, err := CreateTableColumns("CREATE TABLE `x`.`t` (`id` int(11) NOT NULL, `c` varchar(20) DEFAULT NULL, `g` int AS (id+1), PRIMARY KEY (`id`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4")
+	want := []vocab.Column{{Name: "id", Type: "int(11)"}, {Name: "c", Type: "varchar(20)"}, {Name: "g", Generated: true, Type: "int(11)"}}
+	if err != nil || !reflect.DeepEqual(cols, want) {
+		t.Fatalf("got %+v, %v; want %+v", cols, err, want)
+	}
+	for _, bad := range []string{"ALTER TABLE t ADD c INT", "CREATE TABLE t LIKE u", "CREATE TABLE t SELECT 1", "CREATE TABLE a (id INT); CREATE TABLE b (id INT)", "CREATE TABLE t (", ""} {
+		if cols, err := CreateTableColumns(bad); err == nil {
+			t.Errorf("%q: got %+v, want an error", bad, cols)
+		}
 	}
 }

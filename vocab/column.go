@@ -13,6 +13,10 @@ type Column struct {
 	// BinaryLen is n for a BINARY(n) column: the binlog strips its trailing zero bytes, which the
 	// server pads back on insert but not in a comparison.
 	BinaryLen int `json:"binlen,omitempty"`
+	// Type is the column's type as information_schema's COLUMN_TYPE writes it ("int(11) unsigned"),
+	// for people reading the tracked schema (binlog-schema list); rows take their types from the
+	// binlog. Empty in schemas tracked before it was kept.
+	Type string `json:"type,omitempty"`
 }
 
 // UnmarshalJSON also reads a plain column name, as checkpoints written before flags were tracked hold.
