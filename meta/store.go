@@ -536,3 +536,19 @@ func hexText(v string) string {
 	}
 	return "_utf8mb4 X'" + hex.EncodeToString([]byte(v)) + "'"
 }
+
+// LoadGlobal reads only the source's resume position (zero when it has none), for a status of a
+// subtask that does not run.
+func (s *Store) LoadGlobal(ctx context.Context) (vocab.Position, string, error) {
+	var name string
+	var pos uint32
+	var gtid sql.NullString
+	err := s.db.QueryRowContext(ctx, "SELECT binlog_name, binlog_pos, binlog_gtid FROM "+s.ckptQ+" WHERE source = ? AND id_hash = ?", s.source, Hash(GlobalID)).Scan(&name, &pos, &gtid)
+	if errors.Is(err, sql.ErrNoRows) {
+		return vocab.Position{}, "", nil
+	}
+	if err != nil {
+		return vocab.Position{}, "", fmt.Errorf("load checkpoint of %s from %s: %w", s.source, s.ckpt, err)
+	}
+	return vocab.Position{File: name, Pos: pos}, gtid.String, nil
+}

@@ -56,6 +56,32 @@ func (e *StatementError) Error() string {
 		e.Task, e.Pos.BinlogPos(), e.Source, hint)
 }
 
+// SchemaMismatchError is a rows event that the tracked schema of its table does not fit, in a binlog
+// without column names: a DDL of the table was skipped (binlog skip) or made outside the binlog. Every
+// retry reads the same event with the same schema, so the subtask waits for the user, who repairs the
+// tracked schema with binlog-schema update (or skips the rows).
+type SchemaMismatchError struct {
+	Task, Source   string
+	Table          vocab.TableName
+	Known          bool // a schema is tracked for the table
+	Tracked, Event int  // columns tracked, columns in the event
+	At             vocab.Position
+}
+
+func (e *SchemaMismatchError) Permanent() bool { return true }
+
+func (e *SchemaMismatchError) Error() string {
+	tracked := fmt.Sprintf("the tracked schema (%d columns)", e.Tracked)
+	if !e.Known {
+		tracked = "no schema is tracked for it"
+	}
+	return fmt.Sprintf("source %s: the binlog has no column names for %s and %s does not fit its rows event ending at %s (%d columns): "+
+		"a DDL of the table was skipped or made outside the binlog. A retry cannot fix this, so the subtask is paused. "+
+		"Ways out: binlog-schema update %s %s %s --from-source -s %s (the upstream's definition now; or a CREATE TABLE file with the "+
+		"columns the rows have, or --from-target), then resume-task %s. binlog_row_metadata=FULL upstream puts the column names in later events",
+		e.Source, e.Table, tracked, e.At, e.Event, e.Task, e.Table.Schema, e.Table.Name, e.Source, e.Task)
+}
+
 // filterError is a statement the syncer stops on by rule (a binlog event filter with action Error, a
 // statement the parser cannot read): a retry meets it again, so the subtask waits for the user.
 type filterError struct {

@@ -139,8 +139,7 @@ func (d *rowDecoder) shapeOf(src vocab.TableName, tm *replication.TableMapEvent,
 	if len(names) == 0 {
 		// binlog_row_metadata is not FULL: use the columns tracked from the table's DDL.
 		if !known || uint64(len(tracked)) != tm.ColumnCount {
-			return nil, fmt.Errorf("source %s: the binlog has no column names for %s and the tracked schema (%d columns) does not fit the event (%d columns): set binlog_row_metadata=FULL",
-				d.source, src, len(tracked), tm.ColumnCount)
+			return nil, &SchemaMismatchError{Task: d.task, Source: d.source, Table: src, Tracked: len(tracked), Known: known, Event: int(tm.ColumnCount), At: end}
 		}
 		names = vocab.ColumnNames(tracked)
 	}
@@ -229,6 +228,7 @@ func (d *rowDecoder) decode(changes []sink.Change, typ replication.EventType, e 
 // binlogs without column names), the row shape of each table's last table map, and the key ranges of
 // tables a full load copied from more than one snapshot.
 type rowDecoder struct {
+	task    string // for errors
 	source  string // for errors
 	mariadb bool   // the source's flavor is MariaDB (its binlog's signedness metadata)
 	schemas *schemaTracker

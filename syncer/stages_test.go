@@ -176,7 +176,7 @@ func TestRowDecoder(t *testing.T) {
 	at := func(p uint32) vocab.Position { return vocab.Position{File: "bin.000001", Pos: p} }
 	d := rowDecoder{source: "s1", mariadb: true, schemas: newSchemaTracker(), shapes: map[vocab.TableName]cachedShape{}}
 	tm := &replication.TableMapEvent{ColumnCount: 3, ColumnType: []byte{mysql.MYSQL_TYPE_LONG, mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_LONG}, ColumnMeta: []uint16{0, 32, 0}}
-	if _, err := d.shapeOf(src, tm, at(100)); err == nil || !strings.Contains(err.Error(), "binlog_row_metadata=FULL") {
+	if _, err := d.shapeOf(src, tm, at(100)); err == nil || !strings.Contains(err.Error(), "binlog_row_metadata=FULL") || !sink.IsPermanent(err) {
 		t.Fatalf("no names and no tracked schema: %v", err)
 	}
 	d.schemas.set(src, at(4), []vocab.Column{{Name: "id"}, {Name: "v"}, {Name: "g", Generated: true}})

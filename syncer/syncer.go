@@ -133,7 +133,7 @@ func NewSyncer(cfg SyncerConfig) *Syncer {
 	}
 	s.sink = s.apply.parts[0].sink
 	s.apply.txnRows, s.cur.gtidMode = cfg.TxnRows, cfg.EnableGTID
-	s.rows.source, s.rows.mariadb = cfg.Source, cfg.Flavor == mysql.MariaDBFlavor
+	s.rows.task, s.rows.source, s.rows.mariadb = cfg.Task, cfg.Source, cfg.Flavor == mysql.MariaDBFlavor
 	s.apply.ckpt, s.apply.task, s.apply.source, s.apply.log = &s.ckpt, cfg.Task, cfg.Source, s.log
 	s.exec = sink.NewDDLExecutor(s.sink, cfg.DDLDownstream, s.log)
 	s.ddl = ddlPath{task: cfg.Task, source: cfg.Source, router: cfg.Router, filter: cfg.Filter, online: cfg.Online, log: s.log, applied: s.apply.view()}
