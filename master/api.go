@@ -52,6 +52,9 @@ func (s *Service) HTTPHandlers(openapi bool) map[string]http.Handler {
 	api.HandleFunc("GET /api/v1/tasks/{task_name}/status", s.apiTaskStatus)
 	api.HandleFunc("GET /api/v1/shard-ddl-locks", s.apiLocks)
 	api.HandleFunc("POST /api/v1/shard-ddl-locks/{lock_id}/unlock", s.apiUnlock)
+	api.HandleFunc("GET /api/v1/tasks/{task_name}/sources/{source_name}/schemas/{schema_name}/{table_name}", s.apiSchema)
+	api.HandleFunc("PUT /api/v1/tasks/{task_name}/sources/{source_name}/schemas/{schema_name}/{table_name}", s.apiSchema)
+	api.HandleFunc("DELETE /api/v1/tasks/{task_name}/sources/{source_name}/schemas/{schema_name}/{table_name}", s.apiSchema)
 	api.HandleFunc("/api/v1/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, errors.New("no such API path: "+r.Method+" "+r.URL.Path))
 	})
@@ -466,4 +469,65 @@ func (s *Service) apiUnlock(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	apiJSON(w, out)
+}
+
+// apiTableSchema is DM's answer to GET .../schemas/{schema}/{table}: the tracked CREATE TABLE.
+type apiTableSchema struct {
+	SchemaName      string `json:"schema_name"`
+	TableName       string `json:"table_name"`
+	SchemaCreateSQL string `json:"schema_create_sql"`
+}
+
+// apiSchemaRequest is DM's body of PUT .../schemas/{schema}/{table}.
+type apiSchemaRequest struct {
+	SQLContent string `json:"sql_content"`
+	Flush      *bool  `json:"flush"`
+	Sync       *bool  `json:"sync"`
+	FromSource bool   `json:"from_source"`
+	FromTarget bool   `json:"from_target"`
+}
+
+// apiSchema is binlog-schema list (GET), update (PUT) and delete (DELETE) of one source's table.
+func (s *Service) apiSchema(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := apiContext(r)
+	defer cancel()
+	req := &pb.OperateSchemaRequest{Task: r.PathValue("task_name"), Sources: []string{r.PathValue("source_name")},
+		Database: r.PathValue("schema_name"), Table: r.PathValue("table_name")}
+	switch r.Method {
+	case http.MethodGet:
+		req.Op = pb.SchemaOp_GetSchema
+	case http.MethodDelete:
+		req.Op = pb.SchemaOp_RemoveSchema
+	case http.MethodPut:
+		req.Op = pb.SchemaOp_SetSchema
+		var body apiSchemaRequest
+		dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&body); err != nil {
+			apiError(w, http.StatusBadRequest, errors.New("schema body: "+err.Error()))
+			return
+		}
+		req.Schema, req.FromSource, req.FromTarget = body.SQLContent, body.FromSource, body.FromTarget
+		req.Flush, req.Sync = body.Flush == nil || *body.Flush, body.Sync == nil || *body.Sync
+	}
+	resp, err := s.OperateSchema(ctx, req)
+	if err != nil {
+		apiError(w, http.StatusInternalServerError, err)
+		return
+	}
+	msg := resp.Msg
+	if len(resp.Sources) == 1 {
+		msg = resp.Sources[0].Msg
+	}
+	s.logger().Info("HTTP API binlog-schema", zap.String("op", r.Method), zap.String("task", req.Task), zap.Strings("sources", req.Sources),
+		zap.String("table", req.Database+"."+req.Table), zap.Bool("result", resp.Result))
+	if !resp.Result {
+		apiError(w, http.StatusBadRequest, errors.New(msg))
+		return
+	}
+	if r.Method == http.MethodGet {
+		apiJSON(w, apiTableSchema{SchemaName: req.Database, TableName: req.Table, SchemaCreateSQL: msg})
+		return
+	}
+	apiJSON(w, map[string]any{"result": true, "msg": msg})
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/tributary-db/tributary/ha"
 	"github.com/tributary-db/tributary/internal/failpoint"
 	"github.com/tributary-db/tributary/loader"
+	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/onlineddl"
 	"github.com/tributary-db/tributary/pessimist"
 	pb "github.com/tributary-db/tributary/proto"
@@ -54,6 +55,9 @@ type Server struct {
 	mu       sync.Mutex
 	subtasks map[string]*subtask // by task name
 	source   string
+	// schemaOp is held while binlog-schema changes a subtask's tracked schema, and briefly by every
+	// run of a subtask before it loads its checkpoint: no run starts on a half-made change.
+	schemaOp sync.Mutex
 }
 
 // NewServer returns a worker; Run starts it.
@@ -205,6 +209,7 @@ func (s *Server) reconcile(ctx context.Context, st ha.State) {
 		sub, ok := s.subtasks[name]
 		if !ok {
 			sub = newSubtask(sp, s.cfg, s.log)
+			sub.schemaOp = &s.schemaOp
 			s.subtasks[name] = sub
 		}
 		sub.setStage(ctx, sp.stage)
@@ -263,6 +268,17 @@ type subtask struct {
 	upDB   *sql.DB           // for the source's own position in status
 	ops    *syncer.Operators // binlog skip|replace decisions, kept in etcd
 	wake   chan struct{}     // a binlog skip or replace for the statement the subtask paused on
+	// waiting: the run is paused on an error a retry cannot fix, until a wake or a resume.
+	waiting  bool
+	schemaOp *sync.Mutex // the server's (see Server.schemaOp)
+}
+
+// running reports whether the subtask's syncer runs or may start on its own (and its stage): not
+// when it is paused, stopped, finished or waiting for the user on an error a retry cannot fix.
+func (t *subtask) running() (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.stage, t.cancel != nil && !t.waiting
 }
 
 func newSubtask(sp spec, cfg ServerConfig, log *zap.Logger) *subtask {
@@ -344,7 +360,7 @@ func (t *subtask) run(ctx context.Context) {
 			// resume-task restarts it).
 			t.log.Error("subtask paused on an error a retry cannot fix; waiting for binlog skip|replace or resume-task", zap.Error(err))
 			t.mu.Lock()
-			t.stage, t.lastErr, t.syncer = ha.StagePaused, err, nil
+			t.stage, t.lastErr, t.syncer, t.waiting = ha.StagePaused, err, nil, true
 			t.mu.Unlock()
 			select {
 			case <-ctx.Done():
@@ -353,7 +369,7 @@ func (t *subtask) run(ctx context.Context) {
 			}
 			backoff = resumeBackoff{}
 			t.mu.Lock()
-			t.stage = ha.StageRunning
+			t.stage, t.waiting = ha.StageRunning, false
 			t.mu.Unlock()
 			continue
 		}
@@ -376,6 +392,10 @@ func (t *subtask) run(ctx context.Context) {
 
 func (t *subtask) runOnce(ctx context.Context) error {
 	sp := t.spec
+	if t.schemaOp != nil {
+		t.schemaOp.Lock() // a binlog-schema change in progress ends first: this run loads it
+		t.schemaOp.Unlock()
+	}
 	ba, rules := sp.task.Rules(sp.inst)
 	router, err := router.NewRouter(ba, rules)
 	if err != nil {
@@ -528,6 +548,9 @@ func (t *subtask) status(ctx context.Context) *pb.SubTaskStatus {
 		out.Result = &pb.ProcessResult{Errors: []*pb.ProcessError{processError(lastErr)}}
 	}
 	if stage != ha.StageRunning {
+		if stage == ha.StagePaused && out.Unit == "Sync" {
+			out.Sync = t.pausedSync(ctx)
+		}
 		return out
 	}
 	if syncer == nil {
@@ -575,6 +598,38 @@ func (t *subtask) status(ctx context.Context) *pb.SubTaskStatus {
 	}
 	out.Sync = sync
 	return out
+}
+
+// pausedSync is the sync status of a subtask whose syncer does not run: the positions it resumes
+// from (its checkpoint) and the source's, which an operator needs exactly then (binlog skip -b,
+// binlog-schema). nil when neither can be read.
+func (t *subtask) pausedSync(ctx context.Context) *pb.SyncStatus {
+	if t.spec.source == nil || t.spec.task.TargetDatabase.Host == "" {
+		return nil // a subtask without servers (unit tests)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	sync := &pb.SyncStatus{BinlogType: "remote"}
+	ok := false
+	if down, err := dbutil.OpenDB(t.spec.task.TargetDatabase); err == nil {
+		store := meta.NewStore(down, t.spec.task.MetaSchema, t.spec.task.Name, t.spec.inst.SourceID)
+		pos, gtid, err := store.LoadGlobal(ctx)
+		down.Close()
+		if err == nil && !pos.IsZero() {
+			sync.SyncerBinlog, sync.SyncerBinlogGtid, ok = pos.String(), gtid, true
+		} else if err != nil && !dbutil.IsNoSuchTable(err) {
+			t.log.Warn("read checkpoint for status", zap.Error(err))
+		}
+	}
+	if pos, gtid, err := t.masterStatus(ctx); err == nil {
+		sync.MasterBinlog, sync.MasterBinlogGtid, ok = pos.String(), gtid, true
+	} else {
+		t.log.Warn("read source position for status", zap.Error(err))
+	}
+	if !ok {
+		return nil
+	}
+	return sync
 }
 
 func (t *subtask) masterStatus(ctx context.Context) (vocab.Position, string, error) {

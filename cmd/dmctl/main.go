@@ -55,6 +55,10 @@ commands:
                                                   skip the statement a subtask paused on, run SQLS
                                                   (replace) in its place, withdraw or list such operations
                                                   (handle-error TASK skip|replace|revert ... also works)
+  binlog-schema list|update|delete TASK DB TABLE [SCHEMA-FILE] -s SOURCE [--from-source|--from-target]
+                                                  show or repair a subtask's tracked schema of an upstream
+                                                  table (update and delete: the subtask paused); delete
+                                                  reads the upstream's definition again
   list-member [--leader] [--master] [--worker] [--name NAME,...]
   offline-member --type master|worker --name NAME remove a dead master or an offline worker
   encrypt PLAIN-TEXT                              encrypt a password for source and task files (without
@@ -303,8 +307,6 @@ var unsupported = map[string]string{
 	"pause-relay":     "relay log is not supported (enable-relay: false)",
 	"resume-relay":    "relay log is not supported (enable-relay: false)",
 	"purge-relay":     "relay log is not supported (enable-relay: false)",
-	"operate-schema":  "the tracked schemas are read from the downstream and the binlog",
-	"binlog-schema":   "the tracked schemas are read from the downstream and the binlog",
 	"validation":      "continuous data validation is not supported",
 	"update-task":     "stop-task, then start-task with the changed file (the checkpoint is kept)",
 }
@@ -312,6 +314,9 @@ var unsupported = map[string]string{
 func call(ctx context.Context, c pb.MasterClient, cmd string, args []string, stderr io.Writer) (proto.Message, error) {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	if cmd == "operate-schema" {
+		return nil, usageError("operate-schema is DM's name before 6.0: use binlog-schema list|update|delete TASK DB TABLE [SCHEMA-FILE] -s SOURCE")
+	}
 	if why, ok := unsupported[cmd]; ok {
 		return nil, usageError(fmt.Sprintf("%s is a DM command Tributary does not support yet: %s", cmd, why))
 	}
@@ -477,6 +482,51 @@ func call(ctx context.Context, c pb.MasterClient, cmd string, args []string, std
 			req.Sources = strings.Split(sources, ",")
 		}
 		return c.HandleError(ctx, req)
+	case "binlog-schema":
+		sources := sourceFlags(fs)
+		flush := fs.Bool("flush", true, "update: write the checkpoint at once (always so: the subtask is paused)")
+		syncFlag := fs.Bool("sync", true, "update: send the schema to the shard group (shard-mode optimistic only; nothing to send in pessimistic)")
+		fromSource := fs.Bool("from-source", false, "update: use the upstream table's current definition")
+		fromTarget := fs.Bool("from-target", false, "update: use the downstream target table's definition")
+		pos, err := parse(fs, args)
+		if err != nil {
+			return nil, err
+		}
+		if len(pos) < 4 {
+			return nil, usageError("binlog-schema needs an operation, a task, a database and a table: binlog-schema list|update|delete TASK DB TABLE [SCHEMA-FILE] -s SOURCE")
+		}
+		ops := map[string]pb.SchemaOp{"list": pb.SchemaOp_GetSchema, "update": pb.SchemaOp_SetSchema, "delete": pb.SchemaOp_RemoveSchema}
+		op, ok := ops[pos[0]]
+		if !ok {
+			return nil, usageError(fmt.Sprintf("binlog-schema: unknown operation %q (list, update or delete)", pos[0]))
+		}
+		name, err := taskName(pos[1])
+		if err != nil {
+			return nil, err
+		}
+		req := &pb.OperateSchemaRequest{Op: op, Task: name, Sources: *sources, Database: pos[2], Table: pos[3],
+			Flush: *flush, Sync: *syncFlag, FromSource: *fromSource, FromTarget: *fromTarget}
+		switch {
+		case op != pb.SchemaOp_SetSchema && (len(pos) > 4 || *fromSource || *fromTarget):
+			return nil, usageError(fmt.Sprintf("binlog-schema %s takes no schema file, --from-source or --from-target", pos[0]))
+		case len(pos) > 5:
+			return nil, usageError(fmt.Sprintf("binlog-schema update: unexpected arguments %q", pos[5:]))
+		case len(pos) == 5:
+			if *fromSource || *fromTarget {
+				return nil, usageError("binlog-schema update: give a schema file, --from-source or --from-target, not more than one")
+			}
+			b, err := os.ReadFile(pos[4])
+			if err != nil {
+				return nil, usageError(fmt.Sprintf("binlog-schema update: schema file: %v", err))
+			}
+			req.Schema = string(b)
+		case op == pb.SchemaOp_SetSchema && *fromSource == *fromTarget:
+			return nil, usageError("binlog-schema update needs one of a schema file, --from-source and --from-target")
+		}
+		if op != pb.SchemaOp_GetSchema && len(req.Sources) == 0 {
+			return nil, usageError(fmt.Sprintf("binlog-schema %s needs the source: -s SOURCE", pos[0]))
+		}
+		return c.OperateSchema(ctx, req)
 	case "list-member":
 		leader := fs.Bool("leader", false, "only the leader")
 		master := fs.Bool("master", false, "only the masters")
