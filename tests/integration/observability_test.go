@@ -177,14 +177,19 @@ func checkAPI(t *testing.T, base, task string) {
 	}
 	for p, item := range paths {
 		for method, op := range item.(map[string]any) {
-			u := base + strings.NewReplacer("{task_name}", task, "{lock_id}", url.PathEscape("shard-`no`.`such`")).Replace(p)
+			u := base + strings.NewReplacer("{task_name}", task, "{lock_id}", url.PathEscape("shard-`no`.`such`"),
+				"{source_name}", s1, "{schema_name}", "db_1", "{table_name}", "t_1").Replace(p)
 			var status int
 			var body []byte
 			switch method {
 			case "get":
 				status, body = httpGet(t, u)
-			case "post":
-				resp, err := http.Post(u, "application/json", strings.NewReader(`{}`))
+			case "post", "put", "delete":
+				// An empty body: refused with the reason, or a no-op (the subtask runs, so a
+				// binlog-schema change is refused too).
+				req, _ := http.NewRequest(strings.ToUpper(method), u, strings.NewReader(`{}`))
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
 					t.Fatal(err)
 				}
