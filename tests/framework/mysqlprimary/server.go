@@ -29,7 +29,7 @@ type Options struct {
 	// authentication over RSA key exchange without TLS) or mysql_native_password (off in 8.4).
 	Auth string
 	// Metadata is binlog_row_metadata: "MINIMAL" (MySQL's default) or "FULL".
-	Metadata string
+	Metadata   string
 	NoChecksum bool // binlog_checksum=NONE
 }
 
@@ -43,7 +43,7 @@ type Primary struct {
 	conf *server.Server
 
 	mu      sync.Mutex
-	creates map[string]string // "db.t" → SHOW CREATE TABLE's text
+	creates map[string]string          // "db.t" → SHOW CREATE TABLE's text
 	conns   map[chan struct{}]struct{} // each connection's done
 	ids     map[uint32]chan struct{}   // connection id → done, for KILL
 	queries []string
@@ -301,7 +301,9 @@ func (h *handler) HandleQuery(q string) (*mysql.Result, error) {
 	return nil, mysql.NewError(mysql.ER_NOT_SUPPORTED_YET, "mysqlprimary does not answer: "+q)
 }
 
-func (p *Primary) is84() bool { return strings.HasPrefix(p.opts.Version, "8.4") || strings.HasPrefix(p.opts.Version, "9.") }
+func (p *Primary) is84() bool {
+	return strings.HasPrefix(p.opts.Version, "8.4") || strings.HasPrefix(p.opts.Version, "9.")
+}
 
 // variable is a global variable's value as MySQL 8 shows it.
 func (p *Primary) variable(name string) (string, bool) {

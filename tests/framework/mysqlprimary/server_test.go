@@ -2,10 +2,10 @@ package mysqlprimary
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"database/sql"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
