@@ -56,19 +56,21 @@ func OpenDB(d config.Database, opts ...func(*mysql.Config)) (*sql.DB, error) {
 // order and stops at the first error). Only for a pool whose every query Tributary builds itself.
 func MultiStatements(c *mysql.Config) { c.MultiStatements = true }
 
-// SourcePosition reads a source's current binlog position and, on MariaDB, its GTID set (empty
-// elsewhere).
+// SourcePosition reads a source's current binlog position and its GTID set: MariaDB's
+// @@gtid_binlog_pos, MySQL's Executed_Gtid_Set (the status's fifth column).
 func SourcePosition(ctx context.Context, db RowsQuerier) (vocab.Position, string, error) {
-	p, err := masterStatus(ctx, db, "SHOW MASTER STATUS")
+	p, executed, err := masterStatus(ctx, db, "SHOW MASTER STATUS")
 	if err != nil {
 		// MySQL 8.4 renamed it.
 		var err2 error
-		if p, err2 = masterStatus(ctx, db, "SHOW BINARY LOG STATUS"); err2 != nil {
+		if p, executed, err2 = masterStatus(ctx, db, "SHOW BINARY LOG STATUS"); err2 != nil {
 			return vocab.Position{}, "", err
 		}
 	}
 	var gtid sql.NullString
-	_ = db.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&gtid) // MySQL has no such variable
+	if db.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&gtid) != nil { // MySQL has no such variable
+		return p, executed, nil
+	}
 	return p, gtid.String, nil
 }
 
@@ -104,35 +106,41 @@ func BinaryLogs(ctx context.Context, db RowsQuerier) ([]BinaryLog, error) {
 	return out, rows.Err()
 }
 
-// masterStatus reads the file and position of SHOW MASTER STATUS (4 columns on MariaDB, 5 on MySQL).
-func masterStatus(ctx context.Context, db RowsQuerier, q string) (vocab.Position, error) {
+// masterStatus reads the file and position of SHOW MASTER STATUS (4 columns on MariaDB, 5 on MySQL)
+// and MySQL's Executed_Gtid_Set (newlines and all, as MySQL wraps a long set, taken out).
+func masterStatus(ctx context.Context, db RowsQuerier, q string) (vocab.Position, string, error) {
 	var p vocab.Position
 	rows, err := db.QueryContext(ctx, q)
 	if err != nil {
-		return p, err
+		return p, "", err
 	}
 	defer rows.Close()
 	cols, err := rows.Columns()
 	if err != nil {
-		return p, err
+		return p, "", err
 	}
 	if len(cols) < 2 {
-		return p, fmt.Errorf("%s: %d columns", q, len(cols))
+		return p, "", fmt.Errorf("%s: %d columns", q, len(cols))
 	}
 	if !rows.Next() {
 		if err := rows.Err(); err != nil {
-			return p, err
+			return p, "", err
 		}
-		return p, fmt.Errorf("%s returned no row (is log_bin on?)", q)
+		return p, "", fmt.Errorf("%s returned no row (is log_bin on?)", q)
 	}
+	var executed sql.NullString
 	dest := []any{&p.File, &p.Pos}
-	for range cols[2:] {
-		dest = append(dest, new(any))
+	for _, c := range cols[2:] {
+		if strings.EqualFold(c, "Executed_Gtid_Set") {
+			dest = append(dest, &executed)
+		} else {
+			dest = append(dest, new(any))
+		}
 	}
 	if err := rows.Scan(dest...); err != nil {
-		return p, err
+		return p, "", err
 	}
-	return p, rows.Err()
+	return p, strings.NewReplacer("\n", "", " ", "").Replace(executed.String), rows.Err()
 }
 
 // RowsQuerier is a *sql.DB, *sql.Conn or *sql.Tx.

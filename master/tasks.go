@@ -434,7 +434,7 @@ func startPositions(ctx context.Context, task *config.Task, srcs map[string]*con
 		}
 		m := config.Meta{BinlogName: pos.File, BinlogPos: pos.Pos}
 		if src.EnableGTID {
-			m.BinlogGTID = gtid // MariaDB's; a MySQL source has none (its GTID mode is refused by the worker)
+			m.BinlogGTID = gtid // MariaDB's gtid_binlog_pos or MySQL's Executed_Gtid_Set
 		}
 		out[inst.SourceID] = m
 	}

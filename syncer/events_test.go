@@ -146,7 +146,7 @@ func TestCompressedTransaction(t *testing.T) {
 	}
 	must := func(ev *replication.BinlogEvent) {
 		t.Helper()
-		if err := s.handle(ctx, ev, nil); err != nil {
+		if err := s.handle(ctx, ev, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -212,12 +212,12 @@ func TestCompressedTransaction(t *testing.T) {
 		t.Fatalf("rows after the payload was read again: %d (%v), want 6", n, err)
 	}
 
-	err := s.handle(ctx, at(&replication.GenericEvent{}, replication.EventType(200), 1500), nil)
+	err := s.handle(ctx, at(&replication.GenericEvent{}, replication.EventType(200), 1500), "")
 	var ee *EventError
 	if !errors.As(err, &ee) || !strings.Contains(err.Error(), "type 200") || !strings.Contains(err.Error(), "binlog skip") {
 		t.Fatalf("an unknown event type: %v, want a stop naming it", err)
 	}
-	err = s.handle(ctx, at(&replication.RowsEvent{Table: tm}, replication.PARTIAL_UPDATE_ROWS_EVENT, 1600), nil)
+	err = s.handle(ctx, at(&replication.RowsEvent{Table: tm}, replication.PARTIAL_UPDATE_ROWS_EVENT, 1600), "")
 	if !errors.As(err, &ee) || !strings.Contains(err.Error(), "PARTIAL_JSON") {
 		t.Fatalf("a partial JSON update: %v, want a stop naming binlog_row_value_options", err)
 	}

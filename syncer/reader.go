@@ -36,7 +36,7 @@ type reader struct {
 // (go-mysql v1.12 may overwrite the GTID of an event later).
 type readEvent struct {
 	*replication.BinlogEvent
-	gtid *mysql.MariadbGTID
+	gtid string // an event group's GTID, on its first event
 }
 
 func (r *reader) stop() {
@@ -66,17 +66,26 @@ func (s *Syncer) startReader(ctx context.Context, from resumePoint) (*reader, er
 	})
 	var streamer *replication.BinlogStreamer
 	var err error
+	if s.cfg.EnableGTID && from.gtid == "" && s.cfg.Flavor == mysql.MySQLFlavor {
+		// A MySQL GTID set holds every transaction: the one at a position is the file's previous
+		// GTIDs and the groups before it, read from the binlog.
+		if from.gtid, err = s.gtidsAt(ctx, from.pos); err != nil {
+			bs.Close()
+			return nil, err
+		}
+		s.log.Info("GTID set at the start position read from the binlog", zap.Stringer("pos", from.pos), zap.String("gtid", from.gtid))
+	}
 	if s.cfg.EnableGTID && from.gtid != "" {
-		if s.cur.gtids, err = parseMariadbGTIDs(from.gtid); err != nil {
+		if s.cur.gtids, err = newGTIDSet(s.cfg.Flavor, from.gtid); err != nil {
 			bs.Close()
 			return nil, fmt.Errorf("source %s: %w", s.cfg.Source, err)
 		}
 		var set mysql.GTIDSet
-		if set, err = mysql.ParseMariadbGTIDSet(from.gtid); err == nil {
+		if set, err = mysql.ParseGTIDSet(s.cfg.Flavor, from.gtid); err == nil {
 			streamer, err = bs.StartSyncGTID(set)
 		}
 	} else {
-		s.cur.gtids = mariadbGTIDs{}
+		s.cur.gtids, _ = newGTIDSet(s.cfg.Flavor, "")
 		streamer, err = bs.StartSync(mysql.Position{Name: from.pos.File, Pos: from.pos.Pos})
 	}
 	if err != nil {
@@ -84,7 +93,7 @@ func (s *Syncer) startReader(ctx context.Context, from resumePoint) (*reader, er
 		return nil, fmt.Errorf("start binlog of source %s at %s %s: %w", s.cfg.Source, from.pos, from.gtid, err)
 	}
 	s.log.Info("start reading binlog", zap.Stringer("from", from.pos), zap.String("gtid", from.gtid))
-	s.cur.file, s.cur.lastPos, s.cur.groupStart, s.cur.curGTID = from.pos.File, from.pos, from.pos, nil
+	s.cur.file, s.cur.lastPos, s.cur.groupStart, s.cur.curGTID = from.pos.File, from.pos, from.pos, ""
 	s.apply.rewound() // reading again from here: nothing past it is safe yet
 	s.apply.resetBatch()
 	rctx, cancel := context.WithCancel(ctx)
@@ -100,9 +109,9 @@ func (s *Syncer) startReader(ctx context.Context, from resumePoint) (*reader, er
 				return
 			}
 			re := readEvent{BinlogEvent: ev}
-			if g, ok := ev.Event.(*replication.MariadbGTIDEvent); ok {
-				gtid := g.GTID
-				re.gtid = &gtid
+			if re.gtid, err = gtidOf(ev.Event); err != nil {
+				r.errc <- err
+				return
 			}
 			select {
 			case r.events <- re:
@@ -117,9 +126,11 @@ func (s *Syncer) startReader(ctx context.Context, from resumePoint) (*reader, er
 // endGroup records that the event group ending at end is complete.
 func (c *cursor) endGroup(end vocab.Position) {
 	c.txn = false
-	if c.curGTID != nil {
-		c.gtids.add(*c.curGTID)
-		c.curGTID = nil
+	if c.curGTID != "" {
+		if err := c.gtids.add(c.curGTID); err != nil {
+			panic(err) // gtidOf wrote it: it parses
+		}
+		c.curGTID = ""
 	}
 	c.lastPos = end
 }
@@ -142,11 +153,11 @@ func (c *cursor) rewind(pos vocab.Position) (resumePoint, error) {
 	from := resumePoint{pos: pos, gtid: c.gtidFor(pos)}
 	if c.gtidMode {
 		c.gtidAt[pos] = from.gtid
-		gtids, err := parseMariadbGTIDs(from.gtid)
+		gtids, err := newGTIDSet(c.flavor, from.gtid)
 		if err != nil {
 			return from, err
 		}
-		c.gtids, c.curGTID = gtids, nil
+		c.gtids, c.curGTID = gtids, ""
 	}
 	c.lastPos = pos
 	return from, nil
@@ -155,13 +166,14 @@ func (c *cursor) rewind(pos vocab.Position) (resumePoint, error) {
 // cursor is where the reader stage is in the binlog: the file, the event group and event being read,
 // the last complete group, its GTID set and those recorded at DDLs, and the reconnects.
 type cursor struct {
-	gtidMode   bool // cfg.EnableGTID: resume points carry GTID sets
+	gtidMode   bool   // cfg.EnableGTID: resume points carry GTID sets
+	flavor     string // the source's: its GTID sets' form
 	file       string
 	groupStart vocab.Position            // start of the current event group (GTID event)
 	evStart    vocab.Position            // start of the event being handled
 	lastPos    vocab.Position            // end of the last complete event group handled
-	gtids      mariadbGTIDs              // GTID set after the last complete event group (GTID mode)
-	curGTID    *mysql.MariadbGTID        // GTID of the event group being read
+	gtids      gtidSet                   // GTID set after the last complete event group (GTID mode)
+	curGTID    string                    // GTID of the event group being read
 	gtidAt     map[vocab.Position]string // GTID sets at DDL starts and ends, for resume points there
 	retry      readRetry                 // the reader's reconnects (readerr.go)
 	version    eventclass.Version        // the source server's, from the binlog's format description

@@ -16,34 +16,59 @@ import (
 	"github.com/tributary-db/tributary/vocab"
 )
 
-// TestCursorGroupsAndResumePoints: the reader stage alone. A group's GTID joins the set only when the
-// group ends; the resume point at the last complete group carries the set there, one at a DDL the set
-// recorded there, and without GTID mode none.
+// TestCursorGroupsAndResumePoints: the reader stage alone, for each flavor's GTID sets. A group's
+// GTID joins the set only when the group ends; the resume point at the last complete group carries
+// the set there, one at a DDL the set recorded there, and without GTID mode none. MariaDB's set keeps
+// the newest GTID per domain; MySQL's every transaction, tagged ones too.
 func TestCursorGroupsAndResumePoints(t *testing.T) {
-	at := func(p uint32) vocab.Position { return vocab.Position{File: "bin.000001", Pos: p} }
-	c := cursor{gtidMode: true, gtids: mariadbGTIDs{}, gtidAt: map[vocab.Position]string{}}
-	g := mysql.MariadbGTID{DomainID: 0, ServerID: 1, SequenceNumber: 7}
-	c.curGTID = &g
-	if got := c.gtidFor(c.lastPos); got != "" {
-		t.Fatalf("before the group ends: %q, want the empty set", got)
-	}
-	c.endGroup(at(400))
-	if c.curGTID != nil || c.lastPos != at(400) {
-		t.Fatalf("after endGroup: current %v, last %v", c.curGTID, c.lastPos)
-	}
-	if got := c.gtidFor(at(400)); got != "0-1-7" {
-		t.Fatalf("resume point at the last group: %q, want 0-1-7", got)
-	}
-	c.gtidAt[at(200)] = "0-1-5"
-	if got := c.gtidFor(at(200)); got != "0-1-5" {
-		t.Fatalf("resume point at a DDL: %q, want the set recorded there", got)
-	}
-	if got := c.gtidFor(at(300)); got != "" {
-		t.Fatalf("a position with nothing recorded: %q", got)
-	}
-	c.gtidMode = false
-	if got := c.gtidFor(at(400)); got != "" {
-		t.Fatalf("file/pos mode: %q, want no GTID set", got)
+	const u = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+	for _, tc := range []struct {
+		flavor, start string
+		gtids         []string
+		want          string
+	}{
+		{"mariadb", "", []string{"0-1-7"}, "0-1-7"},
+		{"mariadb", "0-1-5,1-2-9", []string{"0-1-7"}, "0-1-7,1-2-9"},
+		{"mysql", "", []string{u + ":7"}, u + ":7"},
+		{"mysql", u + ":1-5", []string{u + ":6"}, u + ":1-6"},
+		{"mysql", u + ":1-5", []string{u + ":blue:1"}, u + ":1-5:blue:1"},
+	} {
+		t.Run(tc.flavor+"/"+tc.start, func(t *testing.T) {
+			at := func(p uint32) vocab.Position { return vocab.Position{File: "bin.000001", Pos: p} }
+			set, err := newGTIDSet(tc.flavor, tc.start)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := cursor{gtidMode: true, flavor: tc.flavor, gtids: set, gtidAt: map[vocab.Position]string{}}
+			for _, g := range tc.gtids {
+				c.curGTID = g
+				if got := c.gtidFor(c.lastPos); got != tc.start {
+					t.Fatalf("before the group ends: %q, want %q", got, tc.start)
+				}
+			}
+			c.endGroup(at(400))
+			if c.curGTID != "" || c.lastPos != at(400) {
+				t.Fatalf("after endGroup: current %v, last %v", c.curGTID, c.lastPos)
+			}
+			if got := c.gtidFor(at(400)); got != tc.want {
+				t.Fatalf("resume point at the last group: %q, want %s", got, tc.want)
+			}
+			c.gtidAt[at(200)] = tc.start
+			if got := c.gtidFor(at(200)); got != tc.start {
+				t.Fatalf("resume point at a DDL: %q, want the set recorded there", got)
+			}
+			from, err := c.rewind(at(200))
+			if err != nil || from.gtid != tc.start || c.gtids.String() != tc.start {
+				t.Fatalf("rewind to the DDL: %+v %v, set %s", from, err, c.gtids)
+			}
+			if got := c.gtidFor(at(300)); got != "" {
+				t.Fatalf("a position with nothing recorded: %q", got)
+			}
+			c.gtidMode = false
+			if got := c.gtidFor(at(200)); got != "" {
+				t.Fatalf("file/pos mode: %q, want no GTID set", got)
+			}
+		})
 	}
 }
 

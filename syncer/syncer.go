@@ -132,7 +132,7 @@ func NewSyncer(cfg SyncerConfig) *Syncer {
 		s.apply.parts = append(s.apply.parts, &partition{idx: i, sink: sk})
 	}
 	s.sink = s.apply.parts[0].sink
-	s.apply.txnRows, s.cur.gtidMode = cfg.TxnRows, cfg.EnableGTID
+	s.apply.txnRows, s.cur.gtidMode, s.cur.flavor = cfg.TxnRows, cfg.EnableGTID, cfg.Flavor
 	s.rows.task, s.rows.source, s.rows.mariadb = cfg.Task, cfg.Source, cfg.Flavor == mysql.MariaDBFlavor
 	s.apply.ckpt, s.apply.task, s.apply.source, s.apply.log = &s.ckpt, cfg.Task, cfg.Source, s.log
 	s.exec = sink.NewDDLExecutor(s.sink, cfg.DDLDownstream, s.log)
@@ -243,9 +243,6 @@ func (s *Syncer) init(ctx context.Context) error {
 	if s.rows.loadKeys, _, err = loader.Segments(loadRows); err != nil {
 		return err
 	}
-	if s.cfg.EnableGTID && s.cfg.Flavor != mysql.MariaDBFlavor {
-		return fmt.Errorf("source %s: GTID mode with flavor %s is not supported yet; use binlog positions", s.cfg.Source, s.cfg.Flavor)
-	}
 	s.fresh = s.ckpt.Global.IsZero() && s.ckpt.GlobalGTID == ""
 	if s.fresh && s.cfg.EnableGTID && s.cfg.StartGTID != "" {
 		s.ckpt.GlobalGTID = s.cfg.StartGTID
@@ -292,7 +289,7 @@ func (s *Syncer) init(ctx context.Context) error {
 	return s.recoverOperations(ctx)
 }
 
-func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent, gtid *mysql.MariadbGTID) error {
+func (s *Syncer) handle(ctx context.Context, ev *replication.BinlogEvent, gtid string) error {
 	h := ev.Header
 	s.board.events.Add(1)
 	sink.NoteEvent(s.cfg.Task, s.cfg.Source, h.Timestamp) // metrics.go: the replication lag
