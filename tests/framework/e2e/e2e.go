@@ -138,6 +138,8 @@ type Options struct {
 	Workers      int    // dm-workers to start (default 2)
 	KeepaliveTTL int    // workers' --keepalive-ttl (default 3)
 	Upstreams    int    // upstream mariadbd instances (default 2)
+	// NoUpstreams starts no upstream mariadbd: the test brings its sources (tests/framework/mysqlprimary).
+	NoUpstreams bool
 	Masters      int    // dm-masters forming one etcd cluster (default 1)
 	GTID         bool   // sources with enable-gtid: true
 	// Failpoints names the points (internal/failpoint) where processes pause once; the binaries
@@ -240,6 +242,9 @@ func Start(o Options) (_ *Cluster, err error) {
 	}
 	if o.Upstreams == 0 {
 		o.Upstreams = 2
+	}
+	if o.NoUpstreams {
+		o.Upstreams = 0
 	}
 	dir, err := os.MkdirTemp("", "tributary-e2e-")
 	if err != nil {
