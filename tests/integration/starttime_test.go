@@ -16,7 +16,7 @@ import (
 // an incremental task started at that time replicates the second batch and what follows, and not the
 // first, on every source. A time older than every source's oldest binlog, and --start-time with
 // task-mode all, are refused (exit status non-zero), and nothing is started. A task started again
-// without --remove-meta keeps its checkpoints, and says so.
+// without --remove-meta keeps its checkpoints, and says so; with --remove-meta the time applies again.
 func TestE2EStartTime(t *testing.T) {
 	c := startWith(t, e2e.Options{Workers: 2, GTID: true, TaskMode: "incremental"}, false)
 	taskFile, err := c.TaskFile(c.task)
@@ -111,8 +111,23 @@ func TestE2EStartTime(t *testing.T) {
 	}
 	c.waitRow(31)
 	c.waitRow(1031)
-	if ids := c.downIDs(); !equalInts(ids, append(want, 31, 1031)) {
+	want = append(want, 31, 1031)
+	if ids := c.downIDs(); !equalInts(ids, want) {
 		t.Fatalf("downstream ids after the restart %v", ids)
+	}
+
+	// With --remove-meta the time applies to every source again: the checkpoints are dropped, and the
+	// rows from the time on come again (into an emptied target).
+	c.ok("stop-task", c.task)
+	c.down("TRUNCATE TABLE db.t")
+	r = c.ok("start-task", "--remove-meta", "--start-time", when, taskFile)
+	for _, s := range r.List("sources") {
+		contains(t, s.Str("msg"), "--start-time "+when+": starts at (mysql-bin.")
+	}
+	c.waitRow(31)
+	c.waitRow(1031)
+	if ids := c.downIDs(); !equalInts(ids, want) {
+		t.Fatalf("downstream ids after start-task --remove-meta --start-time: %v; want %v", ids, want)
 	}
 }
 
