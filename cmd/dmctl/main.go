@@ -381,7 +381,8 @@ func call(ctx context.Context, c pb.MasterClient, cmd string, args []string, std
 		}
 		if *startTime != "" {
 			if cmd == "check-task" {
-				return nil, usageError("--start-time is a flag of start-task, not of check-task")
+				return nil, usageError("check-task --start-time is not supported yet: start-task --start-time finds every source's " +
+					"position for the time, and refuses the time (starting nothing) when a source cannot serve it")
 			}
 			if _, err := starttime.Parse(*startTime); err != nil {
 				return nil, usageError(err.Error())

@@ -88,7 +88,7 @@ func TestStartTimeFlag(t *testing.T) {
 	}{
 		{[]string{"start-task", "--start-time", "2026/12/06 17:00:00", "task.yaml"}, `--start-time "2026/12/06 17:00:00" is not a time`},
 		{[]string{"start-task", "--start-time", "2026-12-06", "task.yaml"}, "YYYY-MM-DD HH:MM:SS"},
-		{[]string{"check-task", "--start-time", "2026-12-06 17:00:00", "task.yaml"}, "--start-time is a flag of start-task"},
+		{[]string{"check-task", "--start-time", "2026-12-06 17:00:00", "task.yaml"}, "check-task --start-time is not supported yet"},
 	} {
 		var out, errb strings.Builder
 		code := run(append([]string{"--master-addr", "127.0.0.1:1", "--rpc-timeout", "1s"}, c.args...), &out, &errb)
