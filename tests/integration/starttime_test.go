@@ -129,6 +129,12 @@ func TestE2EStartTime(t *testing.T) {
 	if ids := c.downIDs(); !equalInts(ids, want) {
 		t.Fatalf("downstream ids after start-task --remove-meta --start-time: %v; want %v", ids, want)
 	}
+	log, err := os.ReadFile(c.Master.LogFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	contains(t, string(log), "binlog position found for a time", "source starts at a time's position")
+	c.logsHaveNoDuplicateKeys()
 }
 
 func (c *e2eCluster) downIDs() []int {
