@@ -9,8 +9,9 @@
 //	worker/<name>           a registered worker: {"name","addr"}
 //	keepalive/<name>        present while the worker's lease lives (its --keepalive-ttl)
 //	bound/<source-id>       {"source","worker"}; the key's mod revision is the binding's epoch
-//	task/<task>             {"name","config","stage","resumed","starts"}: the task YAML, Running or
-//	                        Paused, resume-task count, and the start positions fixed by start-task
+//	task/<task>             {"name","config","stage","resumed","starts","startTime"}: the task YAML,
+//	                        Running or Paused, resume-task count, and the start positions fixed by
+//	                        start-task (with --start-time: the time's, before any meta)
 //	operator/<task>/<source>/<FILE:POS>
 //	                        a binlog skip|replace decision of the task's subtask on the source
 //	                        (operator.go; not part of State)
@@ -84,6 +85,10 @@ type Task struct {
 	// Starts are the sources' binlog positions when start-task ran, for sources without meta and
 	// checkpoint: the task starts there even if its first attempt fails and a later one succeeds.
 	Starts map[string]config.Meta `json:"starts,omitempty"`
+	// StartTime is start-task's --start-time, when given. Starts then holds, for each source that had
+	// no checkpoint, the position of the first event group at or after it, and a worker takes that
+	// position before the source's meta in the task file.
+	StartTime string `json:"startTime,omitempty"`
 	// Topology is where the tables of the task's sources meet downstream, found at start-task: every
 	// worker of the task decides from it whether a target is merged (router.Router.SetTopology).
 	// Absent in tasks stored by an earlier version: their workers decide from their own rules.

@@ -21,6 +21,7 @@ import (
 	"github.com/tributary-db/tributary/meta"
 	"github.com/tributary-db/tributary/pessimist"
 	pb "github.com/tributary-db/tributary/proto"
+	"github.com/tributary-db/tributary/starttime"
 )
 
 // How long a command waits for the workers to carry it out before answering with what it saw.
@@ -242,7 +243,7 @@ func otherTasks(ctx context.Context, task *config.Task, st ha.State) []checker.F
 	return append(out, checker.OtherTasks(ctx, task, others, sources)...)
 }
 
-// StartTask implements dmctl start-task [--remove-meta].
+// StartTask implements dmctl start-task [--remove-meta] [--start-time T].
 func (s *Service) StartTask(ctx context.Context, req *pb.StartTaskRequest) (*pb.StartTaskResponse, error) {
 	return onLeader(ctx, s, func(l *leaderState) (*pb.StartTaskResponse, error) { return s.startTask(ctx, l, req) },
 		func(c pb.MasterClient) (*pb.StartTaskResponse, error) { return c.StartTask(ctx, req) },
@@ -258,6 +259,12 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 	if err := wholeTask("start-task", task.Name, req.Sources, sources); err != nil {
 		return nil, err
 	}
+	var at starttime.Time
+	if req.StartTime != "" {
+		if at, err = checkStartTime(task, req.StartTime); err != nil {
+			return nil, err
+		}
+	}
 	st, err := ha.Load(ctx, s.Client)
 	if err != nil {
 		return nil, err
@@ -271,6 +278,10 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 	}
 	// Warnings and information do not stop the start (DM's way); they come back in checkResult.
 	checks := append(checker.Check(ctx, task, srcs, req.RemoveMeta), otherTasks(ctx, task, st)...)
+	if req.StartTime != "" {
+		// The time says where each source without a checkpoint starts: its meta is not used.
+		checks = slices.DeleteFunc(checks, func(f checker.Failure) bool { return f.Item == checker.ItemMetaPosition })
+	}
 	if checker.Failed(checks) {
 		return &pb.StartTaskResponse{Msg: "precheck failed; nothing started:\n" + checker.Report(checks), CheckResult: checker.Report(checks)}, nil
 	}
@@ -280,6 +291,13 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 	topo, err := checker.Topology(ctx, task, srcs)
 	if err != nil {
 		return nil, err
+	}
+	// Found before anything is removed: a time a source cannot serve changes nothing.
+	var timed map[string]timeStart
+	if req.StartTime != "" {
+		if timed, err = s.timePositions(ctx, task, srcs, at, req.RemoveMeta); err != nil {
+			return nil, err
+		}
 	}
 	if req.RemoveMeta {
 		down, err := dbutil.OpenDB(task.TargetDatabase)
@@ -322,6 +340,18 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 		return nil, fmt.Errorf("task %s: encrypt target-database.password: %w", task.Name, err)
 	}
 	t := ha.Task{Name: task.Name, Config: stored, Stage: ha.StageRunning, Starts: starts, Topology: topo}
+	for id, ts := range timed {
+		if ts.point == nil {
+			continue
+		}
+		m := config.Meta{BinlogName: ts.point.Pos.File, BinlogPos: ts.point.Pos.Pos, BinlogGTID: ts.point.GTID}
+		if t.Starts == nil {
+			t.Starts = map[string]config.Meta{}
+		}
+		t.Starts[id], t.StartTime = m, req.StartTime
+		s.logger().Info("source starts at a time's position", zap.String("task", task.Name), zap.String("source", id),
+			zap.String("start_time", req.StartTime), zap.Stringer("position", ts.point.Pos), zap.String("gtid", ts.point.GTID), zap.Bool("at_end", ts.point.AtEnd))
+	}
 	ok, err := fencedTxn(ctx, s.Client, l.fence,
 		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(ha.TaskKey(task.Name)), "=", 0)},
 		clientv3.OpPut(ha.TaskKey(task.Name), ha.Encode(t)))
@@ -339,6 +369,11 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 	})
 	resp := startResponse(task.Name, sources, statuses)
 	resp.CheckResult = checker.Report(checks)
+	for _, r := range resp.Sources {
+		if ts, ok := timed[r.Source]; ok {
+			r.Msg = strings.TrimPrefix(r.Msg+"; "+ts.msg, "; ")
+		}
+	}
 	// A source of an incremental task without meta or checkpoint starts where its binlog is now:
 	// its answer says where, and that what was written before is not copied (DM's behaviour, shown).
 	for _, f := range checks {

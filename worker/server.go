@@ -157,8 +157,10 @@ type spec struct {
 	epoch  int64
 	stage  string
 	start  *config.Meta // where start-task found the source when the task has no meta
-	topo   *routepkg.Topology
-	key    string // everything but the stage: a change restarts the subtask
+	// timed: start is the position of start-task --start-time, which comes before the task's meta.
+	timed bool
+	topo  *routepkg.Topology
+	key   string // everything but the stage: a change restarts the subtask
 }
 
 func (s *Server) desired(st ha.State) (string, map[string]spec) {
@@ -185,7 +187,7 @@ func (s *Server) desired(st ha.State) (string, map[string]spec) {
 			if m, ok := t.Starts[b.Source]; ok {
 				start = &m
 			}
-			out[t.Name] = spec{task: cfg, inst: inst, source: src.Parsed, epoch: b.Epoch, stage: t.Stage, start: start, topo: t.Topology,
+			out[t.Name] = spec{task: cfg, inst: inst, source: src.Parsed, epoch: b.Epoch, stage: t.Stage, start: start, timed: start != nil && t.StartTime != "", topo: t.Topology,
 				key: fmt.Sprintf("%d\x00%d\x00%s\x00%s\x00%s", b.Epoch, t.Resumed, t.Config, src.Config, ha.Encode(t.Topology))}
 		}
 	}
@@ -472,8 +474,8 @@ func (t *subtask) runOnce(ctx context.Context) error {
 		cfg.ServerID = 0x20000000 | h.Sum32()&0x0fffffff
 	}
 	m := sp.inst.Meta
-	if m == nil || (m.BinlogName == "" && m.BinlogGTID == "") {
-		m = sp.start
+	if m == nil || (m.BinlogName == "" && m.BinlogGTID == "") || sp.timed {
+		m = sp.start // with --start-time, the time's position comes before the meta
 	}
 	if sp.task.Dumps() {
 		m = nil // the load's checkpoint says where to start

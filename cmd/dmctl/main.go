@@ -26,6 +26,7 @@ import (
 	"github.com/tributary-db/tributary/config"
 	"github.com/tributary-db/tributary/internal/cli"
 	pb "github.com/tributary-db/tributary/proto"
+	"github.com/tributary-db/tributary/starttime"
 )
 
 func main() {
@@ -38,7 +39,11 @@ commands:
   operate-source stop SOURCE-ID|SOURCE-FILE...    remove sources no task uses
   operate-source show [SOURCE-ID...]              show sources and their workers
   check-task TASK-FILE                            run the prechecks of a task
-  start-task [--remove-meta] TASK-FILE            check and start a task (--remove-meta: forget its checkpoints and locks first)
+  start-task [--remove-meta] [--start-time T] TASK-FILE
+                                                  check and start a task (--remove-meta: forget its checkpoints
+                                                  and locks first; --start-time "YYYY-MM-DD HH:MM:SS": sources
+                                                  without a checkpoint start at the first event at or after it,
+                                                  in each source's time zone; task-mode incremental only)
   stop-task TASK-NAME|TASK-FILE                   stop a task and remove its shard DDL locks (checkpoints are kept)
   pause-task TASK-NAME|TASK-FILE                  pause a task
   resume-task TASK-NAME|TASK-FILE                 resume a paused task (also retries one stopped on an error at once)
@@ -368,14 +373,20 @@ func call(ctx context.Context, c pb.MasterClient, cmd string, args []string, std
 	case "check-task", "start-task":
 		removeMeta := fs.Bool("remove-meta", false, "remove the task's checkpoints and shard DDL locks before starting")
 		sources := sourceFlags(fs)
-		startTime := fs.String("start-time", "", "DM's start from a point in time: not supported yet")
+		startTime := fs.String("start-time", "", "start-task: start each source without a checkpoint at the first event group at or after this time, "+
+			"\"YYYY-MM-DD HH:MM:SS\" (or with a T) in the source's time zone; task-mode incremental only")
 		pos, err := parse(fs, args)
 		if err != nil {
 			return nil, err
 		}
 		if *startTime != "" {
-			return nil, usageError("--start-time is not supported yet: give each source's position as meta (binlog-name and binlog-pos, " +
-				"or binlog-gtid) in the task's mysql-instances; mysqlbinlog --start-datetime shows the position of a time")
+			if cmd == "check-task" {
+				return nil, usageError("check-task --start-time is not supported yet: start-task --start-time finds every source's " +
+					"position for the time, and refuses the time (starting nothing) when a source cannot serve it")
+			}
+			if _, err := starttime.Parse(*startTime); err != nil {
+				return nil, usageError(err.Error())
+			}
 		}
 		if len(pos) != 1 {
 			return nil, usageError(cmd + " needs one task file")
@@ -390,7 +401,7 @@ func call(ctx context.Context, c pb.MasterClient, cmd string, args []string, std
 		if cmd == "check-task" {
 			return c.CheckTask(ctx, &pb.CheckTaskRequest{Task: string(data)})
 		}
-		return c.StartTask(ctx, &pb.StartTaskRequest{Task: string(data), RemoveMeta: *removeMeta, Sources: *sources})
+		return c.StartTask(ctx, &pb.StartTaskRequest{Task: string(data), RemoveMeta: *removeMeta, Sources: *sources, StartTime: *startTime})
 	case "stop-task", "pause-task", "resume-task":
 		sources := sourceFlags(fs)
 		pos, err := parse(fs, args)

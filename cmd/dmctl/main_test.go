@@ -2,6 +2,7 @@ package main
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	pb "github.com/tributary-db/tributary/proto"
@@ -74,6 +75,25 @@ func TestExitStatus(t *testing.T) {
 	} {
 		if got := exitStatus([]byte(c.printed)); got != c.want {
 			t.Errorf("exitStatus(%s) = %d, want %d", c.printed, got, c.want)
+		}
+	}
+}
+
+// A --start-time dmctl cannot read is a usage error naming the flag and the formats: nothing is sent
+// (the master's address here answers nothing). check-task does not take it.
+func TestStartTimeFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"start-task", "--start-time", "2026/12/06 17:00:00", "task.yaml"}, `--start-time "2026/12/06 17:00:00" is not a time`},
+		{[]string{"start-task", "--start-time", "2026-12-06", "task.yaml"}, "YYYY-MM-DD HH:MM:SS"},
+		{[]string{"check-task", "--start-time", "2026-12-06 17:00:00", "task.yaml"}, "check-task --start-time is not supported yet"},
+	} {
+		var out, errb strings.Builder
+		code := run(append([]string{"--master-addr", "127.0.0.1:1", "--rpc-timeout", "1s"}, c.args...), &out, &errb)
+		if code != 2 || !strings.Contains(errb.String()+out.String(), c.want) {
+			t.Errorf("dmctl %v: exit %d, printed %s%s; want 2 and %q", c.args, code, out.String(), errb.String(), c.want)
 		}
 	}
 }

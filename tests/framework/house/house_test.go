@@ -73,6 +73,7 @@ func TestImportRules(t *testing.T) {
 			{[]string{"syncer"}, []string{"worker", "master", "checker"}, "the sync unit is below the dm-worker server"},
 			{[]string{"master", "checker"}, []string{"syncer", "worker", "sink"}, "the master side never links the worker side"},
 			{[]string{"pessimist", "eventclass", "session", "config", "router", "meta", "dbutil"}, []string{"syncer", "worker", "master", "sink", "loader", "ddl"}, "lower floors do not import upper ones"},
+			{[]string{"starttime"}, []string{"syncer", "worker", "master", "sink", "loader", "checker", "ha", "pessimist"}, "finding a time's binlog position stands on the database helpers only"},
 		} {
 			for _, w := range rule.who {
 				if w != name {
