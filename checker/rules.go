@@ -33,7 +33,8 @@ func tableList(ts []vocab.TableName) string {
 // unmatchedRules returns the warnings of inst's rules against all, every table the source holds
 // (system schemas excluded): a block-allow-list entry that matches nothing or a list that lets no
 // table through, a route rule that routes no table (none matches it, only tables the block-allow-list
-// drops do, or an earlier rule takes every table it matches), and a filter rule that matches no
+// drops do, or, for a table rule, an earlier table rule takes every table it matches; a schema rule
+// routes its schema too), and a filter rule that matches no
 // replicated table. A route with a wildcard or a target-table that matches nothing says which tables
 // of its schemas then go one to one instead of merged.
 func unmatchedRules(task *config.Task, inst config.Instance, all []vocab.TableName) ([]string, error) {
@@ -100,6 +101,11 @@ func unmatchedRules(task *config.Task, inst config.Instance, all []vocab.TableNa
 		matched, err := router.Matching(rule.SchemaPattern, rule.TablePattern, replicated)
 		if err != nil {
 			return nil, err
+		}
+		// A schema rule (no table-pattern) routes the schema itself too (CREATE DATABASE and the
+		// like), even where table rules take every table of it.
+		if len(matched) > 0 && rule.TablePattern == "" {
+			continue
 		}
 		if len(matched) > 0 {
 			var routed []vocab.TableName

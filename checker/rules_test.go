@@ -34,6 +34,7 @@ func TestUnmatchedRules(t *testing.T) {
 			"blocked":  {SchemaPattern: "tmp", TablePattern: "scratch", TargetSchema: "t", TargetTable: "s"},
 			"nowhere":  {SchemaPattern: "nowhere", TargetSchema: "n"},
 			"schema":   {SchemaPattern: "db_*", TargetSchema: "db"},
+			"schema-2": {SchemaPattern: "db_1", TargetSchema: "db"}, // routes the schema: no warning
 		},
 		Filters: map[string]config.FilterRule{
 			"f-good": {SchemaPattern: "db_*", TablePattern: "events_*", Events: []string{"truncate table"}, Action: "Ignore"},
@@ -42,7 +43,7 @@ func TestUnmatchedRules(t *testing.T) {
 		},
 	}
 	inst := config.Instance{SourceID: "s1", BlockAllowList: "bw",
-		RouteRules:  []string{"typo", "good", "shadowed", "blocked", "nowhere", "schema"},
+		RouteRules:  []string{"typo", "good", "shadowed", "blocked", "nowhere", "schema", "schema-2"},
 		FilterRules: []string{"f-good", "f-typo", "f-db"}}
 	got, err := unmatchedRules(task, inst, all)
 	if err != nil {
