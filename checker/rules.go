@@ -137,16 +137,22 @@ func unmatchedRules(task *config.Task, inst config.Instance, all []vocab.TableNa
 			return nil, err
 		}
 		if merging && len(inSchema) > 0 {
-			var lands []string
-			for _, t := range inSchema[:min(len(inSchema), showTables)] {
-				lands = append(lands, fmt.Sprintf("%s to %s", t, rt.Route(t)))
+			// The tables of its schemas that no other rule merges land one to one.
+			var alone, merged []vocab.TableName
+			for _, t := range inSchema {
+				if rt.Sharded(t) {
+					merged = append(merged, t)
+				} else {
+					alone = append(alone, t)
+				}
 			}
-			more := ""
-			if len(inSchema) > showTables {
-				more = fmt.Sprintf(" and %d more", len(inSchema)-showTables)
+			if len(alone) > 0 {
+				warn("%s matches no table of the source: nothing is merged into %s, and the tables of its schemas that no rule merges are copied one to one instead (%s); check table-pattern against the tables",
+					desc, target, landing(rt, alone))
+			} else {
+				warn("%s matches no table of the source: nothing is merged into %s (the tables of its schemas go where other rules send them: %s); check table-pattern against the tables",
+					desc, target, landing(rt, merged))
 			}
-			warn("%s matches no table of the source: nothing is merged into %s, and the tables of its schemas are copied one to one instead (%s%s); check table-pattern against the tables",
-				desc, target, strings.Join(lands, ", "), more)
 			continue
 		}
 		warn("%s matches no table of the source: nothing is routed to %s", desc, target)
@@ -166,4 +172,17 @@ func unmatchedRules(task *config.Task, inst config.Instance, all []vocab.TableNa
 		warn("%s) matches no table the task replicates from the source: it filters nothing", desc)
 	}
 	return out, nil
+}
+
+// landing lists where tables go: "a to b, ...".
+func landing(rt *router.Router, ts []vocab.TableName) string {
+	var lands []string
+	for _, t := range ts[:min(len(ts), showTables)] {
+		lands = append(lands, fmt.Sprintf("%s to %s", t, rt.Route(t)))
+	}
+	s := strings.Join(lands, ", ")
+	if len(ts) > showTables {
+		s += fmt.Sprintf(" and %d more", len(ts)-showTables)
+	}
+	return s
 }

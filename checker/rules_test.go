@@ -54,7 +54,7 @@ func TestUnmatchedRules(t *testing.T) {
 		`do-dbs "gone_*" matches no schema`,
 		`ignore-tables {db-name: "db_1", tbl-name: "nope"} matches no table of the source: it drops nothing`,
 		`route rule typo (schema-pattern "db_*", table-pattern "evnts_*") matches no table of the source: nothing is merged into ` + "`db`.`events`" +
-			", and the tables of its schemas are copied one to one instead (`db_1`.`events_1` to `db`.`events`",
+			", and the tables of its schemas that no rule merges are copied one to one instead (`db_1`.`users` to `db`.`users`)",
 		`route rule shadowed (schema-pattern "db_1", table-pattern "events_1") routes no table of the source: an earlier rule routes every table it matches`,
 		`route rule blocked (schema-pattern "tmp", table-pattern "scratch") matches only tables the block-allow-list drops`,
 		`route rule nowhere (schema-pattern "nowhere") matches no table of the source: nothing is routed to nowhere`[:60],
@@ -79,6 +79,13 @@ func TestUnmatchedRules(t *testing.T) {
 	got, _ = unmatchedRules(task, inst, all)
 	if joined = strings.Join(got, "\n"); !strings.Contains(joined, "lets none of the source's 4 tables through") {
 		t.Errorf("no warning of a list that lets nothing through:\n%s", joined)
+	}
+
+	// The typo alone: the shards land one to one.
+	inst = config.Instance{SourceID: "s1", RouteRules: []string{"typo"}}
+	got, _ = unmatchedRules(task, inst, all)
+	if joined = strings.Join(got, "\n"); len(got) != 1 || !strings.Contains(joined, "nothing is merged into `db`.`events`, and the tables of its schemas that no rule merges are copied one to one instead (`db_1`.`events_1` to `db_1`.`events_1`, ") {
+		t.Errorf("the typo alone:\n%s", joined)
 	}
 
 	// No rules, or rules that all match: nothing.
