@@ -709,21 +709,23 @@ func precheckResult(fs []checker.Failure, items []checker.ItemRun) string {
 	return checker.Report(fs) + "\n" + checker.ItemsLine(items)
 }
 
-// logPrecheck logs a precheck's outcome: each error and warning once, then one line with the counts
-// and the items checked.
+// logPrecheck logs a precheck's outcome: each error and warning once (its state fail or warning, as
+// DM's; "level" is zap's), then one line with the counts and the items checked.
 func (s *Service) logPrecheck(cmd, task string, fs []checker.Failure, items []checker.ItemRun) {
 	var errs, warns int
 	for _, f := range fs {
 		if f.Level == checker.Info {
 			continue
 		}
+		state := "warning" // DM's states: fail, warning
 		if f.Level == checker.Error {
 			errs++
+			state = "fail"
 		} else {
 			warns++
 		}
 		s.logger().Warn("precheck item", zap.String("command", cmd), zap.String("task", task), zap.String("item", f.Item),
-			zap.String("level", f.Level.String()), zap.String("source", f.Source), zap.String("message", f.Message))
+			zap.String("state", state), zap.String("source", f.Source), zap.String("message", f.Message))
 	}
 	var notRun []string
 	for _, it := range items {
