@@ -159,6 +159,16 @@ func collectAutoInc(ctx context.Context, db *sql.DB, source string, tables []src
 	if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL.auto_increment_offset, @@GLOBAL.auto_increment_increment").Scan(&offset, &increment); err != nil {
 		return fmt.Errorf("read auto_increment_offset and auto_increment_increment: %w", err)
 	}
+	// Only the schemas of the replicated tables are read: a server may hold many others.
+	var schemas []any
+	seen := map[string]bool{}
+	for _, t := range tables {
+		if !seen[t.table.Schema] {
+			seen[t.table.Schema] = true
+			schemas = append(schemas, t.table.Schema)
+		}
+	}
+	in := "TABLE_SCHEMA IN (?" + strings.Repeat(", ?", len(schemas)-1) + ")"
 	type col struct {
 		name string
 		next int64
@@ -166,7 +176,7 @@ func collectAutoInc(ctx context.Context, db *sql.DB, source string, tables []src
 	cols := map[vocab.TableName]col{}
 	rows, err := db.QueryContext(ctx, "SELECT c.TABLE_SCHEMA, c.TABLE_NAME, c.COLUMN_NAME, COALESCE(t.AUTO_INCREMENT, 0) "+
 		"FROM information_schema.COLUMNS c JOIN information_schema.TABLES t ON t.TABLE_SCHEMA = c.TABLE_SCHEMA AND t.TABLE_NAME = c.TABLE_NAME "+
-		"WHERE c.EXTRA LIKE '%auto_increment%' AND c.TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys')")
+		"WHERE c.EXTRA LIKE '%auto_increment%' AND c."+in, schemas...)
 	if err != nil {
 		return fmt.Errorf("read AUTO_INCREMENT columns: %w", err)
 	}
@@ -189,8 +199,7 @@ func collectAutoInc(ctx context.Context, db *sql.DB, source string, tables []src
 	// Keys of one column: the AUTO_INCREMENT column is unique alone when it is one of them.
 	keys := map[vocab.TableName]map[string]string{} // column (lower case) -> key name, PRIMARY first
 	rows, err = db.QueryContext(ctx, "SELECT TABLE_SCHEMA, TABLE_NAME, INDEX_NAME, MAX(COLUMN_NAME) FROM information_schema.STATISTICS "+
-		"WHERE NON_UNIQUE = 0 AND TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys') "+
-		"GROUP BY TABLE_SCHEMA, TABLE_NAME, INDEX_NAME HAVING COUNT(*) = 1")
+		"WHERE NON_UNIQUE = 0 AND "+in+" GROUP BY TABLE_SCHEMA, TABLE_NAME, INDEX_NAME HAVING COUNT(*) = 1", schemas...)
 	if err != nil {
 		return fmt.Errorf("read unique keys: %w", err)
 	}

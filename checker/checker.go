@@ -7,8 +7,12 @@
 // (task-mode all or full) also checks the privileges of the load's snapshot and reads (dump_privilege),
 // that no target it would write holds rows already (table_empty), and reports how much it loads
 // (load_size). A task of several sources also lists its shard groups across sources (shard_groups,
-// topology.go: information, and a warning for a group some of its sources take no part in). Item
-// names are DM's where DM has the item, so ignore-checking-items carries over.
+// topology.go: information, and a warning for a group some of its sources take no part in). Every
+// task warns of a route, block-allow-list or filter rule that matches none of a source's tables
+// (unmatched_rules, rules.go), and of shards merged into one target whose AUTO_INCREMENT keys can
+// collide there, decided across all the task's sources (auto_increment_ID, autoinc.go). Items tells
+// which items run for a task (items.go). Item names are DM's where DM has the item, so
+// ignore-checking-items carries over.
 //
 // A check ends in an error (the task does not start), a warning (it starts; DM's behaviour for
 // non-mandatory items) or information.
