@@ -7,8 +7,12 @@
 // (task-mode all or full) also checks the privileges of the load's snapshot and reads (dump_privilege),
 // that no target it would write holds rows already (table_empty), and reports how much it loads
 // (load_size). A task of several sources also lists its shard groups across sources (shard_groups,
-// topology.go: information, and a warning for a group some of its sources take no part in). Item
-// names are DM's where DM has the item, so ignore-checking-items carries over.
+// topology.go: information, and a warning for a group some of its sources take no part in). Every
+// task warns of a route, block-allow-list or filter rule that matches none of a source's tables
+// (unmatched_rules, rules.go), and of shards merged into one target whose AUTO_INCREMENT keys can
+// collide there, decided across all the task's sources (auto_increment_ID, autoinc.go). Items tells
+// which items run for a task (items.go). Item names are DM's where DM has the item, so
+// ignore-checking-items carries over.
 //
 // A check ends in an error (the task does not start), a warning (it starts; DM's behaviour for
 // non-mandatory items) or information.
@@ -63,7 +67,7 @@ const (
 
 // Known are the items ignore-checking-items may name ("all" ignores every item).
 var Known = []string{ItemBinlogEnable, ItemBinlogFormat, ItemBinlogRowImage, ItemReplPrivilege, ItemShardSchema, ItemTableSchema,
-	ItemDumpPrivilege, ItemTableEmpty, ItemLoadSize, ItemMetaPosition, ItemTargetPrivilege}
+	ItemDumpPrivilege, ItemTableEmpty, ItemLoadSize, ItemMetaPosition, ItemTargetPrivilege, ItemUnmatchedRules, ItemAutoIncrement}
 
 // Level is how much a check's result weighs.
 type Level int
@@ -198,6 +202,7 @@ func Check(ctx context.Context, task *config.Task, sources map[string]*config.So
 		}
 	}
 	byTarget := map[vocab.TableName][]shardColumns{}
+	autoInc := map[vocab.TableName][]autoIncShard{}
 	planned := map[vocab.TableName][]loadInto{}
 	schemas := map[string]bool{} // the target databases
 	for _, inst := range task.MySQLInstances {
@@ -217,7 +222,7 @@ func Check(ctx context.Context, task *config.Task, sources map[string]*config.So
 			}
 			continue
 		}
-		checkSource(ctx, r, task, inst, src, db, down, fresh, loads, byTarget, planned)
+		checkSource(ctx, r, task, inst, src, db, down, fresh, loads, byTarget, autoInc, planned)
 		_ = targetSchemas(ctx, db, task, inst, schemas) // a failure to list tables is reported above
 		db.Close()
 	}
@@ -250,6 +255,9 @@ func Check(ctx context.Context, task *config.Task, sources map[string]*config.So
 				target, strings.Join(cols, ", "), first.table, first.source, strings.Join(first.cols, ", "))
 		}
 	}
+	for _, c := range autoIncCollisions(autoInc) {
+		r.warn(ItemAutoIncrement, "", "%s", c.message())
+	}
 	if len(planned) > 0 && !ignored[ItemTableEmpty] {
 		checkTargetsEmpty(ctx, r, down, task.MetaSchema, task.Name, fresh, loads, planned)
 	}
@@ -258,7 +266,7 @@ func Check(ctx context.Context, task *config.Task, sources map[string]*config.So
 
 // checkSource runs the checks of one source.
 func checkSource(ctx context.Context, r report, task *config.Task, inst config.Instance, src *config.Source, db, down *sql.DB, fresh bool,
-	loads map[string]loader.LoadState, byTarget map[vocab.TableName][]shardColumns, planned map[vocab.TableName][]loadInto) {
+	loads map[string]loader.LoadState, byTarget map[vocab.TableName][]shardColumns, autoInc map[vocab.TableName][]autoIncShard, planned map[vocab.TableName][]loadInto) {
 	source := inst.SourceID
 	grants, grantsErr := globalGrants(ctx, db)
 	if task.Syncs() {
@@ -285,25 +293,40 @@ func checkSource(ctx context.Context, r report, task *config.Task, inst config.I
 	// The load runs unless this source's load was switched (handed over to the sync unit) already.
 	state, hasLoad := loads[source]
 	willLoad := task.Dumps() && (fresh || !state.Switched())
-	// A task that resumes from a checkpoint may be mid-way through a sharding DDL: its shards
-	// legitimately differ, and the target was created by the task itself.
-	if resuming && !willLoad {
-		return
-	}
 	ba, rules := task.Rules(inst)
 	rt, err := router.NewRouter(ba, rules)
 	if err != nil {
 		r.fail(ItemConnection, source, "%v", err)
 		return
 	}
-	tables, err := listTables(ctx, db, rt)
+	estimates, err := dbutil.TableEstimates(ctx, db)
 	if err != nil {
 		r.fail(ItemConnection, source, "list tables: %v", err)
+		return
+	}
+	tables := replicatedTables(estimates, rt)
+	all := make([]vocab.TableName, len(estimates))
+	for i, e := range estimates {
+		all[i] = e.Table
+	}
+	warnings, err := unmatchedRules(task, inst, all)
+	if err != nil {
+		r.fail(ItemConnection, source, "%v", err)
+	}
+	for _, w := range warnings {
+		r.warn(ItemUnmatchedRules, source, "%s", w)
+	}
+	// A task that resumes from a checkpoint may be mid-way through a sharding DDL: its shards
+	// legitimately differ, and the target was created by the task itself.
+	if resuming && !willLoad {
 		return
 	}
 	if !resuming {
 		if err := collectShards(ctx, db, source, tables, byTarget); err != nil {
 			r.fail(ItemConnection, source, "list tables: %v", err)
+		}
+		if err := collectAutoInc(ctx, db, source, tables, autoInc); err != nil {
+			r.warn(ItemAutoIncrement, source, "the AUTO_INCREMENT keys of the shards are not compared: %v", err)
 		}
 	}
 	if !willLoad {
@@ -628,13 +651,18 @@ func listTables(ctx context.Context, db *sql.DB, rt *router.Router) ([]srcTable,
 	if err != nil {
 		return nil, err
 	}
+	return replicatedTables(tables, rt), nil
+}
+
+// replicatedTables keeps the tables that the task replicates, with their targets.
+func replicatedTables(tables []dbutil.TableEstimate, rt *router.Router) []srcTable {
 	var out []srcTable
 	for _, e := range tables {
 		if !rt.Skip(e.Table) {
 			out = append(out, srcTable{table: e.Table, target: rt.Route(e.Table), rows: e.Rows, bytes: e.Bytes})
 		}
 	}
-	return out, nil
+	return out
 }
 
 func collectShards(ctx context.Context, db *sql.DB, source string, tables []srcTable, byTarget map[vocab.TableName][]shardColumns) error {

@@ -340,3 +340,33 @@ func TestMetaPosition(t *testing.T) {
 		t.Fatalf("task-mode all: %s", Report(fs))
 	}
 }
+
+// Shards counting from 1 on one server collide in their target, and a route that matches nothing is
+// named: both are warnings, so the precheck passes.
+func TestAutoIncrementAndUnmatchedRulesWarn(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.up.Exec(t, e.upDB, "ALTER TABLE db_1.t_1 MODIFY id INT NOT NULL AUTO_INCREMENT", "ALTER TABLE db_1.t_2 MODIFY id INT NOT NULL AUTO_INCREMENT")
+	task, srcs := e.task("all", "root", "")
+	task.Routes["typo"] = config.RouteRule{SchemaPattern: "db_*", TablePattern: "evnts_*", TargetSchema: "db", TargetTable: "events"}
+	task.MySQLInstances[0].RouteRules = append([]string{"typo"}, task.MySQLInstances[0].RouteRules...)
+	fs := Check(ctx, task, srcs, false)
+	if Failed(fs) {
+		t.Fatalf("warnings fail the precheck:\n%s", Report(fs))
+	}
+	mustContain(t, find(fs, ItemAutoIncrement, Warning), "[auto_increment_ID warning]", "`db_1`.`t_1` on source s1", "`db_1`.`t_2` on source s1",
+		"merged into `db`.`t`", "id 1 to 3", "id 10 to 10", "auto_increment_offset 1, auto_increment_increment 1")
+	mustContain(t, find(fs, ItemUnmatchedRules, Warning), "[unmatched_rules warning] source s1", "route rule typo", `table-pattern "evnts_*"`, "`db`.`events`")
+
+	// A composite key (the shard's number and the id) does not collide; ignore-checking-items takes
+	// both items.
+	e.up.Exec(t, e.upDB, "ALTER TABLE db_1.t_1 ADD COLUMN shard INT NOT NULL DEFAULT 1, DROP PRIMARY KEY, ADD PRIMARY KEY (id, shard)",
+		"ALTER TABLE db_1.t_2 ADD COLUMN shard INT NOT NULL DEFAULT 2, DROP PRIMARY KEY, ADD PRIMARY KEY (id, shard)")
+	if fs = Check(ctx, task, srcs, false); len(find(fs, ItemAutoIncrement, Warning)) != 0 {
+		t.Fatalf("a composite key:\n%s", Report(fs))
+	}
+	task.IgnoreCheckingItems = []string{ItemUnmatchedRules, ItemLoadSize}
+	if fs = Check(ctx, task, srcs, false); len(fs) != 0 {
+		t.Fatalf("ignored items reported:\n%s", Report(fs))
+	}
+}

@@ -282,8 +282,11 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 		// The time says where each source without a checkpoint starts: its meta is not used.
 		checks = slices.DeleteFunc(checks, func(f checker.Failure) bool { return f.Item == checker.ItemMetaPosition })
 	}
+	items := checker.Items(task)
+	s.logPrecheck("start-task", task.Name, checks, items)
+	checkResult := precheckResult(checks, items)
 	if checker.Failed(checks) {
-		return &pb.StartTaskResponse{Msg: "precheck failed; nothing started:\n" + checker.Report(checks), CheckResult: checker.Report(checks)}, nil
+		return &pb.StartTaskResponse{Msg: "precheck failed; nothing started:\n" + checkResult, CheckResult: checkResult}, nil
 	}
 	// Whether a target is merged is the whole task's answer: the tables of every source, found now
 	// (before anything is removed, so a source that cannot be read changes nothing) and stored with
@@ -368,7 +371,7 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 		return sub != nil && (sub.Stage == ha.StageRunning || sub.Result != nil)
 	})
 	resp := startResponse(task.Name, sources, statuses)
-	resp.CheckResult = checker.Report(checks)
+	resp.CheckResult = checkResult
 	for _, r := range resp.Sources {
 		if ts, ok := timed[r.Source]; ok {
 			r.Msg = strings.TrimPrefix(r.Msg+"; "+ts.msg, "; ")
@@ -723,14 +726,50 @@ func (s *Service) CheckTask(ctx context.Context, req *pb.CheckTaskRequest) (*pb.
 		return &pb.CheckTaskResponse{Msg: err.Error()}, nil
 	}
 	fs := append(checker.Check(ctx, task, srcs, false), otherTasks(ctx, task, st)...)
+	items := checker.Items(task)
+	s.logPrecheck("check-task", task.Name, fs, items)
 	if checker.Failed(fs) {
-		return &pb.CheckTaskResponse{Msg: "precheck failed:\n" + checker.Report(fs)}, nil
+		return &pb.CheckTaskResponse{Msg: "precheck failed:\n" + precheckResult(fs, items)}, nil
 	}
-	msg := "pre-check is passed. "
-	if len(fs) > 0 {
-		msg += "\n" + checker.Report(fs)
+	// Warnings and information pass (DM's way): they are in the answer, which stays true.
+	return &pb.CheckTaskResponse{Result: true, Msg: "pre-check is passed. \n" + precheckResult(fs, items)}, nil
+}
+
+// precheckResult is the precheck's answer: its results, one a line (errors, then warnings, then
+// information), and a last line saying which items were checked and which were not, and why.
+func precheckResult(fs []checker.Failure, items []checker.ItemRun) string {
+	if len(fs) == 0 {
+		return checker.ItemsLine(items)
 	}
-	return &pb.CheckTaskResponse{Result: true, Msg: msg}, nil
+	return checker.Report(fs) + "\n" + checker.ItemsLine(items)
+}
+
+// logPrecheck logs a precheck's outcome: each error and warning once (its state fail or warning, as
+// DM's; "level" is zap's), then one line with the counts and the items checked.
+func (s *Service) logPrecheck(cmd, task string, fs []checker.Failure, items []checker.ItemRun) {
+	var errs, warns int
+	for _, f := range fs {
+		if f.Level == checker.Info {
+			continue
+		}
+		state := "warning" // DM's states: fail, warning
+		if f.Level == checker.Error {
+			errs++
+			state = "fail"
+		} else {
+			warns++
+		}
+		s.logger().Warn("precheck item", zap.String("command", cmd), zap.String("task", task), zap.String("item", f.Item),
+			zap.String("state", state), zap.String("source", f.Source), zap.String("message", f.Message))
+	}
+	var notRun []string
+	for _, it := range items {
+		if !it.Ran {
+			notRun = append(notRun, it.Item)
+		}
+	}
+	s.logger().Info("precheck done", zap.String("command", cmd), zap.String("task", task), zap.Bool("passed", !checker.Failed(fs)),
+		zap.Int("errors", errs), zap.Int("warnings", warns), zap.Strings("checked", checker.Ran(items)), zap.Strings("not-run", notRun))
 }
 
 // ListMember implements dmctl list-member.

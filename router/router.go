@@ -30,6 +30,7 @@ type tablePattern struct{ db, tbl *regexp.Regexp }
 
 type compiledRule struct {
 	rule          config.RouteRule
+	index         int // in the rules given to NewRouter
 	schema, table *regexp.Regexp
 }
 
@@ -79,7 +80,7 @@ func NewRouter(ba *config.BAList, rules []config.RouteRule) (*Router, error) {
 		if rule.TargetSchema == "" {
 			return nil, fmt.Errorf("route rule %d (%s): target-schema is empty", i+1, rule.SchemaPattern)
 		}
-		c := compiledRule{rule: rule}
+		c := compiledRule{rule: rule, index: i}
 		var err error
 		if c.schema, err = compilePattern(rule.SchemaPattern); err != nil {
 			return nil, fmt.Errorf("route rule %d: schema-pattern %q: %w", i+1, rule.SchemaPattern, err)
