@@ -1,8 +1,10 @@
 package mysqlprimary
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net"
@@ -13,6 +15,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 	"github.com/go-mysql-org/go-mysql/server"
+	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/google/uuid"
 )
 
@@ -31,6 +34,10 @@ type Options struct {
 	// Metadata is binlog_row_metadata: "MINIMAL" (MySQL's default) or "FULL".
 	Metadata   string
 	NoChecksum bool // binlog_checksum=NONE
+	// Catalog, when set, is a database (a throw-away MariaDB holding the same schemas and tables)
+	// that answers what the emulation does not: information_schema's tables, columns and keys, and
+	// SELECTs of the user's tables. Its facts are the schema's; its collation names are MariaDB's.
+	Catalog *sql.DB
 }
 
 // Primary is a MySQL-speaking primary for tests: it answers the queries a replication tool sends a
@@ -173,6 +180,9 @@ func (p *Primary) serve(nc net.Conn) {
 		nc.Close()
 	}()
 	defer func() {
+		if h.cat != nil {
+			h.cat.Close()
+		}
 		p.mu.Lock()
 		if _, ok := p.conns[h.done]; ok {
 			close(h.done)
@@ -204,6 +214,7 @@ type handler struct {
 	server.EmptyReplicationHandler
 	p    *Primary
 	done chan struct{}
+	cat  *sql.Conn // the connection's session on the catalog, once it needs one
 }
 
 var (
@@ -212,7 +223,75 @@ var (
 	reShowVars   = regexp.MustCompile(`(?i)^SHOW (GLOBAL |SESSION )?VARIABLES LIKE '([^']+)'$`)
 )
 
-func (h *handler) UseDB(string) error { return nil }
+func (h *handler) UseDB(db string) error {
+	if h.p.opts.Catalog == nil {
+		return nil
+	}
+	conn, err := h.catalog()
+	if err != nil {
+		return err
+	}
+	_, err = conn.ExecContext(context.Background(), "USE `"+strings.ReplaceAll(db, "`", "``")+"`")
+	return err
+}
+
+// catalog is the connection's own session on the catalog database.
+func (h *handler) catalog() (*sql.Conn, error) {
+	if h.cat == nil {
+		conn, err := h.p.opts.Catalog.Conn(context.Background())
+		if err != nil {
+			return nil, err
+		}
+		h.cat = conn
+	}
+	return h.cat, nil
+}
+
+// forward answers q from the catalog, every value as text (what the text protocol sends anyway).
+func (h *handler) forward(q string) (*mysql.Result, error) {
+	conn, err := h.catalog()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := conn.QueryContext(context.Background(), q)
+	if err != nil {
+		var me *gomysql.MySQLError
+		if errors.As(err, &me) {
+			return nil, mysql.NewError(me.Number, me.Message)
+		}
+		return nil, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	var out [][]any
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		dest := make([]any, len(cols))
+		for i := range vals {
+			dest[i] = &vals[i]
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		row := make([]any, len(cols))
+		for i, v := range vals {
+			if v.Valid {
+				row[i] = v.String
+			}
+		}
+		out = append(out, row)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(cols) == 0 {
+		return nil, nil
+	}
+	return results(cols, out)
+}
 
 // HandleQuery answers what Tributary and go-mysql send a source. What MySQL 8.0/8.4 answers follows
 // the reference manual's pages of each statement (SHOW BINARY LOG STATUS, SHOW BINARY LOGS, SHOW
@@ -273,7 +352,7 @@ func (h *handler) HandleQuery(q string) (*mysql.Result, error) {
 		var vals []any
 		for _, v := range strings.Split(m[1], ",") {
 			v = strings.TrimSpace(v)
-			name := strings.ToLower(strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(v, "@@"), "global."), "session."))
+			name := strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(strings.ToLower(v), "@@"), "global."), "session.")
 			val, ok := p.variable(name)
 			if !ok {
 				return nil, mysql.NewError(mysql.ER_UNKNOWN_SYSTEM_VARIABLE, fmt.Sprintf("Unknown system variable '%s'", name))
@@ -290,10 +369,22 @@ func (h *handler) HandleQuery(q string) (*mysql.Result, error) {
 		p.mu.Lock()
 		create, ok := p.creates[m[1]+"."+m[2]]
 		p.mu.Unlock()
+		if !ok && p.opts.Catalog != nil {
+			return h.forward(q)
+		}
 		if !ok {
 			return nil, mysql.NewError(mysql.ER_NO_SUCH_TABLE, fmt.Sprintf("Table '%s.%s' doesn't exist", m[1], m[2]))
 		}
 		return result([]string{"Table", "Create Table"}, []any{m[2], create})
+	}
+	if p.opts.Catalog != nil {
+		r, err := h.forward(q)
+		if err != nil {
+			p.mu.Lock()
+			p.unknown = append(p.unknown, q)
+			p.mu.Unlock()
+		}
+		return r, err
 	}
 	p.mu.Lock()
 	p.unknown = append(p.unknown, q)

@@ -1,0 +1,37 @@
+package ddl
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestWithCollationsMapsMySQL8Collations: MySQL 8's 0900 collations become MariaDB's wherever a
+// definition names them; a statement that names none, and a string that only spells one, stay.
+func TestWithCollationsMapsMySQL8Collations(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"CREATE TABLE `t` (`id` int NOT NULL, `v` varchar(32) COLLATE utf8mb4_0900_bin DEFAULT NULL, PRIMARY KEY (`id`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_0900_ai_ci",
+			"CREATE TABLE `t` (`id` INT NOT NULL,`v` VARCHAR(32) COLLATE utf8mb4_bin DEFAULT NULL,PRIMARY KEY(`id`)) ENGINE = InnoDB DEFAULT CHARACTER SET = UTF8MB4 DEFAULT COLLATE = UTF8MB4_UCA1400_AI_CI"},
+		{"ALTER TABLE t ADD COLUMN c varchar(10) CHARACTER SET utf8mb4 COLLATE utf8mb4_0900_ai_ci COMMENT 'utf8mb4_0900_ai_ci'",
+			"ALTER TABLE `t` ADD COLUMN `c` VARCHAR(10) CHARACTER SET UTF8MB4 COLLATE utf8mb4_uca1400_ai_ci COMMENT 'utf8mb4_0900_ai_ci'"},
+		{"ALTER TABLE t CONVERT TO CHARACTER SET utf8mb4 COLLATE utf8mb4_0900_ai_ci",
+			"ALTER TABLE `t` CONVERT TO CHARACTER SET UTF8MB4 COLLATE UTF8MB4_UCA1400_AI_CI"},
+		{"CREATE DATABASE d DEFAULT CHARACTER SET utf8mb4 COLLATE utf8mb4_0900_ai_ci",
+			"CREATE DATABASE `d` CHARACTER SET = utf8mb4 COLLATE = utf8mb4_uca1400_ai_ci"},
+		{"ALTER TABLE t ADD COLUMN c INT", "ALTER TABLE t ADD COLUMN c INT"},
+	} {
+		st, err := ParseStatement(tc.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := st.WithCollations(MariaDBCollations)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.in, err)
+		}
+		if got.SQL != tc.want {
+			t.Errorf("%s\n got %s\nwant %s", tc.in, got.SQL, tc.want)
+		}
+		if strings.Contains(strings.ToLower(got.SQL), "0900") && !strings.Contains(got.SQL, "'utf8mb4_0900_ai_ci'") {
+			t.Errorf("a 0900 collation is left: %s", got.SQL)
+		}
+	}
+}
