@@ -255,15 +255,18 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 		return nil, err
 	}
 	sources := task.SourceIDs()
-	if err := wholeTask("start-task", task.Name, req.Sources, sources); err != nil {
-		return nil, err
-	}
 	st, err := ha.Load(ctx, s.Client)
 	if err != nil {
 		return nil, err
 	}
 	if t, ok := st.Tasks[task.Name]; ok {
+		if len(req.Sources) > 0 && len(notIn(req.Sources, t.Stopped)) == 0 {
+			return s.restartSources(ctx, l, t, req.Sources)
+		}
 		return nil, fmt.Errorf("task %s is already started (stage %s); stop-task %s first, or resume-task it", task.Name, t.Stage, task.Name)
+	}
+	if err := wholeTask("start-task", task.Name, req.Sources, sources); err != nil {
+		return nil, err
 	}
 	srcs, err := checkSources(task, st)
 	if err != nil {
@@ -357,6 +360,25 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 		}
 	}
 	return resp, nil
+}
+
+// restartSources is start-task -s for sources that stop-task -s removed from a running task: their
+// subtasks start again from their checkpoints, with the task's stored file (a changed file needs
+// stop-task and start-task of the whole task).
+func (s *Service) restartSources(ctx context.Context, l *leaderState, t ha.Task, sources []string) (*pb.StartTaskResponse, error) {
+	next := t
+	next.Stopped = slices.DeleteFunc(slices.Clone(t.Stopped), func(src string) bool { return slices.Contains(sources, src) })
+	key := ha.TaskKey(t.Name)
+	ok, err := fencedTxn(ctx, s.Client, l.fence, []clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", ha.Encode(t))},
+		clientv3.OpPut(key, ha.Encode(next)))
+	if err != nil || !ok {
+		return nil, errors.Join(err, errConcurrent(ok, t.Name))
+	}
+	s.logger().Info("task started again on sources", zap.String("task", t.Name), zap.Strings("sources", sources))
+	statuses := s.waitSubtasks(ctx, t.Name, sources, func(sub *pb.SubTaskStatus) bool {
+		return sub != nil && (sub.Stage == next.Stage || sub.Result != nil)
+	})
+	return startResponse(t.Name, sources, statuses), nil
 }
 
 // startResponse is start-task's answer: true only when the subtask runs on every source; otherwise
@@ -556,36 +578,54 @@ func (s *Service) operateTask(ctx context.Context, l *leaderState, req *pb.Opera
 		return nil, errNoTask(req.Name)
 	}
 	sources := t.Sources()
-	if err := wholeTask(strings.ToLower(req.Op)+"-task", t.Name, req.Sources, sources); err != nil {
+	op := strings.ToLower(req.Op)
+	next, stopAll, err := t.Operate(op, req.Sources)
+	if err != nil {
+		if len(req.Sources) > 0 {
+			return nil, fmt.Errorf("%s-task -s %s", op, err)
+		}
 		return nil, err
+	}
+	affected := sources
+	if len(req.Sources) > 0 && !stopAll {
+		affected = slices.DeleteFunc(slices.Clone(sources), func(s string) bool { return !slices.Contains(req.Sources, s) })
 	}
 	var cond func(*pb.SubTaskStatus) bool
 	key := ha.TaskKey(t.Name)
 	guard := []clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", ha.Encode(t))}
-	switch strings.ToLower(req.Op) {
+	write := clientv3.OpPut(key, ha.Encode(next))
+	switch op {
 	case "stop":
-		// The task's binlog skip|replace decisions go with it (a new start-task reads the binlog anew).
-		if ok, err := fencedTxn(ctx, s.Client, l.fence, guard, clientv3.OpDelete(key), ha.DeleteTaskOperators(t.Name)); err != nil || !ok {
+		cond = func(sub *pb.SubTaskStatus) bool { return sub == nil }
+		if stopAll {
+			// The task's binlog skip|replace decisions go with it (a new start-task reads the binlog anew).
+			if ok, err := fencedTxn(ctx, s.Client, l.fence, guard, clientv3.OpDelete(key), ha.DeleteTaskOperators(t.Name)); err != nil || !ok {
+				return nil, errors.Join(err, errConcurrent(ok, t.Name))
+			}
+			break
+		}
+		// stop-task -s: those sources' decisions go with their subtasks; the task's locks keep
+		// waiting for them (DM's way): shard-ddl-lock says so, and unlock or start-task -s resolves it.
+		ops := []clientv3.Op{write}
+		for _, src := range affected {
+			ops = append(ops, clientv3.OpDelete(ha.OperatorsPrefix(t.Name, src), clientv3.WithPrefix()))
+		}
+		if ok, err := fencedTxn(ctx, s.Client, l.fence, guard, ops...); err != nil || !ok {
 			return nil, errors.Join(err, errConcurrent(ok, t.Name))
 		}
-		cond = func(sub *pb.SubTaskStatus) bool { return sub == nil }
 	case "pause":
-		t.Stage = ha.StagePaused
-		if ok, err := fencedTxn(ctx, s.Client, l.fence, guard, clientv3.OpPut(key, ha.Encode(t))); err != nil || !ok {
+		if ok, err := fencedTxn(ctx, s.Client, l.fence, guard, write); err != nil || !ok {
 			return nil, errors.Join(err, errConcurrent(ok, t.Name))
 		}
 		cond = func(sub *pb.SubTaskStatus) bool { return sub != nil && sub.Stage == ha.StagePaused }
 	case "resume":
-		t.Stage = ha.StageRunning
-		t.Resumed++
-		if ok, err := fencedTxn(ctx, s.Client, l.fence, guard, clientv3.OpPut(key, ha.Encode(t))); err != nil || !ok {
+		if ok, err := fencedTxn(ctx, s.Client, l.fence, guard, write); err != nil || !ok {
 			return nil, errors.Join(err, errConcurrent(ok, t.Name))
 		}
 		cond = func(sub *pb.SubTaskStatus) bool { return sub != nil && sub.Stage == ha.StageRunning }
-	default:
-		return nil, fmt.Errorf("unknown task operation %q (Stop, Pause or Resume)", req.Op)
 	}
-	s.logger().Info("task operated", zap.String("task", t.Name), zap.String("op", req.Op))
+	sources = affected
+	s.logger().Info("task operated", zap.String("task", t.Name), zap.String("op", req.Op), zap.Strings("sources", affected), zap.Bool("whole-task", len(req.Sources) == 0 || stopAll))
 	statuses := s.waitSubtasks(ctx, t.Name, sources, cond)
 	resp := &pb.OperateTaskResponse{Op: req.Op, Result: true}
 	for _, src := range sources {
@@ -633,6 +673,14 @@ func (s *Service) QueryStatus(ctx context.Context, req *pb.QueryStatusListReques
 		resp, err := s.queryStatus(ctx, req)
 		if err == nil {
 			addPseudoGroups(resp, l)
+			if req.Name != "" && l.coord != nil {
+				// A lock of the task that waits for a paused or stopped source says so.
+				if st, err := ha.Load(ctx, s.Client); err == nil {
+					if locks, err := l.coord.Locks(); err == nil {
+						resp.Msg = strings.Join(waitNotes(st, locks, req.Name), "; ")
+					}
+				}
+			}
 		}
 		return resp, err
 	},
