@@ -39,9 +39,12 @@ commands:
   operate-source show [SOURCE-ID...]              show sources and their workers
   check-task TASK-FILE                            run the prechecks of a task
   start-task [--remove-meta] TASK-FILE            check and start a task (--remove-meta: forget its checkpoints and locks first)
-  stop-task TASK-NAME|TASK-FILE                   stop a task and remove its shard DDL locks (checkpoints are kept)
-  pause-task TASK-NAME|TASK-FILE                  pause a task
-  resume-task TASK-NAME|TASK-FILE                 resume a paused task (also retries one stopped on an error at once)
+  start-task TASK-FILE -s SOURCE,...              start again the sources stop-task -s removed from a task
+  stop-task [-s SOURCE,...] TASK-NAME|TASK-FILE   stop a task, or only its subtasks on the sources (checkpoints
+                                                  and shard DDL locks are kept)
+  pause-task [-s SOURCE,...] TASK-NAME|TASK-FILE  pause a task, or only its subtasks on the sources
+  resume-task [-s SOURCE,...] TASK-NAME|TASK-FILE resume a paused task or its subtasks on the sources (also
+                                                  retries one stopped on an error at once)
   query-status [-s SOURCE,...] [--more] [TASK-NAME|TASK-FILE]
                                                   a task's status on each source; without a task name
                                                   the list of tasks with their status, as DM (--more,
@@ -61,6 +64,8 @@ commands:
                                                   reads the upstream's definition again
   list-member [--leader] [--master] [--worker] [--name NAME,...]
   offline-member --type master|worker --name NAME remove a dead master or an offline worker
+  transfer-source SOURCE-ID WORKER-NAME           bind a source to a free live worker (its subtasks paused
+                                                  first); they resume there from the checkpoint
   encrypt PLAIN-TEXT                              encrypt a password for source and task files (without
                                                   --master-addr: with DM's public built-in key, as DM before v8)`
 
@@ -301,7 +306,6 @@ func sourceFlags(fs *flag.FlagSet) *[]string {
 
 // unsupported are DM's dmctl commands that Tributary does not have, and why.
 var unsupported = map[string]string{
-	"transfer-source": "a source moves to another worker when its worker dies; stop the worker to move it",
 	"start-relay":     "relay log is not supported (enable-relay: false)",
 	"stop-relay":      "relay log is not supported (enable-relay: false)",
 	"pause-relay":     "relay log is not supported (enable-relay: false)",
@@ -544,6 +548,15 @@ func call(ctx context.Context, c pb.MasterClient, cmd string, args []string, std
 			req.Names = strings.Split(*names, ",")
 		}
 		return c.ListMember(ctx, req)
+	case "transfer-source":
+		pos, err := parse(fs, args)
+		if err != nil {
+			return nil, err
+		}
+		if len(pos) != 2 {
+			return nil, usageError("transfer-source needs SOURCE-ID WORKER-NAME")
+		}
+		return c.TransferSource(ctx, &pb.TransferSourceRequest{Source: pos[0], Worker: pos[1]})
 	case "offline-member":
 		typ := fs.String("type", "", "master or worker")
 		name := fs.String("name", "", "the member's name")
