@@ -306,13 +306,13 @@ func sourceFlags(fs *flag.FlagSet) *[]string {
 
 // unsupported are DM's dmctl commands that Tributary does not have, and why.
 var unsupported = map[string]string{
-	"start-relay":     "relay log is not supported (enable-relay: false)",
-	"stop-relay":      "relay log is not supported (enable-relay: false)",
-	"pause-relay":     "relay log is not supported (enable-relay: false)",
-	"resume-relay":    "relay log is not supported (enable-relay: false)",
-	"purge-relay":     "relay log is not supported (enable-relay: false)",
-	"validation":      "continuous data validation is not supported",
-	"update-task":     "stop-task, then start-task with the changed file (the checkpoint is kept)",
+	"start-relay":  "relay log is not supported (enable-relay: false)",
+	"stop-relay":   "relay log is not supported (enable-relay: false)",
+	"pause-relay":  "relay log is not supported (enable-relay: false)",
+	"resume-relay": "relay log is not supported (enable-relay: false)",
+	"purge-relay":  "relay log is not supported (enable-relay: false)",
+	"validation":   "continuous data validation is not supported",
+	"update-task":  "stop-task, then start-task with the changed file (the checkpoint is kept)",
 }
 
 func call(ctx context.Context, c pb.MasterClient, cmd string, args []string, stderr io.Writer) (proto.Message, error) {
