@@ -153,7 +153,9 @@ func (s *Service) ShowDDLLocks(ctx context.Context, req *pb.ShowDDLLocksRequest)
 		// A lock that waits for a paused or stopped source says so (it waits until the source is back).
 		if st, err := ha.Load(ctx, s.Client); err == nil {
 			if locks, err := l.coord.Locks(); err == nil {
-				resp.Msg = strings.Join(waitNotes(st, locks, req.Task), "; ")
+				if notes := waitNotes(st, locks, req.Task); len(notes) > 0 {
+					resp.Msg = strings.Join(notes, "; ")
+				}
 			}
 		}
 		return resp, nil

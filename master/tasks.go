@@ -261,6 +261,11 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 	}
 	if t, ok := st.Tasks[task.Name]; ok {
 		if len(req.Sources) > 0 && len(notIn(req.Sources, t.Stopped)) == 0 {
+			for _, src := range req.Sources {
+				if _, ok := st.Sources[src]; !ok {
+					return nil, fmt.Errorf("start-task -s %s: source %s was removed (operate-source stop); operate-source create it again first", src, src)
+				}
+			}
 			return s.restartSources(ctx, l, t, req.Sources)
 		}
 		return nil, fmt.Errorf("task %s is already started (stage %s); stop-task %s first, or resume-task it", task.Name, t.Stage, task.Name)
@@ -677,7 +682,9 @@ func (s *Service) QueryStatus(ctx context.Context, req *pb.QueryStatusListReques
 				// A lock of the task that waits for a paused or stopped source says so.
 				if st, err := ha.Load(ctx, s.Client); err == nil {
 					if locks, err := l.coord.Locks(); err == nil {
-						resp.Msg = strings.Join(waitNotes(st, locks, req.Name), "; ")
+						if notes := waitNotes(st, locks, req.Name); len(notes) > 0 {
+							resp.Msg = strings.Join(notes, "; ")
+						}
 					}
 				}
 			}
