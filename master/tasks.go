@@ -268,10 +268,20 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 			}
 			return s.restartSources(ctx, l, t, req.Sources)
 		}
+		if len(req.Sources) > 0 {
+			return nil, fmt.Errorf("start-task -s %s: task %s is started and runs on %s; start-task -s starts only sources stop-task -s removed (%s)",
+				strings.Join(notIn(req.Sources, t.Stopped), ","), task.Name, strings.Join(t.Sources(), ", "), strings.Join(t.Stopped, ", "))
+		}
 		return nil, fmt.Errorf("task %s is already started (stage %s); stop-task %s first, or resume-task it", task.Name, t.Stage, task.Name)
 	}
-	if err := wholeTask("start-task", task.Name, req.Sources, sources); err != nil {
-		return nil, err
+	// start-task -s of a new task starts it on those sources only (DM's way): the others are stored as
+	// stopped, and start-task -s starts them later. Its locks wait for every source of the file.
+	if unknown := notIn(req.Sources, sources); len(unknown) > 0 {
+		return nil, fmt.Errorf("start-task -s %s: not a source of task %s (its sources: %s)", strings.Join(unknown, ","), task.Name, strings.Join(sources, ", "))
+	}
+	var stopped []string
+	if len(req.Sources) > 0 {
+		stopped = notIn(sources, req.Sources)
 	}
 	srcs, err := checkSources(task, st)
 	if err != nil {
@@ -329,7 +339,7 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 	if err != nil {
 		return nil, fmt.Errorf("task %s: encrypt target-database.password: %w", task.Name, err)
 	}
-	t := ha.Task{Name: task.Name, Config: stored, Stage: ha.StageRunning, Starts: starts, Topology: topo}
+	t := ha.Task{Name: task.Name, Config: stored, Stage: ha.StageRunning, Starts: starts, Topology: topo, Stopped: stopped}
 	ok, err := fencedTxn(ctx, s.Client, l.fence,
 		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(ha.TaskKey(task.Name)), "=", 0)},
 		clientv3.OpPut(ha.TaskKey(task.Name), ha.Encode(t)))
@@ -339,7 +349,8 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 	if !ok {
 		return nil, fmt.Errorf("task %s was started concurrently", task.Name)
 	}
-	s.logger().Info("task started", zap.String("task", task.Name), zap.Strings("sources", sources))
+	sources = t.Sources()
+	s.logger().Info("task started", zap.String("task", task.Name), zap.Strings("sources", sources), zap.Strings("stopped", stopped))
 	// Wait until every subtask has fixed its start (a task without meta starts at the position of
 	// that moment) or stopped on an error, so writes made after start-task returns are replicated.
 	statuses := s.waitSubtasks(ctx, task.Name, sources, func(sub *pb.SubTaskStatus) bool {
@@ -639,25 +650,6 @@ func (s *Service) operateTask(ctx context.Context, l *leaderState, req *pb.Opera
 	// stop-task keeps the task's shard DDL locks (DM's way): shard-ddl-lock still shows them, unlock
 	// removes them, start-task continues them and start-task --remove-meta removes them.
 	return resp, nil
-}
-
-// wholeTask accepts DM's -s of a task command when it names every source of the task (or none): a
-// shard-merge task's lock waits for all its sources, so a task is started, paused, resumed and
-// stopped as a whole.
-func wholeTask(cmd, task string, asked, all []string) error {
-	if len(asked) == 0 {
-		return nil
-	}
-	if unknown := notIn(asked, all); len(unknown) > 0 {
-		return fmt.Errorf("%s -s %s: not a source of task %s (its sources: %s)", cmd, strings.Join(unknown, ","), task, strings.Join(all, ", "))
-	}
-	for _, s := range all {
-		if !slices.Contains(asked, s) {
-			return fmt.Errorf("%s for some sources only (-s %s) is not supported yet: task %s runs on all of %s together; give all of them, or no -s",
-				cmd, strings.Join(asked, ","), task, strings.Join(all, ", "))
-		}
-	}
-	return nil
 }
 
 // notIn returns the elements of asked that all does not hold.

@@ -149,6 +149,21 @@ func TestE2EStopOneSource(t *testing.T) {
 	}
 	c.waitSynced()
 	c.ddlsRun(1)
+
+	// start-task -s of a new task starts it on those sources only; start-task -s adds the others.
+	c.ok("stop-task", c.task)
+	c.until("task gone", func(r e2e.Result) bool { return !r.Bool("result") }, "query-status", c.task)
+	onlySources(t, c.ok("start-task", "-s", s2, f), s2)
+	c.waitStages(map[string]string{s2: "Running"})
+	c.refused([]string{"start-task -s " + s2 + ": task shard is started and runs on " + s2}, "start-task", "-s", s2, f)
+	c.up(0, insertRows("db_1.t_1", 4000, 4010, ", 4"))
+	c.up(1, insertRows("db_2.t_1", 5000, 5010, ", 5"))
+	c.waitRow(5009)
+	onlySources(t, c.ok("start-task", "-s", s1, f), s1)
+	c.waitStages(map[string]string{s1: "Running", s2: "Running"})
+	if n := c.converge("id, v, c"); n != 160 {
+		t.Fatalf("%d rows, want 160", n)
+	}
 }
 
 // transfer-source while a lock waits: refused while the source's subtask runs, to a busy or unknown
