@@ -39,7 +39,8 @@ commands:
   operate-source show [SOURCE-ID...]              show sources and their workers
   check-task TASK-FILE                            run the prechecks of a task
   start-task [--remove-meta] TASK-FILE            check and start a task (--remove-meta: forget its checkpoints and locks first)
-  start-task TASK-FILE -s SOURCE,...              start again the sources stop-task -s removed from a task
+  start-task -s SOURCE,... TASK-FILE              start a task on these sources only, or start again the
+                                                  sources stop-task -s removed from a started task
   stop-task [-s SOURCE,...] TASK-NAME|TASK-FILE   stop a task, or only its subtasks on the sources (checkpoints
                                                   and shard DDL locks are kept)
   pause-task [-s SOURCE,...] TASK-NAME|TASK-FILE  pause a task, or only its subtasks on the sources
