@@ -259,6 +259,11 @@ func (s *Service) apiTasks(w http.ResponseWriter, r *http.Request) {
 	var out []apiTask
 	for _, t := range sortedTasks(st) {
 		a := apiTask{Name: t.Name, Stage: t.Stage, Sources: t.Sources()}
+		for _, src := range a.Sources {
+			if t.StageOf(src) == ha.StagePaused {
+				a.Stage = ha.StagePaused // DM's rule: a task with a paused subtask is Paused (pause-task -s)
+			}
+		}
 		if cfg, err := t.Parse(); err == nil {
 			a.TaskMode, a.ShardMode = cfg.TaskMode, cfg.ShardMode
 		}
