@@ -105,19 +105,8 @@ func (s *Service) transferSource(ctx context.Context, l *leaderState, req *pb.Tr
 	if !changed {
 		return &pb.TransferSourceResponse{Result: true, Msg: fmt.Sprintf("source %s is already bound to worker %s; nothing changed", req.Source, req.Worker)}, nil
 	}
-	old, wasBound := st.Bindings[req.Source]
-	cmps := []clientv3.Cmp{
-		clientv3.Compare(clientv3.CreateRevision(ha.KeepaliveKey(b.Worker)), ">", 0),
-		clientv3.Compare(clientv3.CreateRevision(ha.SourceKey(b.Source)), ">", 0),
-		clientv3.Compare(clientv3.ModRevision(ha.BoundKey("")), "<", st.Rev+1).WithPrefix(),
-		clientv3.Compare(clientv3.ModRevision(ha.TaskKey("")), "<", st.Rev+1).WithPrefix(),
-	}
-	if wasBound {
-		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(ha.BoundKey(b.Source)), "=", old.Epoch))
-	} else {
-		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(ha.BoundKey(b.Source)), "=", 0))
-	}
-	ok, err := fencedTxn(ctx, s.Client, l.fence, cmps, clientv3.OpPut(ha.BoundKey(b.Source), ha.Encode(b)))
+	old := st.Bindings[req.Source]
+	ok, err := moveBinding(ctx, s.Client, l.fence, st, b)
 	if err != nil {
 		return nil, err
 	}
@@ -137,4 +126,23 @@ func (s *Service) transferSource(ctx context.Context, l *leaderState, req *pb.Tr
 		}
 	}
 	return &pb.TransferSourceResponse{Result: true}, nil
+}
+
+// moveBinding writes binding b (the scheduler's bound key put, inside the leader fence) only if what
+// st showed still holds: the source's binding is the one read (or there was none), b's worker is
+// alive, the source exists, no binding was made or changed since st.Rev (so the worker is still
+// free) and no task changed (none was resumed). It reports whether it wrote.
+func moveBinding(ctx context.Context, cli *clientv3.Client, fence clientv3.Cmp, st ha.State, b ha.Binding) (bool, error) {
+	cmps := []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(ha.KeepaliveKey(b.Worker)), ">", 0),
+		clientv3.Compare(clientv3.CreateRevision(ha.SourceKey(b.Source)), ">", 0),
+		clientv3.Compare(clientv3.ModRevision(ha.BoundKey("")), "<", st.Rev+1).WithPrefix(),
+		clientv3.Compare(clientv3.ModRevision(ha.TaskKey("")), "<", st.Rev+1).WithPrefix(),
+	}
+	if old, ok := st.Bindings[b.Source]; ok {
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(ha.BoundKey(b.Source)), "=", old.Epoch))
+	} else {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(ha.BoundKey(b.Source)), "=", 0))
+	}
+	return fencedTxn(ctx, cli, fence, cmps, clientv3.OpPut(ha.BoundKey(b.Source), ha.Encode(b)))
 }
