@@ -405,7 +405,8 @@ func WaitChange(ctx context.Context, cli clientv3.Watcher, rev int64, timeout ti
 // Transfer decides dmctl transfer-source: the binding that moves source to worker. It refuses an
 // unknown source, an unknown or offline worker, a worker bound to another source, and a source with
 // a subtask that should be running (pause it first, as DM requires: the old worker stops the
-// subtask when its binding goes, and the new one starts it on resume-task). changed is false when
+// subtask when its binding goes, and the new one starts it on resume-task); a source no worker holds
+// is bound at once, whatever its subtasks' stage (nothing runs them). changed is false when
 // the source is already bound to worker: nothing to do (DM answers true then).
 func Transfer(st State, source, worker string) (b Binding, changed bool, err error) {
 	if _, ok := st.Sources[source]; !ok {
@@ -422,6 +423,9 @@ func Transfer(st State, source, worker string) (b Binding, changed bool, err err
 	}
 	if other, ok := st.BoundTo(worker); ok {
 		return Binding{}, false, fmt.Errorf("worker %s is bound to source %s: transfer-source needs a free worker", worker, other.Source)
+	}
+	if _, bound := st.Bindings[source]; !bound {
+		return Binding{Source: source, Worker: worker}, true, nil // nothing runs it: bound at once, as DM
 	}
 	var running []string
 	for _, t := range st.Tasks {

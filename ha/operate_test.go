@@ -86,6 +86,12 @@ func TestTransferRefusals(t *testing.T) {
 			t.Errorf("transfer %s to %s: %v, want %q", c.source, c.worker, err, c.want)
 		}
 	}
+	// A source no worker holds is bound at once, running or not.
+	unbound := st
+	unbound.Bindings = map[string]Binding{"s2": st.Bindings["s2"]}
+	if b, changed, err := Transfer(unbound, "s1", "w3"); err != nil || !changed || b.Worker != "w3" {
+		t.Fatalf("unbound source: %+v %v %v", b, changed, err)
+	}
 	if _, changed, err := Transfer(st, "s1", "w1"); err != nil || changed {
 		t.Fatalf("to its own worker: %v %v", changed, err)
 	}
