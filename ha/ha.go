@@ -9,9 +9,10 @@
 //	worker/<name>           a registered worker: {"name","addr"}
 //	keepalive/<name>        present while the worker's lease lives (its --keepalive-ttl)
 //	bound/<source-id>       {"source","worker"}; the key's mod revision is the binding's epoch
-//	task/<task>             {"name","config","stage","resumed","starts","startTime"}: the task YAML,
-//	                        Running or Paused, resume-task count, and the start positions fixed by
-//	                        start-task (with --start-time: the time's, before any meta)
+//	task/<task>             {"name","config","stage","resumed","starts","startTime",...}: the task
+//	                        YAML, Running or Paused, resume-task count, the start positions fixed by
+//	                        start-task (with --start-time: the time's, before any meta), and what
+//	                        pause|resume|stop-task -s changed for single sources
 //	operator/<task>/<source>/<FILE:POS>
 //	                        a binlog skip|replace decision of the task's subtask on the source
 //	                        (operator.go; not part of State)
@@ -20,7 +21,10 @@ package ha
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -93,6 +97,104 @@ type Task struct {
 	// worker of the task decides from it whether a target is merged (router.Router.SetTopology).
 	// Absent in tasks stored by an earlier version: their workers decide from their own rules.
 	Topology *router.Topology `json:"topology,omitempty"`
+	// SourceStages is the stage of the sources that pause-task -s or resume-task -s named since the
+	// last whole-task pause or resume; every other source has Stage.
+	SourceStages map[string]string `json:"source-stages,omitempty"`
+	// SourceResumed counts resume-task -s calls per source (added to Resumed), so a resume of one
+	// source restarts its subtask even when no stage changed.
+	SourceResumed map[string]int `json:"source-resumed,omitempty"`
+	// Stopped are the sources stop-task -s removed from the task: no worker runs the task for them.
+	// The task's shard DDL locks still wait for them (DM's way).
+	Stopped []string `json:"stopped,omitempty"`
+}
+
+// StageOf is the stage the task's subtask on source should be in.
+func (t Task) StageOf(source string) string {
+	if st, ok := t.SourceStages[source]; ok {
+		return st
+	}
+	return t.Stage
+}
+
+// ResumedOf counts the resume-task calls that concern source: a change restarts its subtask.
+func (t Task) ResumedOf(source string) int { return t.Resumed + t.SourceResumed[source] }
+
+// IsStopped reports whether stop-task -s removed source from the task.
+func (t Task) IsStopped(source string) bool { return slices.Contains(t.Stopped, source) }
+
+// Operate returns the task after pause|resume|stop-task for sources (none: the whole task). Every
+// source must be one the task runs on. stopAll is true when nothing of the task is left to run (a
+// stop of the whole task, or of its last running sources): the caller then removes the task.
+// A whole-task pause or resume forgets the per-source stages.
+func (t Task) Operate(op string, sources []string) (out Task, stopAll bool, err error) {
+	active := t.Sources()
+	var unknown []string
+	for _, s := range sources {
+		if !slices.Contains(active, s) {
+			unknown = append(unknown, s)
+		}
+	}
+	if len(unknown) > 0 {
+		msg := fmt.Sprintf("%s: not a source of task %s (its sources: %s)", strings.Join(unknown, ", "), t.Name, strings.Join(active, ", "))
+		if len(t.Stopped) > 0 {
+			msg += fmt.Sprintf("; stopped by stop-task -s: %s", strings.Join(t.Stopped, ", "))
+		}
+		return t, false, errors.New(msg)
+	}
+	whole := len(sources) == 0
+	if !whole {
+		whole = true
+		for _, s := range active {
+			if !slices.Contains(sources, s) {
+				whole = false
+			}
+		}
+	}
+	out = t
+	out.SourceStages = maps.Clone(t.SourceStages)
+	out.SourceResumed = maps.Clone(t.SourceResumed)
+	out.Stopped = slices.Clone(t.Stopped)
+	switch op {
+	case "stop":
+		if whole {
+			return out, true, nil
+		}
+		for _, s := range sources {
+			if !slices.Contains(out.Stopped, s) {
+				out.Stopped = append(out.Stopped, s)
+			}
+			delete(out.SourceStages, s)
+			delete(out.SourceResumed, s)
+		}
+		sort.Strings(out.Stopped)
+	case "pause", "resume":
+		stage := StagePaused
+		if op == "resume" {
+			stage = StageRunning
+		}
+		if whole {
+			out.Stage, out.SourceStages = stage, nil
+			if op == "resume" {
+				out.Resumed++
+			}
+			break
+		}
+		if out.SourceStages == nil {
+			out.SourceStages = map[string]string{}
+		}
+		for _, s := range sources {
+			out.SourceStages[s] = stage
+			if op == "resume" {
+				if out.SourceResumed == nil {
+					out.SourceResumed = map[string]int{}
+				}
+				out.SourceResumed[s]++
+			}
+		}
+	default:
+		return t, false, fmt.Errorf("unknown task operation %q (Stop, Pause or Resume)", op)
+	}
+	return out, false, nil
 }
 
 // Parse returns the task's configuration.
@@ -100,8 +202,13 @@ func (t Task) Parse() (*config.Task, error) {
 	return config.ParseTask("task "+t.Name, []byte(t.Config))
 }
 
-// Sources returns the source IDs of the task.
+// Sources returns the source IDs of the task, but those stop-task -s removed.
 func (t Task) Sources() []string {
+	return slices.DeleteFunc(t.AllSources(), t.IsStopped)
+}
+
+// AllSources returns the source IDs of the task's file, with those stop-task -s removed.
+func (t Task) AllSources() []string {
 	cfg, err := t.Parse()
 	if err != nil {
 		return nil
@@ -298,4 +405,43 @@ func WaitChange(ctx context.Context, cli clientv3.Watcher, rev int64, timeout ti
 	case <-wctx.Done():
 		return false
 	}
+}
+
+// Transfer decides dmctl transfer-source: the binding that moves source to worker. It refuses an
+// unknown source, an unknown or offline worker, a worker bound to another source, and a source with
+// a subtask that should be running (pause it first, as DM requires: the old worker stops the
+// subtask when its binding goes, and the new one starts it on resume-task); a source no worker holds
+// is bound at once, whatever its subtasks' stage (nothing runs them). changed is false when
+// the source is already bound to worker: nothing to do (DM answers true then).
+func Transfer(st State, source, worker string) (b Binding, changed bool, err error) {
+	if _, ok := st.Sources[source]; !ok {
+		return Binding{}, false, fmt.Errorf("source %s does not exist (operate-source show lists the sources)", source)
+	}
+	if _, ok := st.Workers[worker]; !ok {
+		return Binding{}, false, fmt.Errorf("worker %s is not registered (list-member --worker lists the workers)", worker)
+	}
+	if old, ok := st.Bindings[source]; ok && old.Worker == worker {
+		return old, false, nil
+	}
+	if !st.Alive[worker] {
+		return Binding{}, false, fmt.Errorf("worker %s is offline: transfer-source needs a free live worker", worker)
+	}
+	if other, ok := st.BoundTo(worker); ok {
+		return Binding{}, false, fmt.Errorf("worker %s is bound to source %s: transfer-source needs a free worker", worker, other.Source)
+	}
+	if _, bound := st.Bindings[source]; !bound {
+		return Binding{Source: source, Worker: worker}, true, nil // nothing runs it: bound at once, as DM
+	}
+	var running []string
+	for _, t := range st.Tasks {
+		if slices.Contains(t.Sources(), source) && t.StageOf(source) != StagePaused {
+			running = append(running, t.Name)
+		}
+	}
+	if len(running) > 0 {
+		sort.Strings(running)
+		return Binding{}, false, fmt.Errorf("source %s has running subtasks of task %s: pause them first (pause-task %s -s %s), then resume them after the transfer",
+			source, strings.Join(running, ", "), running[0], source)
+	}
+	return Binding{Source: source, Worker: worker}, true, nil
 }

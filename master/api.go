@@ -52,6 +52,7 @@ func (s *Service) HTTPHandlers(openapi bool) map[string]http.Handler {
 	api.HandleFunc("GET /api/v1/tasks/{task_name}/status", s.apiTaskStatus)
 	api.HandleFunc("GET /api/v1/shard-ddl-locks", s.apiLocks)
 	api.HandleFunc("POST /api/v1/shard-ddl-locks/{lock_id}/unlock", s.apiUnlock)
+	api.HandleFunc("POST /api/v1/sources/{source_name}/transfer", s.apiTransfer) // DM names it {source-name}: a Go pattern name is an identifier
 	api.HandleFunc("GET /api/v1/tasks/{task_name}/sources/{source_name}/schemas/{schema_name}/{table_name}", s.apiSchema)
 	api.HandleFunc("PUT /api/v1/tasks/{task_name}/sources/{source_name}/schemas/{schema_name}/{table_name}", s.apiSchema)
 	api.HandleFunc("DELETE /api/v1/tasks/{task_name}/sources/{source_name}/schemas/{schema_name}/{table_name}", s.apiSchema)
@@ -258,6 +259,11 @@ func (s *Service) apiTasks(w http.ResponseWriter, r *http.Request) {
 	var out []apiTask
 	for _, t := range sortedTasks(st) {
 		a := apiTask{Name: t.Name, Stage: t.Stage, Sources: t.Sources()}
+		for _, src := range a.Sources {
+			if t.StageOf(src) == ha.StagePaused {
+				a.Stage = ha.StagePaused // DM's rule: a task with a paused subtask is Paused (pause-task -s)
+			}
+		}
 		if cfg, err := t.Parse(); err == nil {
 			a.TaskMode, a.ShardMode = cfg.TaskMode, cfg.ShardMode
 		}
@@ -462,6 +468,59 @@ func (s *Service) apiUnlock(w http.ResponseWriter, r *http.Request) {
 	}
 	s.logger().Info("HTTP API unlock", zap.String("lock", id), zap.String("owner", req.Owner), zap.Bool("force-remove", req.ForceRemove),
 		zap.Bool("result", resp.Result), zap.String("msg", resp.Msg))
+	if !resp.Result {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		json.NewEncoder(w).Encode(out)
+		return
+	}
+	apiJSON(w, out)
+}
+
+// apiTransferRequest is DM's WorkerNameRequest: the body of POST /sources/{source-name}/transfer.
+type apiTransferRequest struct {
+	WorkerName string `json:"worker_name"`
+}
+
+type apiResult struct {
+	Result bool   `json:"result"`
+	Msg    string `json:"msg"`
+}
+
+// apiTransfer is DM's transfer-source: 200 {"result": true, "msg": ""} when the source moved (or was
+// already there), 400 with the reason when it is refused.
+func (s *Service) apiTransfer(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := apiContext(r)
+	defer cancel()
+	var req apiTransferRequest
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err == nil {
+		dec := json.NewDecoder(strings.NewReader(string(body)))
+		dec.DisallowUnknownFields()
+		err = dec.Decode(&req)
+	}
+	if err == nil && req.WorkerName == "" {
+		err = errors.New(`"worker_name" is missing: give the name of the free worker to bind the source to`)
+	}
+	source := r.PathValue("source_name")
+	if err != nil {
+		resp := &pb.TransferSourceResponse{Msg: "transfer body: " + err.Error()}
+		s.answerTransfer(w, source, req, resp)
+		return
+	}
+	resp, err := s.TransferSource(ctx, &pb.TransferSourceRequest{Source: source, Worker: req.WorkerName})
+	if err != nil {
+		apiError(w, http.StatusInternalServerError, err)
+		return
+	}
+	s.answerTransfer(w, source, req, resp)
+}
+
+// answerTransfer writes transfer-source's answer: 200 when it holds, 400 with the reason otherwise.
+func (s *Service) answerTransfer(w http.ResponseWriter, source string, req apiTransferRequest, resp *pb.TransferSourceResponse) {
+	s.logger().Info("HTTP API transfer-source", zap.String("source", source), zap.String("worker", req.WorkerName),
+		zap.Bool("result", resp.Result), zap.String("msg", resp.Msg))
+	out := apiResult{Result: resp.Result, Msg: resp.Msg}
 	if !resp.Result {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)

@@ -1,8 +1,11 @@
 package master
 
 import (
+	"fmt"
 	"slices"
 
+	"github.com/tributary-db/tributary/ha"
+	"github.com/tributary-db/tributary/pessimist"
 	pb "github.com/tributary-db/tributary/proto"
 )
 
@@ -47,4 +50,27 @@ func addPseudoGroups(resp *pb.QueryStatusListResponse, l *leaderState) {
 			}
 		}
 	}
+}
+
+// waitNotes says, for each lock of task ("" for all) that waits for a source whose subtask is paused
+// (pause-task -s) or that stop-task -s removed from the task, which source and what brings it back.
+// A stopped task's locks are left out: its whole task is stopped.
+func waitNotes(st ha.State, locks []pessimist.Lock, task string) []string {
+	var out []string
+	for _, lk := range locks {
+		t, ok := st.Tasks[lk.Task]
+		if !ok || (task != "" && lk.Task != task) {
+			continue
+		}
+		for _, src := range lk.Unsynced {
+			switch {
+			case t.IsStopped(src):
+				out = append(out, fmt.Sprintf("lock %s waits for source %s, which stop-task -s removed from task %s: start-task %s -s %s starts it again, "+
+					"or shard-ddl-lock unlock %s resolves the lock without it", lk.ID, src, t.Name, t.Name, src, lk.ID))
+			case t.StageOf(src) == ha.StagePaused:
+				out = append(out, fmt.Sprintf("lock %s waits for source %s, whose subtask of task %s is paused: resume-task %s -s %s", lk.ID, src, t.Name, t.Name, src))
+			}
+		}
+	}
+	return out
 }

@@ -145,7 +145,21 @@ func LeaderRun(cli *clientv3.Client, layout pessimist.Layout, svc *Service, log 
 
 // ShowDDLLocks implements dmctl shard-ddl-lock [task].
 func (s *Service) ShowDDLLocks(ctx context.Context, req *pb.ShowDDLLocksRequest) (*pb.ShowDDLLocksResponse, error) {
-	return onLeader(ctx, s, func(l *leaderState) (*pb.ShowDDLLocksResponse, error) { return showLocks(l, req) },
+	return onLeader(ctx, s, func(l *leaderState) (*pb.ShowDDLLocksResponse, error) {
+		resp, err := showLocks(l, req)
+		if err != nil || s.Client == nil || len(resp.Locks) == 0 {
+			return resp, err
+		}
+		// A lock that waits for a paused or stopped source says so (it waits until the source is back).
+		if st, err := ha.Load(ctx, s.Client); err == nil {
+			if locks, err := l.coord.Locks(); err == nil {
+				if notes := waitNotes(st, locks, req.Task); len(notes) > 0 {
+					resp.Msg = strings.Join(notes, "; ")
+				}
+			}
+		}
+		return resp, nil
+	},
 		func(c pb.MasterClient) (*pb.ShowDDLLocksResponse, error) { return c.ShowDDLLocks(ctx, req) },
 		func(err error) *pb.ShowDDLLocksResponse { return &pb.ShowDDLLocksResponse{Msg: err.Error()} })
 }

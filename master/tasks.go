@@ -256,9 +256,6 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 		return nil, err
 	}
 	sources := task.SourceIDs()
-	if err := wholeTask("start-task", task.Name, req.Sources, sources); err != nil {
-		return nil, err
-	}
 	var at starttime.Time
 	if req.StartTime != "" {
 		if at, err = checkStartTime(task, req.StartTime); err != nil {
@@ -270,7 +267,28 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 		return nil, err
 	}
 	if t, ok := st.Tasks[task.Name]; ok {
+		if len(req.Sources) > 0 && len(notIn(req.Sources, t.Stopped)) == 0 {
+			for _, src := range req.Sources {
+				if _, ok := st.Sources[src]; !ok {
+					return nil, fmt.Errorf("start-task -s %s: source %s was removed (operate-source stop); operate-source create it again first", src, src)
+				}
+			}
+			return s.restartSources(ctx, l, t, req.Sources)
+		}
+		if len(req.Sources) > 0 {
+			return nil, fmt.Errorf("start-task -s %s: task %s is started and runs on %s; start-task -s starts only sources stop-task -s removed (%s)",
+				strings.Join(notIn(req.Sources, t.Stopped), ","), task.Name, strings.Join(t.Sources(), ", "), strings.Join(t.Stopped, ", "))
+		}
 		return nil, fmt.Errorf("task %s is already started (stage %s); stop-task %s first, or resume-task it", task.Name, t.Stage, task.Name)
+	}
+	// start-task -s of a new task starts it on those sources only (DM's way): the others are stored as
+	// stopped, and start-task -s starts them later. Its locks wait for every source of the file.
+	if unknown := notIn(req.Sources, sources); len(unknown) > 0 {
+		return nil, fmt.Errorf("start-task -s %s: not a source of task %s (its sources: %s)", strings.Join(unknown, ","), task.Name, strings.Join(sources, ", "))
+	}
+	var stopped []string
+	if len(req.Sources) > 0 {
+		stopped = notIn(sources, req.Sources)
 	}
 	srcs, err := checkSources(task, st)
 	if err != nil {
@@ -342,7 +360,7 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 	if err != nil {
 		return nil, fmt.Errorf("task %s: encrypt target-database.password: %w", task.Name, err)
 	}
-	t := ha.Task{Name: task.Name, Config: stored, Stage: ha.StageRunning, Starts: starts, Topology: topo}
+	t := ha.Task{Name: task.Name, Config: stored, Stage: ha.StageRunning, Starts: starts, Topology: topo, Stopped: stopped}
 	for id, ts := range timed {
 		if ts.point == nil {
 			continue
@@ -364,7 +382,8 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 	if !ok {
 		return nil, fmt.Errorf("task %s was started concurrently", task.Name)
 	}
-	s.logger().Info("task started", zap.String("task", task.Name), zap.Strings("sources", sources))
+	sources = t.Sources()
+	s.logger().Info("task started", zap.String("task", task.Name), zap.Strings("sources", sources), zap.Strings("stopped", stopped))
 	// Wait until every subtask has fixed its start (a task without meta starts at the position of
 	// that moment) or stopped on an error, so writes made after start-task returns are replicated.
 	statuses := s.waitSubtasks(ctx, task.Name, sources, func(sub *pb.SubTaskStatus) bool {
@@ -395,6 +414,25 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 		}
 	}
 	return resp, nil
+}
+
+// restartSources is start-task -s for sources that stop-task -s removed from a running task: their
+// subtasks start again from their checkpoints, with the task's stored file (a changed file needs
+// stop-task and start-task of the whole task).
+func (s *Service) restartSources(ctx context.Context, l *leaderState, t ha.Task, sources []string) (*pb.StartTaskResponse, error) {
+	next := t
+	next.Stopped = slices.DeleteFunc(slices.Clone(t.Stopped), func(src string) bool { return slices.Contains(sources, src) })
+	key := ha.TaskKey(t.Name)
+	ok, err := fencedTxn(ctx, s.Client, l.fence, []clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", ha.Encode(t))},
+		clientv3.OpPut(key, ha.Encode(next)))
+	if err != nil || !ok {
+		return nil, errors.Join(err, errConcurrent(ok, t.Name))
+	}
+	s.logger().Info("task started again on sources", zap.String("task", t.Name), zap.Strings("sources", sources))
+	statuses := s.waitSubtasks(ctx, t.Name, sources, func(sub *pb.SubTaskStatus) bool {
+		return sub != nil && (sub.Stage == next.Stage || sub.Result != nil)
+	})
+	return startResponse(t.Name, sources, statuses), nil
 }
 
 // startResponse is start-task's answer: true only when the subtask runs on every source; otherwise
@@ -594,36 +632,54 @@ func (s *Service) operateTask(ctx context.Context, l *leaderState, req *pb.Opera
 		return nil, errNoTask(req.Name)
 	}
 	sources := t.Sources()
-	if err := wholeTask(strings.ToLower(req.Op)+"-task", t.Name, req.Sources, sources); err != nil {
+	op := strings.ToLower(req.Op)
+	next, stopAll, err := t.Operate(op, req.Sources)
+	if err != nil {
+		if len(req.Sources) > 0 {
+			return nil, fmt.Errorf("%s-task -s %s", op, err)
+		}
 		return nil, err
+	}
+	affected := sources
+	if len(req.Sources) > 0 && !stopAll {
+		affected = slices.DeleteFunc(slices.Clone(sources), func(s string) bool { return !slices.Contains(req.Sources, s) })
 	}
 	var cond func(*pb.SubTaskStatus) bool
 	key := ha.TaskKey(t.Name)
 	guard := []clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", ha.Encode(t))}
-	switch strings.ToLower(req.Op) {
+	write := clientv3.OpPut(key, ha.Encode(next))
+	switch op {
 	case "stop":
-		// The task's binlog skip|replace decisions go with it (a new start-task reads the binlog anew).
-		if ok, err := fencedTxn(ctx, s.Client, l.fence, guard, clientv3.OpDelete(key), ha.DeleteTaskOperators(t.Name)); err != nil || !ok {
+		cond = func(sub *pb.SubTaskStatus) bool { return sub == nil }
+		if stopAll {
+			// The task's binlog skip|replace decisions go with it (a new start-task reads the binlog anew).
+			if ok, err := fencedTxn(ctx, s.Client, l.fence, guard, clientv3.OpDelete(key), ha.DeleteTaskOperators(t.Name)); err != nil || !ok {
+				return nil, errors.Join(err, errConcurrent(ok, t.Name))
+			}
+			break
+		}
+		// stop-task -s: those sources' decisions go with their subtasks; the task's locks keep
+		// waiting for them (DM's way): shard-ddl-lock says so, and unlock or start-task -s resolves it.
+		ops := []clientv3.Op{write}
+		for _, src := range affected {
+			ops = append(ops, clientv3.OpDelete(ha.OperatorsPrefix(t.Name, src), clientv3.WithPrefix()))
+		}
+		if ok, err := fencedTxn(ctx, s.Client, l.fence, guard, ops...); err != nil || !ok {
 			return nil, errors.Join(err, errConcurrent(ok, t.Name))
 		}
-		cond = func(sub *pb.SubTaskStatus) bool { return sub == nil }
 	case "pause":
-		t.Stage = ha.StagePaused
-		if ok, err := fencedTxn(ctx, s.Client, l.fence, guard, clientv3.OpPut(key, ha.Encode(t))); err != nil || !ok {
+		if ok, err := fencedTxn(ctx, s.Client, l.fence, guard, write); err != nil || !ok {
 			return nil, errors.Join(err, errConcurrent(ok, t.Name))
 		}
 		cond = func(sub *pb.SubTaskStatus) bool { return sub != nil && sub.Stage == ha.StagePaused }
 	case "resume":
-		t.Stage = ha.StageRunning
-		t.Resumed++
-		if ok, err := fencedTxn(ctx, s.Client, l.fence, guard, clientv3.OpPut(key, ha.Encode(t))); err != nil || !ok {
+		if ok, err := fencedTxn(ctx, s.Client, l.fence, guard, write); err != nil || !ok {
 			return nil, errors.Join(err, errConcurrent(ok, t.Name))
 		}
 		cond = func(sub *pb.SubTaskStatus) bool { return sub != nil && sub.Stage == ha.StageRunning }
-	default:
-		return nil, fmt.Errorf("unknown task operation %q (Stop, Pause or Resume)", req.Op)
 	}
-	s.logger().Info("task operated", zap.String("task", t.Name), zap.String("op", req.Op))
+	sources = affected
+	s.logger().Info("task operated", zap.String("task", t.Name), zap.String("op", req.Op), zap.Strings("sources", affected), zap.Bool("whole-task", len(req.Sources) == 0 || stopAll))
 	statuses := s.waitSubtasks(ctx, t.Name, sources, cond)
 	resp := &pb.OperateTaskResponse{Op: req.Op, Result: true}
 	for _, src := range sources {
@@ -632,25 +688,6 @@ func (s *Service) operateTask(ctx context.Context, l *leaderState, req *pb.Opera
 	// stop-task keeps the task's shard DDL locks (DM's way): shard-ddl-lock still shows them, unlock
 	// removes them, start-task continues them and start-task --remove-meta removes them.
 	return resp, nil
-}
-
-// wholeTask accepts DM's -s of a task command when it names every source of the task (or none): a
-// shard-merge task's lock waits for all its sources, so a task is started, paused, resumed and
-// stopped as a whole.
-func wholeTask(cmd, task string, asked, all []string) error {
-	if len(asked) == 0 {
-		return nil
-	}
-	if unknown := notIn(asked, all); len(unknown) > 0 {
-		return fmt.Errorf("%s -s %s: not a source of task %s (its sources: %s)", cmd, strings.Join(unknown, ","), task, strings.Join(all, ", "))
-	}
-	for _, s := range all {
-		if !slices.Contains(asked, s) {
-			return fmt.Errorf("%s for some sources only (-s %s) is not supported yet: task %s runs on all of %s together; give all of them, or no -s",
-				cmd, strings.Join(asked, ","), task, strings.Join(all, ", "))
-		}
-	}
-	return nil
 }
 
 // notIn returns the elements of asked that all does not hold.
@@ -671,6 +708,16 @@ func (s *Service) QueryStatus(ctx context.Context, req *pb.QueryStatusListReques
 		resp, err := s.queryStatus(ctx, req)
 		if err == nil {
 			addPseudoGroups(resp, l)
+			if req.Name != "" && l.coord != nil {
+				// A lock of the task that waits for a paused or stopped source says so.
+				if st, err := ha.Load(ctx, s.Client); err == nil {
+					if locks, err := l.coord.Locks(); err == nil {
+						if notes := waitNotes(st, locks, req.Name); len(notes) > 0 {
+							resp.Msg = strings.Join(notes, "; ")
+						}
+					}
+				}
+			}
 		}
 		return resp, err
 	},

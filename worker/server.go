@@ -180,15 +180,15 @@ func (s *Server) desired(st ha.State) (string, map[string]spec) {
 			continue
 		}
 		for _, inst := range cfg.MySQLInstances {
-			if inst.SourceID != b.Source {
-				continue
+			if inst.SourceID != b.Source || t.IsStopped(b.Source) {
+				continue // another source's, or stop-task -s removed the task from this one
 			}
 			var start *config.Meta
 			if m, ok := t.Starts[b.Source]; ok {
 				start = &m
 			}
-			out[t.Name] = spec{task: cfg, inst: inst, source: src.Parsed, epoch: b.Epoch, stage: t.Stage, start: start, timed: start != nil && t.StartTime != "", topo: t.Topology,
-				key: fmt.Sprintf("%d\x00%d\x00%s\x00%s\x00%s", b.Epoch, t.Resumed, t.Config, src.Config, ha.Encode(t.Topology))}
+			out[t.Name] = spec{task: cfg, inst: inst, source: src.Parsed, epoch: b.Epoch, stage: t.StageOf(b.Source), start: start, timed: start != nil && t.StartTime != "", topo: t.Topology,
+				key: fmt.Sprintf("%d\x00%d\x00%s\x00%s\x00%s", b.Epoch, t.ResumedOf(b.Source), t.Config, src.Config, ha.Encode(t.Topology))}
 		}
 	}
 	return b.Source, out

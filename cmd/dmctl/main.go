@@ -44,9 +44,13 @@ commands:
                                                   and locks first; --start-time "YYYY-MM-DD HH:MM:SS": sources
                                                   without a checkpoint start at the first event at or after it,
                                                   in each source's time zone; task-mode incremental only)
-  stop-task TASK-NAME|TASK-FILE                   stop a task and remove its shard DDL locks (checkpoints are kept)
-  pause-task TASK-NAME|TASK-FILE                  pause a task
-  resume-task TASK-NAME|TASK-FILE                 resume a paused task (also retries one stopped on an error at once)
+  start-task -s SOURCE,... TASK-FILE              start a task on these sources only, or start again the
+                                                  sources stop-task -s removed from a started task
+  stop-task [-s SOURCE,...] TASK-NAME|TASK-FILE   stop a task, or only its subtasks on the sources (checkpoints
+                                                  and shard DDL locks are kept)
+  pause-task [-s SOURCE,...] TASK-NAME|TASK-FILE  pause a task, or only its subtasks on the sources
+  resume-task [-s SOURCE,...] TASK-NAME|TASK-FILE resume a paused task or its subtasks on the sources (also
+                                                  retries one stopped on an error at once)
   query-status [-s SOURCE,...] [--more] [TASK-NAME|TASK-FILE]
                                                   a task's status on each source; without a task name
                                                   the list of tasks with their status, as DM (--more,
@@ -66,6 +70,8 @@ commands:
                                                   reads the upstream's definition again
   list-member [--leader] [--master] [--worker] [--name NAME,...]
   offline-member --type master|worker --name NAME remove a dead master or an offline worker
+  transfer-source SOURCE-ID WORKER-NAME           bind a source to a free live worker (its subtasks paused
+                                                  first); they resume there from the checkpoint
   encrypt PLAIN-TEXT                              encrypt a password for source and task files (without
                                                   --master-addr: with DM's public built-in key, as DM before v8)`
 
@@ -306,14 +312,13 @@ func sourceFlags(fs *flag.FlagSet) *[]string {
 
 // unsupported are DM's dmctl commands that Tributary does not have, and why.
 var unsupported = map[string]string{
-	"transfer-source": "a source moves to another worker when its worker dies; stop the worker to move it",
-	"start-relay":     "relay log is not supported (enable-relay: false)",
-	"stop-relay":      "relay log is not supported (enable-relay: false)",
-	"pause-relay":     "relay log is not supported (enable-relay: false)",
-	"resume-relay":    "relay log is not supported (enable-relay: false)",
-	"purge-relay":     "relay log is not supported (enable-relay: false)",
-	"validation":      "continuous data validation is not supported",
-	"update-task":     "stop-task, then start-task with the changed file (the checkpoint is kept)",
+	"start-relay":  "relay log is not supported (enable-relay: false)",
+	"stop-relay":   "relay log is not supported (enable-relay: false)",
+	"pause-relay":  "relay log is not supported (enable-relay: false)",
+	"resume-relay": "relay log is not supported (enable-relay: false)",
+	"purge-relay":  "relay log is not supported (enable-relay: false)",
+	"validation":   "continuous data validation is not supported",
+	"update-task":  "stop-task, then start-task with the changed file (the checkpoint is kept)",
 }
 
 func call(ctx context.Context, c pb.MasterClient, cmd string, args []string, stderr io.Writer) (proto.Message, error) {
@@ -555,6 +560,15 @@ func call(ctx context.Context, c pb.MasterClient, cmd string, args []string, std
 			req.Names = strings.Split(*names, ",")
 		}
 		return c.ListMember(ctx, req)
+	case "transfer-source":
+		pos, err := parse(fs, args)
+		if err != nil {
+			return nil, err
+		}
+		if len(pos) != 2 {
+			return nil, usageError("transfer-source needs SOURCE-ID WORKER-NAME")
+		}
+		return c.TransferSource(ctx, &pb.TransferSourceRequest{Source: pos[0], Worker: pos[1]})
 	case "offline-member":
 		typ := fs.String("type", "", "master or worker")
 		name := fs.String("name", "", "the member's name")

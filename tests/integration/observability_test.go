@@ -178,7 +178,7 @@ func checkAPI(t *testing.T, base, task string) {
 	for p, item := range paths {
 		for method, op := range item.(map[string]any) {
 			u := base + strings.NewReplacer("{task_name}", task, "{lock_id}", url.PathEscape("shard-`no`.`such`"),
-				"{source_name}", s1, "{schema_name}", "db_1", "{table_name}", "t_1").Replace(p)
+				"{source_name}", s1, "{source-name}", s1, "{schema_name}", "db_1", "{table_name}", "t_1").Replace(p)
 			var status int
 			var body []byte
 			switch method {
@@ -219,6 +219,18 @@ func checkAPI(t *testing.T, base, task string) {
 				t.Fatalf("%v\n%s", err, body)
 			}
 		}
+	}
+	// transfer-source without a worker is refused with the reason, not a server error.
+	req, _ := http.NewRequest("POST", base+"/api/v1/sources/"+s1+"/transfer", strings.NewReader(`{}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || !strings.Contains(string(body), `\"worker_name\" is missing`) {
+		t.Fatalf("transfer without worker_name answered %d: %s", resp.StatusCode, body)
 	}
 	// An undocumented path is a JSON 404, not the page of another handler.
 	if status, body := httpGet(t, base+"/api/v1/no-such-path"); status != 404 || !strings.Contains(string(body), "error_msg") {

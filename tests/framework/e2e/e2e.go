@@ -140,8 +140,8 @@ type Options struct {
 	Upstreams    int    // upstream mariadbd instances (default 2)
 	// NoUpstreams starts no upstream mariadbd: the test brings its sources (tests/framework/mysqlprimary).
 	NoUpstreams bool
-	Masters      int    // dm-masters forming one etcd cluster (default 1)
-	GTID         bool   // sources with enable-gtid: true
+	Masters     int  // dm-masters forming one etcd cluster (default 1)
+	GTID        bool // sources with enable-gtid: true
 	// Failpoints names the points (internal/failpoint) where processes pause once; the binaries
 	// must be built with -tags failpoints. See Reached and Release.
 	Failpoints []string
