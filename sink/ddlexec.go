@@ -35,6 +35,13 @@ type DDLExecutor struct {
 	sink    *Sink // commits the checkpoint update after the DDLs, and forgets its cached keys
 	session ddlSession
 	log     *zap.Logger
+	// collations: the downstream's names for collations it lacks (MySQL 8's 0900 ones on MariaDB),
+	// read once.
+	collations struct {
+		sync.Mutex
+		read bool
+		m    map[string]string
+	}
 }
 
 // NewDDLExecutor returns the DDL executor of the source whose sink is sink (its pool, meta store and
@@ -95,6 +102,10 @@ func (s *DDLExecutor) ExecDDLFirst(ctx context.Context, lockID string, ddls []dd
 
 func (s *DDLExecutor) execDDLs(ctx context.Context, lockID string, first bool, ddls []ddl.Statement, in session.Settings, up meta.CheckpointUpdate) error {
 	for _, st := range ddls {
+		st, err := s.withCollations(ctx, st)
+		if err != nil {
+			return err
+		}
 		if err := s.execOnce(ctx, lockID, st, first && lockID != "", in); err != nil {
 			return err
 		}
@@ -467,4 +478,55 @@ func clip(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
+}
+
+// withCollations renames in st the collations the downstream lacks (ddl.WithCollations): a MySQL 8
+// upstream's utf8mb4_0900_* become a MariaDB downstream's UCA 14.0 ones (10.10+), or on an older
+// MariaDB the nearest it has. A downstream that has them (MySQL 8, MariaDB 11.4.5+) gets them as they are.
+func (s *DDLExecutor) withCollations(ctx context.Context, st ddl.Statement) (ddl.Statement, error) {
+	if !strings.Contains(strings.ToLower(st.SQL), "_0900_") {
+		return st, nil // the downstream is not asked until a statement names one
+	}
+	c := &s.collations
+	c.Lock()
+	defer c.Unlock()
+	if !c.read {
+		has, err := downstreamCollations(ctx, s.db)
+		if err != nil {
+			return st, fmt.Errorf("read the downstream's collations: %w", err)
+		}
+		switch {
+		case has["utf8mb4_0900_ai_ci"]:
+		case has["utf8mb4_uca1400_ai_ci"]:
+			c.m = ddl.MariaDBCollations
+		default:
+			c.m = ddl.OldMariaDBCollations
+		}
+		c.read = true
+		if c.m != nil {
+			s.log.Info("the downstream lacks MySQL 8's utf8mb4_0900 collations: DDL names them as it does", zap.Any("collations", c.m))
+		}
+	}
+	if c.m == nil {
+		return st, nil
+	}
+	return st.WithCollations(c.m)
+}
+
+// downstreamCollations says which of the collations withCollations decides by the downstream has.
+func downstreamCollations(ctx context.Context, db *sql.DB) (map[string]bool, error) {
+	rows, err := db.QueryContext(ctx, "SELECT COLLATION_NAME FROM information_schema.COLLATIONS WHERE COLLATION_NAME IN ('utf8mb4_0900_ai_ci', 'utf8mb4_uca1400_ai_ci')")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	has := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, err
+		}
+		has[name] = true
+	}
+	return has, rows.Err()
 }
