@@ -47,7 +47,10 @@ func (s Statement) WithCollations(m map[string]string) (Statement, error) {
 	}
 	stmts, err := parse(s.SQL) // a tree of its own: s's is shared
 	if err != nil || len(stmts) != 1 {
-		return s, nil // run as it is (the downstream says what it thinks of it)
+		// A statement the parser cannot read runs as it is (a MySQL 8 SHOW CREATE TABLE with
+		// /*!80023 INVISIBLE */ columns): its collations are renamed in its text, outside strings
+		// and quoted names.
+		return Statement{SQL: renameInText(s.SQL, m)}, nil
 	}
 	node := stmts[0]
 	rename := func(c string) string {
@@ -111,3 +114,52 @@ func (v collationVisitor) Enter(n ast.Node) (ast.Node, bool) {
 }
 
 func (v collationVisitor) Leave(n ast.Node) (ast.Node, bool) { return n, true }
+
+// renameInText renames the collations m maps where q names them as words, outside quoted strings
+// and back-quoted names.
+func renameInText(q string, m map[string]string) string {
+	var b strings.Builder
+	word := func(c byte) bool {
+		return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+	}
+	for i := 0; i < len(q); {
+		c := q[i]
+		if c == '\'' || c == '"' || c == '`' {
+			j := i + 1
+			for j < len(q) {
+				if q[j] == '\\' && c != '`' {
+					j += 2
+					continue
+				}
+				if q[j] == c {
+					if j+1 < len(q) && q[j+1] == c { // a doubled quote
+						j += 2
+						continue
+					}
+					break
+				}
+				j++
+			}
+			j = min(j+1, len(q))
+			b.WriteString(q[i:j])
+			i = j
+			continue
+		}
+		if word(c) {
+			j := i
+			for j < len(q) && word(q[j]) {
+				j++
+			}
+			w := q[i:j]
+			if to, ok := m[strings.ToLower(w)]; ok {
+				w = to
+			}
+			b.WriteString(w)
+			i = j
+			continue
+		}
+		b.WriteByte(c)
+		i++
+	}
+	return b.String()
+}

@@ -35,3 +35,17 @@ func TestWithCollationsMapsMySQL8Collations(t *testing.T) {
 		}
 	}
 }
+
+// TestWithCollationsInTextTheParserCannotRead: a MySQL 8 definition with invisible columns (which
+// the parser does not read) has its collations renamed in its text, strings and names left alone.
+func TestWithCollationsInTextTheParserCannotRead(t *testing.T) {
+	in := "CREATE TABLE `t` (\n  `my_row_id` bigint unsigned NOT NULL AUTO_INCREMENT /*!80023 INVISIBLE */,\n  `v` varchar(9) COLLATE utf8mb4_0900_bin DEFAULT 'utf8mb4_0900_bin',\n  `utf8mb4_0900_ai_ci` int,\n  PRIMARY KEY (`my_row_id`)\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=UTF8MB4_0900_AI_CI COMMENT 'it''s utf8mb4_0900_ai_ci'"
+	want := "CREATE TABLE `t` (\n  `my_row_id` bigint unsigned NOT NULL AUTO_INCREMENT /*!80023 INVISIBLE */,\n  `v` varchar(9) COLLATE utf8mb4_bin DEFAULT 'utf8mb4_0900_bin',\n  `utf8mb4_0900_ai_ci` int,\n  PRIMARY KEY (`my_row_id`)\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_uca1400_ai_ci COMMENT 'it''s utf8mb4_0900_ai_ci'"
+	got, err := Statement{SQL: in}.WithCollations(MariaDBCollations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.SQL != want {
+		t.Errorf("\n got %s\nwant %s", got.SQL, want)
+	}
+}

@@ -2,9 +2,11 @@ package integration
 
 import (
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -233,4 +235,133 @@ routes:
 			t.Logf("source %d was sent queries the emulation does not answer: %q", i+1, unknown)
 		}
 	}
+}
+
+// TestE2EMySQL8RowShapes: what MySQL 8's row images hold that MariaDB's do not, through the binaries
+// into MariaDB: binary JSON, an invisible column and a generated invisible primary key (my_row_id,
+// in the row image like any column), with MINIMAL metadata (the tracker reads the columns) and MySQL's
+// SHOW CREATE TABLE (/*!80023 INVISIBLE */, utf8mb4_0900_ai_ci); then a partial JSON update
+// (binlog_row_value_options=PARTIAL_JSON), which stops the subtask with the reason rather than being
+// written wrong.
+func TestE2EMySQL8RowShapes(t *testing.T) {
+	c := startWith(t, e2e.Options{Workers: 1, NoUpstreams: true}, false)
+	srv, err := mariadbtest.Launch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	catalog, err := sql.Open("mysql", srv.DSN(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { catalog.Close() })
+	// the catalog (MariaDB) has the same columns, invisible ones included, for information_schema
+	for _, q := range []string{"CREATE DATABASE db_1",
+		"CREATE TABLE db_1.t_1 (my_row_id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT INVISIBLE, id INT NOT NULL, doc JSON, secret VARCHAR(20) INVISIBLE, PRIMARY KEY (my_row_id))"} {
+		if _, err := catalog.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := mysqlprimary.Start(mysqlprimary.Options{Version: "8.0.36", Password: "Secr3t!", Catalog: catalog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	// SHOW CREATE TABLE of a table created with sql_generate_invisible_primary_key=ON (8.0.30+),
+	// as the reference manual's "Generated Invisible Primary Keys" page shows it.
+	p.CreateTable("db_1", "t_1", "CREATE TABLE `t_1` (\n  `my_row_id` bigint unsigned NOT NULL AUTO_INCREMENT /*!80023 INVISIBLE */,\n  `id` int NOT NULL,\n  `doc` json DEFAULT NULL,\n  `secret` varchar(20) DEFAULT NULL /*!80023 INVISIBLE */,\n  PRIMARY KEY (`my_row_id`)\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_0900_ai_ci")
+	tbl := &mysqlprimary.Table{ID: 7, Schema: "db_1", Name: "t_1", Minimal: true, Columns: []mysqlprimary.Column{
+		{Name: "my_row_id", Type: mysql.MYSQL_TYPE_LONGLONG, Unsigned: true, Invisible: true},
+		{Name: "id", Type: mysql.MYSQL_TYPE_LONG},
+		{Name: "doc", Type: mysql.MYSQL_TYPE_JSON, Meta: 4, Nullable: true},
+		{Name: "secret", Type: mysql.MYSQL_TYPE_VARCHAR, Meta: 80, Nullable: true, Invisible: true},
+	}}
+	src := (&mysqlShard{p: p}).sourceFile(t, c.Dir, 0)
+	c.ok("operate-source", "create", src)
+	task := filepath.Join(c.Dir, "shapes.yaml")
+	body := fmt.Sprintf("name: shapes\ntask-mode: incremental\nshard-mode: pessimistic\nmeta-schema: dm_meta\ntarget-database:\n  host: 127.0.0.1\n  port: %d\n  user: root\n  password: \"\"\nmysql-instances:\n  - source-id: %s\n    route-rules: [r]\nroutes:\n  r:\n    schema-pattern: db_1\n    table-pattern: t_1\n    target-schema: db\n    target-table: t\n", c.Down.Port, e2e.SourceID(0))
+	if err := os.WriteFile(task, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.task = "shapes"
+	c.ok("start-task", task)
+	c.until("the source running", func(r e2e.Result) bool {
+		subs := subtasks(r)
+		return len(subs) == 1 && subs[0].Str("stage") == "Running" && subs[0].Str("unit") == "Sync"
+	}, "query-status", c.task)
+
+	docs := map[int]any{
+		1: map[string]any{"name": "Zoë", "tags": []any{"a", 2, 2.5, true, nil}, "n": int64(1) << 40},
+		2: []any{map[string]any{"deep": map[string]any{"x": -3}}, "日本"},
+		3: "just a string",
+		4: nil,
+	}
+	var rows [][]any
+	for id := 1; id <= 4; id++ {
+		rows = append(rows, []any{uint64(100 + id), id, docs[id], fmt.Sprintf("s%d", id)})
+	}
+	p.Commit("", mysqlprimary.TableMap{Table: tbl}, mysqlprimary.Rows{Kind: replication.WRITE_ROWS_EVENTv2, Table: tbl, Rows: rows, Last: true})
+	docs[2] = map[string]any{"replaced": true}
+	p.Commit("", mysqlprimary.TableMap{Table: tbl},
+		mysqlprimary.Rows{Kind: replication.UPDATE_ROWS_EVENTv2, Table: tbl, Rows: [][]any{rows[1], {uint64(102), 2, docs[2], "s2b"}}},
+		mysqlprimary.Rows{Kind: replication.DELETE_ROWS_EVENTv2, Table: tbl, Rows: [][]any{rows[2]}, Last: true})
+	delete(docs, 3)
+	secrets := map[int]string{1: "s1", 2: "s2b", 4: "s4"}
+
+	var got map[int]string
+	c.until("the JSON rows downstream", func(e2e.Result) bool {
+		out, err := e2e.Rows(c.DownDB, "SELECT my_row_id, id, COALESCE(doc, 'NULL'), secret FROM db.t ORDER BY id")
+		if err != nil || len(out) != len(docs) {
+			return false
+		}
+		got = map[int]string{}
+		for _, line := range out {
+			f := strings.SplitN(line, "|", 4)
+			var id int
+			fmt.Sscan(f[1], &id)
+			if f[0] != fmt.Sprint(100+id) || f[3] != secrets[id] {
+				t.Fatalf("row %q: want my_row_id %d and secret %q", line, 100+id, secrets[id])
+			}
+			got[id] = f[2]
+		}
+		return true
+	}, "query-status", c.task)
+	for id, want := range docs {
+		wantJSON, _ := json.Marshal(want)
+		var a, b any
+		if got[id] != "NULL" || want != nil {
+			if err := json.Unmarshal([]byte(got[id]), &a); err != nil {
+				t.Fatalf("row %d: downstream doc %q: %v", id, got[id], err)
+			}
+			json.Unmarshal(wantJSON, &b)
+		}
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("row %d: doc %s downstream, %s written", id, got[id], wantJSON)
+		}
+	}
+	if n := downColumnsOf(t, c, "db", "t"); n != 4 {
+		t.Errorf("db.t has %d columns, want 4 (the invisible ones too)", n)
+	}
+
+	// binlog_row_value_options=PARTIAL_JSON: refused with the reason, nothing written
+	p.Commit("", mysqlprimary.TableMap{Table: tbl}, mysqlprimary.Rows{Kind: replication.PARTIAL_UPDATE_ROWS_EVENT, Table: tbl,
+		Rows: [][]any{{uint64(101), 1, docs[1], "s1"}, {uint64(101), 1, map[string]any{"name": "changed"}, "s1"}}, Last: true})
+	c.until("the partial JSON update refused", func(r e2e.Result) bool {
+		subs := subtasks(r)
+		return len(subs) == 1 && subs[0].Str("stage") == "Paused" && strings.Contains(fmt.Sprint(subs[0]), "binlog_row_value_options")
+	}, "query-status", c.task)
+	var name string
+	if err := c.DownDB.QueryRow("SELECT JSON_VALUE(doc, '$.name') FROM db.t WHERE id = 1").Scan(&name); err != nil || name != "Zoë" {
+		t.Fatalf("row 1 after the refused partial update: name %q (%v), want it unchanged", name, err)
+	}
+}
+
+// downColumnsOf counts a downstream table's columns, invisible ones included.
+func downColumnsOf(t *testing.T, c *e2eCluster, db, table string) int {
+	t.Helper()
+	var n int
+	if err := c.DownDB.QueryRow("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", db, table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -141,3 +141,29 @@ func TestEventsReadBackWithGoMySQL(t *testing.T) {
 		})
 	}
 }
+
+// TestPartialUpdateReadsBack: a PARTIAL_UPDATE_ROWS_EVENT (binlog_row_value_options=PARTIAL_JSON)
+// with whole JSON values reads back as an update with both images.
+func TestPartialUpdateReadsBack(t *testing.T) {
+	s := Server{Version: "8.0.36", ServerID: 7, Checksum: true}
+	tbl := &Table{ID: 5, Schema: "d", Name: "t", Columns: []Column{
+		{Name: "id", Type: mysql.MYSQL_TYPE_LONG},
+		{Name: "doc", Type: mysql.MYSQL_TYPE_JSON, Meta: 4, Nullable: true},
+	}}
+	file := encodeFile(s, FormatDescription{}, TableMap{Table: tbl}, Rows{Kind: replication.PARTIAL_UPDATE_ROWS_EVENT, Table: tbl, Last: true,
+		Rows: [][]any{{1, map[string]any{"a": 1}}, {1, map[string]any{"a": 2}}}})
+	p := replication.NewBinlogParser()
+	var rows *replication.RowsEvent
+	err := p.ParseReader(bytes.NewReader(file[len(fileHeader):]), func(e *replication.BinlogEvent) error {
+		if r, ok := e.Event.(*replication.RowsEvent); ok {
+			rows = r
+		}
+		return nil
+	})
+	if err != nil || rows == nil {
+		t.Fatalf("parse: %v (rows %v)", err, rows)
+	}
+	if len(rows.Rows) != 2 || rows.Rows[1][1] != `{"a":2}` {
+		t.Fatalf("rows %#v", rows.Rows)
+	}
+}

@@ -137,8 +137,11 @@ func bitmap(n int, bit func(int) bool, msbFirst bool) []byte {
 
 // Rows is a WRITE, UPDATE or DELETE_ROWS v2 event of a table, every column in the image
 // (binlog_row_image=FULL). An update's Rows are before and after images in turn.
+// PARTIAL_UPDATE_ROWS_EVENT is an update as binlog_row_value_options=PARTIAL_JSON writes it: each after
+// image starts with the row's value options (PARTIAL_JSON_UPDATES) and a bitmap of its JSON columns
+// written as diffs; here every JSON value is whole (bit 0), as MySQL writes a value replaced whole.
 type Rows struct {
-	Kind  replication.EventType // WRITE_ROWS_EVENTv2, UPDATE_ROWS_EVENTv2, DELETE_ROWS_EVENTv2
+	Kind  replication.EventType // WRITE_ROWS_EVENTv2, UPDATE_ROWS_EVENTv2, DELETE_ROWS_EVENTv2, PARTIAL_UPDATE_ROWS_EVENT
 	Table *Table
 	Rows  [][]any
 	// Last sets STMT_END_F: the statement's last rows event (the reader frees its table maps).
@@ -160,12 +163,23 @@ func (r Rows) Body(Server) []byte {
 	b = mysql.AppendLengthEncodedInteger(b, uint64(n))
 	all := bitmap(n, func(int) bool { return true }, false)
 	b = append(b, all...)
-	if r.Kind == replication.UPDATE_ROWS_EVENTv2 {
+	partial := r.Kind == replication.PARTIAL_UPDATE_ROWS_EVENT
+	if r.Kind == replication.UPDATE_ROWS_EVENTv2 || partial {
 		b = append(b, all...)
 	}
-	for _, row := range r.Rows {
+	jsonCols := 0
+	for _, c := range t.Columns {
+		if c.Type == mysql.MYSQL_TYPE_JSON {
+			jsonCols++
+		}
+	}
+	for i, row := range r.Rows {
 		if len(row) != n {
 			panic(fmt.Sprintf("mysqlprimary: a row of %d values for %s.%s of %d columns", len(row), t.Schema, t.Name, n))
+		}
+		if partial && i%2 == 1 {
+			b = mysql.AppendLengthEncodedInteger(b, 1) // PARTIAL_JSON_UPDATES
+			b = append(b, make([]byte, (jsonCols+7)/8)...)
 		}
 		b = append(b, bitmap(n, func(i int) bool { return row[i] == nil }, false)...)
 		for i, v := range row {
