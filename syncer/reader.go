@@ -55,6 +55,11 @@ func (s *Syncer) startReader(ctx context.Context, from resumePoint) (*reader, er
 		Host: s.cfg.Host, Port: s.cfg.Port, User: s.cfg.User, Password: s.cfg.Password, TLSConfig: s.cfg.TLS,
 		// Few quick retries inside go-mysql; longer outages go to Run's reconnect loop with backoff.
 		HeartbeatPeriod: time.Second, ReadTimeout: 5 * time.Second, MaxReconnectAttempts: 2,
+		// In MySQL GTID mode go-mysql would reconnect from its own set, which leaves out the last
+		// transaction it saw (complete or not): a primary that has purged it (a failover to a server
+		// with the same history and newer binlogs) refuses that set with ERROR 1236. The reader's
+		// reconnect asks from its set of complete event groups instead.
+		DisableRetrySync: s.cfg.EnableGTID && s.cfg.Flavor == mysql.MySQLFlavor,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		// TIMESTAMP values as UTC text; the downstream session's time_zone is +00:00 (OpenDB).
 		TimestampStringLocation: time.UTC,

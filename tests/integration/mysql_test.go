@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
+	"github.com/google/uuid"
 
 	"github.com/tributary-db/tributary/tests/framework/e2e"
 	"github.com/tributary-db/tributary/tests/framework/mariadbtest"
@@ -227,6 +228,13 @@ routes:
 		t.Fatal(err)
 	}
 	check("rows after the worker's kill -9")
+
+	// a failover behind the same address: another primary with the same GTID history, other file
+	// names and a new server UUID. The checkpoint is a GTID set, so the source goes on from it.
+	shards[1].p.SwitchPrimary(uuid.New(), 22, "replica-bin")
+	shards[1].insert("", 2040, 2050)
+	shards[0].insert("", 1050, 1055)
+	check("rows after a primary switch")
 	if n, err := c.DownstreamStatements("ALTER TABLE"); err != nil || n != 1 {
 		t.Fatalf("ALTER TABLE reached the downstream %d times (%v), want once", n, err)
 	}

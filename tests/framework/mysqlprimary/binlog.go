@@ -140,6 +140,19 @@ func (b *Binlog) Rotate() string {
 	return next
 }
 
+// switchTo makes the binlog another server's with the same GTID history, as a replica promoted in a
+// failover has it: new files (base.000001 on), whose first PREVIOUS_GTIDS is everything executed so
+// far, and new transactions under the new server's UUID.
+func (b *Binlog) switchTo(serverUUID uuid.UUID, serverID uint32, base string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.uuid, b.base, b.srv.ServerID = serverUUID, base, serverID
+	b.gno = map[string]int64{}
+	b.files = nil
+	b.openFile()
+	b.notify()
+}
+
 // Purge removes the files before name (PURGE BINARY LOGS TO).
 func (b *Binlog) Purge(name string) {
 	b.mu.Lock()

@@ -109,7 +109,11 @@ func (p *Primary) Addr() string { return p.ln.Addr().String() }
 func (p *Primary) Port() int { return p.ln.Addr().(*net.TCPAddr).Port }
 
 // UUID is @@server_uuid.
-func (p *Primary) UUID() uuid.UUID { return p.opts.UUID }
+func (p *Primary) UUID() uuid.UUID {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.opts.UUID
+}
 
 // CreateTable registers a table's SHOW CREATE TABLE text (the text MySQL 8 prints, e.g. with its
 // /*!80016 ... */ comments and utf8mb4_0900_ai_ci).
@@ -125,6 +129,17 @@ func (p *Primary) Queries() (all, unknown []string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]string(nil), p.queries...), append([]string(nil), p.unknown...)
+}
+
+// SwitchPrimary puts another primary with the same GTID history behind the same address, as a
+// failover behind a virtual IP does: a new server UUID and server_id, binlog files of another name
+// starting from the GTIDs executed so far, and every connection dropped.
+func (p *Primary) SwitchPrimary(serverUUID uuid.UUID, serverID uint32, binlogBase string) {
+	p.mu.Lock()
+	p.opts.UUID, p.opts.ServerID = serverUUID, serverID
+	p.mu.Unlock()
+	p.Binlog.switchTo(serverUUID, serverID, binlogBase)
+	p.DropConnections()
 }
 
 // DropConnections closes every connection (binlog dumps and queries), as a network fault or a
@@ -404,9 +419,11 @@ func (p *Primary) variable(name string) (string, bool) {
 	case "version_comment":
 		return "MySQL Community Server - GPL", true
 	case "server_id":
+		p.mu.Lock()
+		defer p.mu.Unlock()
 		return fmt.Sprint(p.opts.ServerID), true
 	case "server_uuid":
-		return p.opts.UUID.String(), true
+		return p.UUID().String(), true
 	case "gtid_mode":
 		return "ON", true
 	case "enforce_gtid_consistency":

@@ -1,11 +1,13 @@
 package mysqlprimary
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 	_ "github.com/go-sql-driver/mysql"
+	"github.com/google/uuid"
 )
 
 func startPrimary(t *testing.T, opts Options) *Primary {
@@ -208,4 +211,40 @@ func TestDumpByGTIDSetLeavesOutWhatTheReplicaHas(t *testing.T) {
 			return
 		}
 	}
+}
+
+// TestSwitchPrimaryKeepsTheGTIDHistory: after a switch, a replica with the GTID set it had goes on
+// from the new primary's files: the transactions it has are not sent again, the new ones are.
+func TestSwitchPrimaryKeepsTheGTIDHistory(t *testing.T) {
+	p := startPrimary(t, Options{})
+	old := p.UUID()
+	insert(p, "", 1)
+	insert(p, "", 2)
+	has, err := mysql.ParseMysqlGTIDSet(p.Executed())
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := uuid.New()
+	p.SwitchPrimary(next, 9, "replica-bin")
+	insert(p, "", 3)
+	if pos, executed := p.Status(); pos.Name != "replica-bin.000001" || executed != strings.Join(sortedSets(old.String()+":1-2", next.String()+":1"), ",") {
+		t.Fatalf("after the switch: %s, %s", pos.Name, executed)
+	}
+	s := syncer(p, "")
+	defer s.Close()
+	st, err := s.StartSyncGTID(has)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := read(t, st, 5)
+	g, ok := evs[0].Event.(*replication.GTIDEvent)
+	if !ok || g.GNO != 1 || !bytes.Equal(g.SID, next[:]) {
+		t.Fatalf("first event after the switch: %#v", evs[0].Event)
+	}
+}
+
+// sortedSets orders GTID set parts as go-mysql's String does (by UUID).
+func sortedSets(parts ...string) []string {
+	sort.Strings(parts)
+	return parts
 }
