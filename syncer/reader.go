@@ -60,7 +60,7 @@ func (s *Syncer) startReader(ctx context.Context, from resumePoint) (*reader, er
 		// with the same history and newer binlogs) refuses that set with ERROR 1236. The reader's
 		// reconnect asks from its set of complete event groups instead.
 		DisableRetrySync: s.cfg.EnableGTID && s.cfg.Flavor == mysql.MySQLFlavor,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
 		// TIMESTAMP values as UTC text; the downstream session's time_zone is +00:00 (OpenDB).
 		TimestampStringLocation: time.UTC,
 		RowsEventDecodeFunc:     decodeRows, // DATETIME values with a zero month or day read exactly
