@@ -24,6 +24,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,11 +64,14 @@ const (
 	// name a position the source has; a source without one starts at its current position, which is
 	// said (rows written before are not copied). Not a DM item.
 	ItemMetaPosition = "meta_position"
+	// ItemGTIDMode: a MySQL source with enable-gtid runs gtid_mode=ON and enforce_gtid_consistency=ON,
+	// so that every transaction has a GTID to resume by. Not a DM item.
+	ItemGTIDMode = "gtid_mode"
 )
 
 // Known are the items ignore-checking-items may name ("all" ignores every item).
 var Known = []string{ItemBinlogEnable, ItemBinlogFormat, ItemBinlogRowImage, ItemReplPrivilege, ItemShardSchema, ItemTableSchema,
-	ItemDumpPrivilege, ItemTableEmpty, ItemLoadSize, ItemMetaPosition, ItemTargetPrivilege, ItemUnmatchedRules, ItemAutoIncrement}
+	ItemDumpPrivilege, ItemTableEmpty, ItemLoadSize, ItemMetaPosition, ItemTargetPrivilege, ItemUnmatchedRules, ItemAutoIncrement, ItemGTIDMode}
 
 // Level is how much a check's result weighs.
 type Level int
@@ -268,13 +272,16 @@ func Check(ctx context.Context, task *config.Task, sources map[string]*config.So
 func checkSource(ctx context.Context, r report, task *config.Task, inst config.Instance, src *config.Source, db, down *sql.DB, fresh bool,
 	loads map[string]loader.LoadState, byTarget map[vocab.TableName][]shardColumns, autoInc map[vocab.TableName][]autoIncShard, planned map[vocab.TableName][]loadInto) {
 	source := inst.SourceID
-	grants, grantsErr := globalGrants(ctx, db)
+	grants, inactiveRoles, grantsErr := globalGrants(ctx, db)
 	if task.Syncs() {
 		checkBinlog(ctx, db, source, r, true)
+		if src.EnableGTID {
+			checkGTIDMode(ctx, db, source, r)
+		}
 		if grantsErr != nil {
 			r.fail(ItemReplPrivilege, source, "SHOW GRANTS: %v", grantsErr)
 		} else {
-			checkPrivileges(grants, source, r)
+			checkPrivileges(grants, inactiveRoles, source, r)
 		}
 	} else {
 		// task-mode full: no binlog is replicated, but the load reads the snapshot's binlog position.
@@ -536,26 +543,85 @@ func checkBinlog(ctx context.Context, db *sql.DB, source string, r report, syncs
 	if !strings.EqualFold(image, "FULL") {
 		r.fail(ItemBinlogRowImage, source, "binlog_row_image is %s, must be FULL (SET GLOBAL binlog_row_image = FULL, and in the server's configuration)", image)
 	}
+	var options string
+	if db.QueryRowContext(ctx, "SELECT @@binlog_row_value_options").Scan(&options) == nil && strings.Contains(strings.ToUpper(options), "PARTIAL_JSON") {
+		// MySQL 8 only (MariaDB has no such variable)
+		r.fail(ItemBinlogRowImage, source, "binlog_row_value_options is PARTIAL_JSON: JSON updates are logged as diffs, which cannot be written whole and stop replication at the first; "+
+			"SET GLOBAL binlog_row_value_options = '' (and in the server's configuration)")
+	}
 }
 
-// globalGrants returns the user's grants ON *.*, upper case, one a line.
-func globalGrants(ctx context.Context, db *sql.DB) (string, error) {
-	rows, err := db.QueryContext(ctx, "SHOW GRANTS")
+// globalGrants returns the user's grants ON *.*, upper case, one a line, with those of the MySQL 8
+// roles granted to it that are active in its sessions (its default roles, or all of them with
+// activate_all_roles_on_login): SHOW GRANTS lists a role as GRANT `r`@`%` TO the user, not its
+// privileges. A role that is not active gives nothing; its privileges are left out, and the failure
+// that follows says which roles to activate.
+func globalGrants(ctx context.Context, db *sql.DB) (global string, inactive []string, err error) {
+	lines, err := showGrants(ctx, db, "SHOW GRANTS")
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	defer rows.Close()
-	var global string
-	for rows.Next() {
-		var g string
-		if err := rows.Scan(&g); err != nil {
-			return "", err
+	var roles []string
+	for _, g := range lines {
+		if strings.Contains(g, " ON *.* ") {
+			global += strings.ToUpper(g) + "\n"
+		} else if m := roleGrant.FindStringSubmatch(g); m != nil {
+			roles = append(roles, m[1])
 		}
+	}
+	if len(roles) == 0 {
+		return global, nil, nil
+	}
+	var current sql.NullString
+	if err := db.QueryRowContext(ctx, "SELECT CURRENT_ROLE()").Scan(&current); err != nil {
+		return global, nil, nil // not MySQL 8's roles
+	}
+	if !current.Valid || strings.EqualFold(current.String, "NONE") {
+		return global, roles, nil
+	}
+	via, err := showGrants(ctx, db, "SHOW GRANTS FOR CURRENT_USER() USING "+current.String)
+	if err != nil {
+		return "", nil, err
+	}
+	for _, g := range via {
 		if strings.Contains(g, " ON *.* ") {
 			global += strings.ToUpper(g) + "\n"
 		}
 	}
-	return global, rows.Err()
+	return global, nil, nil
+}
+
+// roleGrant is SHOW GRANTS's line of roles granted to the user (MySQL 8): GRANT `r1`@`%`,`r2`@`%` TO ...
+var roleGrant = regexp.MustCompile("^GRANT (`[^`]+`@`[^`]*`(?:\\s*,\\s*`[^`]+`@`[^`]*`)*) TO ")
+
+func showGrants(ctx context.Context, db *sql.DB, q string) ([]string, error) {
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var g string
+		if err := rows.Scan(&g); err != nil {
+			return nil, err
+		}
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}
+
+// checkGTIDMode: a MySQL source with enable-gtid must give every transaction a GTID (gtid_mode=ON,
+// enforce_gtid_consistency=ON); MariaDB always does.
+func checkGTIDMode(ctx context.Context, db *sql.DB, source string, r report) {
+	var mode, enforce string
+	if err := db.QueryRowContext(ctx, "SELECT @@gtid_mode, @@enforce_gtid_consistency").Scan(&mode, &enforce); err != nil {
+		return // MariaDB: no such variables
+	}
+	if !strings.EqualFold(mode, "ON") || !(strings.EqualFold(enforce, "ON") || enforce == "1") {
+		r.fail(ItemGTIDMode, source, "enable-gtid needs gtid_mode=ON and enforce_gtid_consistency=ON on a MySQL source (they are %s and %s): "+
+			"set them (the reference manual's \"Enabling GTID Transactions Online\"), or set enable-gtid: false in the source file", mode, enforce)
+	}
 }
 
 func hasAll(global string) bool { return strings.Contains(global, "ALL PRIVILEGES") }
@@ -566,7 +632,7 @@ func hasReplClient(global string) bool {
 
 // checkPrivileges looks for REPLICATION SLAVE, REPLICATION CLIENT (MariaDB: or BINLOG MONITOR) and
 // SELECT in the user's global grants.
-func checkPrivileges(global, source string, r report) {
+func checkPrivileges(global string, inactiveRoles []string, source string, r report) {
 	if hasAll(global) {
 		return
 	}
@@ -581,6 +647,11 @@ func checkPrivileges(global, source string, r report) {
 		missing = append(missing, "SELECT")
 	}
 	if len(missing) > 0 {
+		if len(inactiveRoles) > 0 {
+			r.fail(ItemReplPrivilege, source, "the user lacks %s ON *.*; its roles %s are not active when it logs in, so their privileges do not count "+
+				"(SET DEFAULT ROLE ALL TO the source's user, or activate_all_roles_on_login=ON)", strings.Join(missing, ", "), strings.Join(inactiveRoles, ", "))
+			return
+		}
 		r.fail(ItemReplPrivilege, source, "the user lacks %s ON *.* (GRANT %s ON *.* TO the source's user)", strings.Join(missing, ", "), strings.Join(missing, ", "))
 	}
 }

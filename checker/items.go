@@ -47,6 +47,7 @@ func Items(task *config.Task) []ItemRun {
 	add(ItemBinlogFormat, task.Syncs(), mode+" reads no binlog")
 	add(ItemBinlogRowImage, task.Syncs(), mode+" reads no binlog")
 	add(ItemReplPrivilege, task.Syncs(), mode+" reads no binlog")
+	add(ItemGTIDMode, task.Syncs(), mode+" reads no binlog")
 	add(ItemMetaPosition, task.TaskMode == "incremental", mode+" loads first and starts the binlog where its snapshot was taken")
 	add(ItemUnmatchedRules, true, "")
 	add(ItemShardSchema, true, "")

@@ -38,6 +38,12 @@ type Options struct {
 	// that answers what the emulation does not: information_schema's tables, columns and keys, and
 	// SELECTs of the user's tables. Its facts are the schema's; its collation names are MariaDB's.
 	Catalog *sql.DB
+	// Variables override the global variables' values (gtid_mode, binlog_row_value_options, ...).
+	Variables map[string]string
+	// Grants are SHOW GRANTS's lines (default: what a replication user needs, ON *.*); RoleGrants
+	// those of SHOW GRANTS ... USING the active roles; CurrentRole is CURRENT_ROLE() (default NONE).
+	Grants, RoleGrants []string
+	CurrentRole        string
 }
 
 // Primary is a MySQL-speaking primary for tests: it answers the queries a replication tool sends a
@@ -351,9 +357,16 @@ func (h *handler) HandleQuery(q string) (*mysql.Result, error) {
 			rows = append(rows, []any{f.Name, uint64(f.Pos), "No"})
 		}
 		return results([]string{"Log_name", "File_size", "Encrypted"}, rows)
+	case strings.HasPrefix(upper, "SHOW GRANTS") && strings.Contains(upper, " USING "):
+		return grantRows(p.opts.User, p.opts.RoleGrants)
 	case upper == "SHOW GRANTS", strings.HasPrefix(upper, "SHOW GRANTS FOR"):
-		return result([]string{"Grants for " + p.opts.User + "@%"},
-			[]any{"GRANT SELECT, RELOAD, PROCESS, REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `" + p.opts.User + "`@`%`"})
+		grants := p.opts.Grants
+		if grants == nil {
+			grants = []string{"GRANT SELECT, RELOAD, PROCESS, REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `" + p.opts.User + "`@`%`"}
+		}
+		return grantRows(p.opts.User, grants)
+	case upper == "SELECT CURRENT_ROLE()":
+		return result([]string{"CURRENT_ROLE()"}, []any{cmpOr(p.opts.CurrentRole, "NONE")})
 	}
 	if m := reShowVars.FindStringSubmatch(q); m != nil {
 		name := strings.ToLower(m[2])
@@ -411,8 +424,26 @@ func (p *Primary) is84() bool {
 	return strings.HasPrefix(p.opts.Version, "8.4") || strings.HasPrefix(p.opts.Version, "9.")
 }
 
+func grantRows(user string, lines []string) (*mysql.Result, error) {
+	rows := make([][]any, len(lines))
+	for i, g := range lines {
+		rows[i] = []any{g}
+	}
+	return results([]string{"Grants for " + user + "@%"}, rows)
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
 // variable is a global variable's value as MySQL 8 shows it.
 func (p *Primary) variable(name string) (string, bool) {
+	if v, ok := p.opts.Variables[name]; ok {
+		return v, true
+	}
 	switch name {
 	case "version":
 		return p.opts.Version, true
