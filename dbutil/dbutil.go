@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"regexp"
 	"strings"
 	"time"
 
@@ -149,8 +150,8 @@ type RowsQuerier interface {
 	Querier
 }
 
-// Signature is a table's columns as "name type", lower case, for comparing definitions (empty when
-// the table does not exist).
+// Signature is a table's columns as "name type", lower case, for comparing definitions
+// (ComparableType; empty when the table does not exist).
 func Signature(ctx context.Context, db *sql.DB, t vocab.TableName) ([]string, error) {
 	rows, err := db.QueryContext(ctx, "SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", t.Schema, t.Name)
 	if err != nil {
@@ -163,7 +164,7 @@ func Signature(ctx context.Context, db *sql.DB, t vocab.TableName) ([]string, er
 		if err := rows.Scan(&name, &typ); err != nil {
 			return nil, err
 		}
-		out = append(out, strings.ToLower(name)+" "+strings.ToLower(typ))
+		out = append(out, strings.ToLower(name)+" "+ComparableType(typ))
 	}
 	return out, rows.Err()
 }
@@ -222,4 +223,19 @@ func Retryable(err error) bool {
 func IsNoSuchTable(err error) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && (me.Number == 1146 || me.Number == 1049)
+}
+
+// intWidth is an integer type's display width: int(11), bigint(20) unsigned.
+var intWidth = regexp.MustCompile(`^(tinyint|smallint|mediumint|int|integer|bigint)\(\d+\)`)
+
+// ComparableType is a COLUMN_TYPE as definitions are compared: lower case, and an integer type
+// without its display width unless ZEROFILL gives the width a meaning. MySQL 8.0.17+ writes INT where
+// MySQL 5.7 and MariaDB write INT(11); the values and storage are the same, so shards of 5.7 and 8.0,
+// or a MySQL 8 table and its MariaDB target, do not differ by it.
+func ComparableType(typ string) string {
+	typ = strings.ToLower(strings.TrimSpace(typ))
+	if strings.Contains(typ, "zerofill") {
+		return typ
+	}
+	return intWidth.ReplaceAllString(typ, "$1")
 }

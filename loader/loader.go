@@ -420,7 +420,7 @@ func signature(ctx context.Context, c *sql.Conn, t vocab.TableName) ([]string, e
 		if err := rows.Scan(&name, &typ, &data); err != nil {
 			return nil, err
 		}
-		out = append(out, strings.ToLower(name)+" "+strings.ToLower(typ)+" "+strings.ToLower(data))
+		out = append(out, strings.ToLower(name)+" "+dbutil.ComparableType(typ)+" "+strings.ToLower(data))
 	}
 	return out, rows.Err()
 }

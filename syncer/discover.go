@@ -168,7 +168,7 @@ func signature(ctx context.Context, db *sql.DB, t vocab.TableName) ([]string, er
 	}
 	out := make([]string, len(defs))
 	for i, d := range defs {
-		out[i] = strings.ToLower(d.name) + " " + strings.ToLower(d.typ)
+		out[i] = strings.ToLower(d.name) + " " + dbutil.ComparableType(d.typ)
 	}
 	return out, nil
 }

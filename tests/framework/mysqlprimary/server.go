@@ -239,6 +239,7 @@ type handler struct {
 }
 
 var (
+	intWidth     = regexp.MustCompile(`^(tinyint|smallint|mediumint|int|bigint)\(\d+\)`)
 	reShowCreate = regexp.MustCompile("(?i)^SHOW CREATE TABLE `?([^`.]+)`?\\.`?([^`]+)`?$")
 	reSelectVars = regexp.MustCompile(`(?i)^SELECT\s+(@@[\w.]+(\s*,\s*@@[\w.]+)*)\s*$`)
 	reShowVars   = regexp.MustCompile(`(?i)^SHOW (GLOBAL |SESSION )?VARIABLES LIKE '([^']+)'$`)
@@ -301,6 +302,11 @@ func (h *handler) forward(q string) (*mysql.Result, error) {
 		for i, v := range vals {
 			if v.Valid {
 				row[i] = v.String
+				if strings.EqualFold(cols[i], "COLUMN_TYPE") && !strings.Contains(v.String, "zerofill") {
+					// MySQL 8.0.17+ writes integer types without their display width (the catalog,
+					// MariaDB, writes int(11))
+					row[i] = intWidth.ReplaceAllString(v.String, "$1")
+				}
 			}
 		}
 		out = append(out, row)
