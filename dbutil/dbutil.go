@@ -9,8 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
