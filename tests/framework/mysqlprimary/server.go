@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/tls"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -44,6 +45,9 @@ type Options struct {
 	// those of SHOW GRANTS ... USING the active roles; CurrentRole is CURRENT_ROLE() (default NONE).
 	Grants, RoleGrants []string
 	CurrentRole        string
+	// TLS, when set, lets clients connect over TLS (caching_sha2_password's full authentication then
+	// sends the password over it instead of the RSA key exchange).
+	TLS *tls.Config
 }
 
 // Primary is a MySQL-speaking primary for tests: it answers the queries a replication tool sends a
@@ -98,7 +102,7 @@ func Start(opts Options) (*Primary, error) {
 		Binlog:  NewBinlog(srv, opts.UUID),
 		opts:    opts,
 		ln:      ln,
-		conf:    server.NewServer(opts.Version, mysql.DEFAULT_COLLATION_ID, opts.Auth, key, nil),
+		conf:    server.NewServer(opts.Version, mysql.DEFAULT_COLLATION_ID, opts.Auth, key, opts.TLS),
 		creates: map[string]string{},
 		conns:   map[chan struct{}]struct{}{},
 		ids:     map[uint32]chan struct{}{},

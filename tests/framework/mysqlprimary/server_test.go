@@ -3,6 +3,7 @@ package mysqlprimary
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"database/sql"
 	"fmt"
 	"io"
@@ -15,7 +16,9 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 	_ "github.com/go-sql-driver/mysql"
+
 	"github.com/google/uuid"
+	"github.com/tributary-db/tributary/tests/framework/certtest"
 )
 
 func startPrimary(t *testing.T, opts Options) *Primary {
@@ -247,4 +250,45 @@ func TestSwitchPrimaryKeepsTheGTIDHistory(t *testing.T) {
 func sortedSets(parts ...string) []string {
 	sort.Strings(parts)
 	return parts
+}
+
+// TestCachingSHA2OverTLS: with TLS, caching_sha2_password's full authentication goes over it, for a
+// query connection and for a binlog dump.
+func TestCachingSHA2OverTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := certtest.NewCA(dir, "ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := ca.Issue(dir, "primary", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.LoadX509KeyPair(pair.Cert, pair.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startPrimary(t, Options{Version: "8.4.3", Password: "over-TLS", TLS: &tls.Config{Certificates: []tls.Certificate{cert}}})
+	insert(p, "", 1)
+	db, err := sql.Open("mysql", fmt.Sprintf("root:over-TLS@tcp(%s)/?tls=skip-verify", p.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var version string
+	if err := db.QueryRow("SELECT @@version").Scan(&version); err != nil || version != "8.4.3" {
+		t.Fatalf("over TLS: %q, %v", version, err)
+	}
+	s := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
+		ServerID: 1002, Flavor: mysql.MySQLFlavor, Host: "127.0.0.1", Port: uint16(p.Port()),
+		User: "root", Password: "over-TLS", TLSConfig: &tls.Config{InsecureSkipVerify: true}, Logger: quiet,
+	})
+	defer s.Close()
+	st, err := s.StartSync(mysql.Position{Name: "binlog.000001", Pos: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := gtidsOf(read(t, st, 5)); fmt.Sprint(got) != "[1]" {
+		t.Fatalf("GTIDs over TLS: %v", got)
+	}
 }
