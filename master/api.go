@@ -5,6 +5,7 @@ import (
 	"embed"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"maps"
@@ -52,6 +53,8 @@ func (s *Service) HTTPHandlers(openapi bool) map[string]http.Handler {
 	api.HandleFunc("GET /api/v1/tasks/{task_name}/status", s.apiTaskStatus)
 	api.HandleFunc("GET /api/v1/shard-ddl-locks", s.apiLocks)
 	api.HandleFunc("POST /api/v1/shard-ddl-locks/{lock_id}/unlock", s.apiUnlock)
+	api.HandleFunc("POST /api/v1/tasks/{task_name}/start", s.apiTaskStartStop)
+	api.HandleFunc("POST /api/v1/tasks/{task_name}/stop", s.apiTaskStartStop)
 	api.HandleFunc("POST /api/v1/sources/{source_name}/transfer", s.apiTransfer) // DM names it {source-name}: a Go pattern name is an identifier
 	api.HandleFunc("GET /api/v1/tasks/{task_name}/sources/{source_name}/schemas/{schema_name}/{table_name}", s.apiSchema)
 	api.HandleFunc("PUT /api/v1/tasks/{task_name}/sources/{source_name}/schemas/{schema_name}/{table_name}", s.apiSchema)
@@ -485,6 +488,71 @@ type apiTransferRequest struct {
 type apiResult struct {
 	Result bool   `json:"result"`
 	Msg    string `json:"msg"`
+}
+
+// apiTaskRequest is the body of DM's POST /api/v1/tasks/{task-name}/start and /stop (both optional).
+type apiTaskRequest struct {
+	SourceNameList       []string `json:"source_name_list"`
+	RemoveMeta           bool     `json:"remove_meta"`
+	StartTime            string   `json:"start_time"`
+	SafeModeTimeDuration string   `json:"safe_mode_time_duration"`
+	TimeoutDuration      string   `json:"timeout_duration"`
+}
+
+// apiTaskStartStop is DM's OpenAPI start and stop of a task that exists: stop keeps the task and its
+// checkpoints so that start goes on from them (DM's "Stopped" stage), which is pause-task and
+// resume-task, for the sources of source_name_list or all of them. A task is created from its file
+// with dmctl start-task (with --start-time and --remove-meta there); this API has no task files, so
+// start_time and remove_meta are refused with the way to do it, as is safe_mode_time_duration.
+// 200 {"result": true, ...} with each source's answer; 400 with the reason when refused; 404 for an
+// unknown task.
+func (s *Service) apiTaskStartStop(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := apiContext(r)
+	defer cancel()
+	task := r.PathValue("task_name")
+	op, verb := "Resume", "start"
+	if strings.HasSuffix(r.URL.Path, "/stop") {
+		op, verb = "Pause", "stop"
+	}
+	var req apiTaskRequest
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err == nil && len(strings.TrimSpace(string(body))) > 0 {
+		dec := json.NewDecoder(strings.NewReader(string(body)))
+		dec.DisallowUnknownFields()
+		err = dec.Decode(&req)
+	}
+	switch {
+	case err != nil:
+		apiError(w, http.StatusBadRequest, fmt.Errorf("task %s body: %w", task, err))
+		return
+	case op == "Resume" && (req.StartTime != "" || req.RemoveMeta):
+		apiError(w, http.StatusBadRequest, fmt.Errorf("start_time and remove_meta apply when a task is started from its file: "+
+			"dmctl stop-task %s, then dmctl start-task [--remove-meta] [--start-time \"YYYY-MM-DD HH:MM:SS\"] TASK-FILE", task))
+		return
+	case req.SafeModeTimeDuration != "":
+		apiError(w, http.StatusBadRequest, errors.New("safe_mode_time_duration is not supported: set the task's syncers safe-mode instead"))
+		return
+	}
+	st, err := ha.Load(ctx, s.Client)
+	if err != nil {
+		apiError(w, http.StatusInternalServerError, err)
+		return
+	}
+	if _, ok := st.Tasks[task]; !ok {
+		apiError(w, http.StatusNotFound, errNoTask(task))
+		return
+	}
+	resp, err := s.OperateTask(ctx, &pb.OperateTaskRequest{Op: op, Name: task, Sources: req.SourceNameList})
+	if err == nil && !resp.Result {
+		err = errors.New(resp.Msg)
+	}
+	s.logger().Info("HTTP API task "+verb, zap.String("task", task),
+		zap.Strings("sources", req.SourceNameList), zap.Bool("result", err == nil))
+	if err != nil {
+		apiError(w, http.StatusBadRequest, err)
+		return
+	}
+	apiJSON(w, resp)
 }
 
 // apiTransfer is DM's transfer-source: 200 {"result": true, "msg": ""} when the source moved (or was
