@@ -122,8 +122,15 @@ func (s *Service) operateSource(ctx context.Context, l *leaderState, req *pb.Ope
 				continue
 			}
 			for _, t := range sortedTasks(st) {
-				if slices.Contains(t.Sources(), id) {
+				switch {
+				case slices.Contains(t.Sources(), id):
 					errs = append(errs, fmt.Errorf("source %s is used by task %s; stop-task %s first", id, t.Name, t.Name))
+				case slices.Contains(t.AllSources(), id):
+					// stop-task -s took it out of the task, which still counts it: its shard DDL locks
+					// wait for it, and start-task -s brings it back. Removing the source would leave
+					// them waiting for a source that is gone.
+					errs = append(errs, fmt.Errorf("source %s is still a source of task %s (stop-task -s stopped it there; the task's locks wait for it): "+
+						"stop-task %s first, or start-task %s -s %s", id, t.Name, t.Name, t.Name, id))
 				}
 			}
 			ops = append(ops, clientv3.OpDelete(ha.SourceKey(id)), clientv3.OpDelete(ha.BoundKey(id)))

@@ -133,6 +133,8 @@ func TestE2EStopOneSource(t *testing.T) {
 	c.up(1, "ALTER TABLE db_2.t_1 ADD COLUMN c INT", "ALTER TABLE db_2.t_2 ADD COLUMN c INT", insertRows("db_2.t_2", 2000, 2010, ", 2"))
 	c.waitLock([]string{s2}, []string{s1})
 	contains(t, c.ok("shard-ddl-lock", c.task).Str("msg"), "waits for source "+s1+", which stop-task -s removed from task shard: start-task shard -s "+s1)
+	// the source stays the task's while its locks wait for it: it cannot be removed under them
+	c.refused([]string{"source " + s1 + " is still a source of task shard (stop-task -s stopped it there"}, "operate-source", "stop", s1)
 	var n int
 	if err := c.DownDB.QueryRow("SELECT COUNT(*) FROM db.t WHERE id BETWEEN 300 AND 309").Scan(&n); err != nil || n != 0 {
 		t.Fatalf("%d rows of the stopped source arrived (%v)", n, err)
