@@ -275,6 +275,11 @@ func (s *Service) startTask(ctx context.Context, l *leaderState, req *pb.StartTa
 	}
 	if t, ok := st.Tasks[task.Name]; ok {
 		if len(req.Sources) > 0 && len(notIn(req.Sources, t.Stopped)) == 0 {
+			if req.RemoveMeta || req.StartTime != "" {
+				// They would be ignored: the sources go on from their checkpoints, with the stored file.
+				return nil, fmt.Errorf("start-task -s %s of started task %s starts the sources again from their checkpoints: --remove-meta and --start-time do not apply; "+
+					"stop-task %s and start it whole to use them", strings.Join(req.Sources, ","), task.Name, task.Name)
+			}
 			for _, src := range req.Sources {
 				if _, ok := st.Sources[src]; !ok {
 					return nil, fmt.Errorf("start-task -s %s: source %s was removed (operate-source stop); operate-source create it again first", src, src)

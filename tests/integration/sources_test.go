@@ -144,6 +144,7 @@ func TestE2EStopOneSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.refused([]string{"--remove-meta and --start-time do not apply"}, "start-task", "-s", s1, "--remove-meta", f)
 	onlySources(t, c.ok("start-task", "-s", s1, f), s1)
 	c.up(0, "ALTER TABLE db_1.t_1 ADD COLUMN c INT", "ALTER TABLE db_1.t_2 ADD COLUMN c INT", insertRows("db_1.t_2", 1000, 1010, ", 1"))
 	if n := c.converge("id, v, c"); n != 140 {
