@@ -215,26 +215,31 @@ routes:
 	shards[1].p.SetCompression(false)
 	check("tagged and compressed transactions")
 
-	// a dropped connection, then the worker of source 1 killed: both resume by GTID set
+	// a dropped connection, then each source's worker killed: both resume by GTID set
 	shards[0].p.DropConnections()
 	shards[0].insert("", 1020, 1030)
 	check("rows after a dropped connection")
-	w := c.Worker(c.workerOf(e2e.SourceID(0)))
-	w.Kill9()
-	shards[0].insert("", 1030, 1040)
-	shards[0].p.Rotate()
-	shards[0].insert("blue", 1040, 1050)
-	if err := w.Restart(); err != nil {
-		t.Fatal(err)
+	for i, s := range shards {
+		w := c.Worker(c.workerOf(e2e.SourceID(i)))
+		w.Kill9()
+		base := (i+1)*1000 + 60
+		s.insert("", base, base+10)
+		s.p.Rotate()
+		s.insert("blue", base+10, base+20)
+		if err := w.Restart(); err != nil {
+			t.Fatal(err)
+		}
+		check(fmt.Sprintf("rows after the kill -9 of source %d's worker", i+1))
 	}
-	check("rows after the worker's kill -9")
 
-	// a failover behind the same address: another primary with the same GTID history, other file
-	// names and a new server UUID. The checkpoint is a GTID set, so the source goes on from it.
-	shards[1].p.SwitchPrimary(uuid.New(), 22, "replica-bin")
-	shards[1].insert("", 2040, 2050)
-	shards[0].insert("", 1050, 1055)
-	check("rows after a primary switch")
+	// a failover behind each address: another primary with the same GTID history, other file names
+	// and a new server UUID. The checkpoint is a GTID set, so the source goes on from it.
+	for i, s := range shards {
+		s.p.SwitchPrimary(uuid.New(), uint32(20+i), "replica-bin")
+		base := (i+1)*1000 + 100
+		s.insert("", base, base+10)
+		check(fmt.Sprintf("rows after a primary switch of source %d", i+1))
+	}
 	if n, err := c.DownstreamStatements("ALTER TABLE"); err != nil || n != 1 {
 		t.Fatalf("ALTER TABLE reached the downstream %d times (%v), want once", n, err)
 	}
