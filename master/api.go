@@ -98,6 +98,21 @@ func apiJSON(w http.ResponseWriter, v any) {
 	enc.Encode(v)
 }
 
+// decodeBody reads a request's JSON body (at most 1 MiB) into v, refusing fields v does not have.
+// An empty body leaves v as it is when optional, and is an error otherwise.
+func decodeBody(r *http.Request, v any, optional bool) error {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if optional && len(strings.TrimSpace(string(body))) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
 // apiError answers DM's way: {"error_msg": ..., "error_code": ...}.
 func apiError(w http.ResponseWriter, status int, err error) {
 	w.Header().Set("Content-Type", "application/json")
@@ -446,13 +461,7 @@ func (s *Service) apiUnlock(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := apiContext(r)
 	defer cancel()
 	var req apiUnlockRequest
-	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	if err == nil && len(strings.TrimSpace(string(body))) > 0 {
-		dec := json.NewDecoder(strings.NewReader(string(body)))
-		dec.DisallowUnknownFields()
-		err = dec.Decode(&req)
-	}
-	if err != nil {
+	if err := decodeBody(r, &req, true); err != nil {
 		apiError(w, http.StatusBadRequest, errors.New("unlock body: "+err.Error()))
 		return
 	}
@@ -515,12 +524,7 @@ func (s *Service) apiTaskStartStop(w http.ResponseWriter, r *http.Request) {
 		op, verb = "Pause", "stop"
 	}
 	var req apiTaskRequest
-	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	if err == nil && len(strings.TrimSpace(string(body))) > 0 {
-		dec := json.NewDecoder(strings.NewReader(string(body)))
-		dec.DisallowUnknownFields()
-		err = dec.Decode(&req)
-	}
+	err := decodeBody(r, &req, true)
 	switch {
 	case err != nil:
 		apiError(w, http.StatusBadRequest, fmt.Errorf("task %s body: %w", task, err))
@@ -561,12 +565,7 @@ func (s *Service) apiTransfer(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := apiContext(r)
 	defer cancel()
 	var req apiTransferRequest
-	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	if err == nil {
-		dec := json.NewDecoder(strings.NewReader(string(body)))
-		dec.DisallowUnknownFields()
-		err = dec.Decode(&req)
-	}
+	err := decodeBody(r, &req, false)
 	if err == nil && req.WorkerName == "" {
 		err = errors.New(`"worker_name" is missing: give the name of the free worker to bind the source to`)
 	}
@@ -628,9 +627,7 @@ func (s *Service) apiSchema(w http.ResponseWriter, r *http.Request) {
 	case http.MethodPut:
 		req.Op = pb.SchemaOp_SetSchema
 		var body apiSchemaRequest
-		dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&body); err != nil {
+		if err := decodeBody(r, &body, false); err != nil {
 			apiError(w, http.StatusBadRequest, errors.New("schema body: "+err.Error()))
 			return
 		}

@@ -53,19 +53,11 @@ func (s *Service) handleError(ctx context.Context, req *pb.HandleErrorRequest) (
 	if err != nil {
 		return nil, err
 	}
-	t, ok := st.Tasks[req.Task]
-	if !ok {
-		return nil, errNoTask(req.Task)
+	sources, err := taskSources(st, req.Task, req.Sources)
+	if err != nil {
+		return nil, err
 	}
-	sources := t.Sources()
-	for _, src := range req.Sources {
-		if !slices.Contains(sources, src) {
-			return nil, fmt.Errorf("source %s is not a source of task %s (its sources: %v)", src, req.Task, sources)
-		}
-	}
-	if len(req.Sources) > 0 {
-		sources = req.Sources
-	} else if req.BinlogPos != "" && len(sources) > 1 && req.Op != pb.ErrorOp_List {
+	if len(req.Sources) == 0 && req.BinlogPos != "" && len(sources) > 1 && req.Op != pb.ErrorOp_List {
 		// A position means one source's binlog: DM asks for the source too.
 		return nil, fmt.Errorf("-b %s names a position in one source's binlog: give that source with -s (task %s has %v)", req.BinlogPos, req.Task, sources)
 	}
@@ -150,4 +142,23 @@ func opName(op pb.ErrorOp) string {
 		return "list"
 	}
 	return op.String()
+}
+
+// taskSources returns the sources of task that a command's -s names, or all of the task's (but
+// those stop-task -s removed) without -s, refusing a source the task does not have.
+func taskSources(st ha.State, task string, asked []string) ([]string, error) {
+	t, ok := st.Tasks[task]
+	if !ok {
+		return nil, errNoTask(task)
+	}
+	sources := t.Sources()
+	for _, src := range asked {
+		if !slices.Contains(sources, src) {
+			return nil, fmt.Errorf("source %s is not a source of task %s (its sources: %v)", src, task, sources)
+		}
+	}
+	if len(asked) > 0 {
+		return slices.Clone(asked), nil
+	}
+	return sources, nil
 }

@@ -29,18 +29,9 @@ func (s *Service) operateSchema(ctx context.Context, req *pb.OperateSchemaReques
 	if err != nil {
 		return nil, err
 	}
-	t, ok := st.Tasks[req.Task]
-	if !ok {
-		return nil, errNoTask(req.Task)
-	}
-	sources := t.Sources()
-	for _, src := range req.Sources {
-		if !slices.Contains(sources, src) {
-			return nil, fmt.Errorf("source %s is not a source of task %s (its sources: %v)", src, req.Task, sources)
-		}
-	}
-	if len(req.Sources) > 0 {
-		sources = slices.Clone(req.Sources)
+	sources, err := taskSources(st, req.Task, req.Sources)
+	if err != nil {
+		return nil, err
 	}
 	sort.Strings(sources)
 	sources = slices.Compact(sources)

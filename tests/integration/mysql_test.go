@@ -31,10 +31,10 @@ type mysqlShard struct {
 	want    map[int]string
 }
 
-func startMySQLShard(t *testing.T, version string, n int) *mysqlShard {
+// startCatalog starts a throw-away MariaDB for an emulated primary's information_schema and runs
+// stmts on it.
+func startCatalog(t *testing.T, stmts ...string) *sql.DB {
 	t.Helper()
-	db := fmt.Sprintf("db_%d", n)
-	// The emulation answers information_schema from a throw-away MariaDB with the same table.
 	srv, err := mariadbtest.Launch()
 	if err != nil {
 		t.Fatal(err)
@@ -45,11 +45,19 @@ func startMySQLShard(t *testing.T, version string, n int) *mysqlShard {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { catalog.Close() })
-	for _, q := range []string{"CREATE DATABASE " + db, "CREATE TABLE " + db + ".t_1 (id INT PRIMARY KEY, v VARCHAR(32))"} {
+	for _, q := range stmts {
 		if _, err := catalog.Exec(q); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return catalog
+}
+
+func startMySQLShard(t *testing.T, version string, n int) *mysqlShard {
+	t.Helper()
+	db := fmt.Sprintf("db_%d", n)
+	// The emulation answers information_schema from a throw-away MariaDB with the same table.
+	catalog := startCatalog(t, "CREATE DATABASE "+db, "CREATE TABLE "+db+".t_1 (id INT PRIMARY KEY, v VARCHAR(32))")
 	p, err := mysqlprimary.Start(mysqlprimary.Options{Version: version, ServerID: uint32(n), Password: "Secr3t!", Catalog: catalog})
 	if err != nil {
 		t.Fatal(err)
@@ -258,23 +266,9 @@ routes:
 // written wrong.
 func TestE2EMySQL8RowShapes(t *testing.T) {
 	c := startWith(t, e2e.Options{Workers: 1, NoUpstreams: true}, false)
-	srv, err := mariadbtest.Launch()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	catalog, err := sql.Open("mysql", srv.DSN(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { catalog.Close() })
 	// the catalog (MariaDB) has the same columns, invisible ones included, for information_schema
-	for _, q := range []string{"CREATE DATABASE db_1",
-		"CREATE TABLE db_1.t_1 (my_row_id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT INVISIBLE, id INT NOT NULL, doc JSON, secret VARCHAR(20) INVISIBLE, PRIMARY KEY (my_row_id))"} {
-		if _, err := catalog.Exec(q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	catalog := startCatalog(t, "CREATE DATABASE db_1",
+		"CREATE TABLE db_1.t_1 (my_row_id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT INVISIBLE, id INT NOT NULL, doc JSON, secret VARCHAR(20) INVISIBLE, PRIMARY KEY (my_row_id))")
 	p, err := mysqlprimary.Start(mysqlprimary.Options{Version: "8.0.36", Password: "Secr3t!", Catalog: catalog})
 	if err != nil {
 		t.Fatal(err)
